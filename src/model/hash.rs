@@ -1,0 +1,226 @@
+//! The `hash` attribute: a whitespace-separated list of `algorithm:hexdigest` (spec §7).
+//!
+//! Tributary verifies every bitstream against these, so the digests are normalised on read:
+//! lowercase hex for the algorithms it can compute (md5, sha-1, sha-256). Real-world Sources
+//! also publish base64 digests; those are decoded and normalised, with a warning, because
+//! rejecting them would make whole providers unusable. Unknown algorithms are kept verbatim so
+//! they can be republished.
+
+use std::fmt;
+
+use base64::Engine as _;
+
+/// A hash algorithm named in a `hash` attribute.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum HashAlgorithm {
+    /// `md5`
+    Md5,
+    /// `sha-1`
+    Sha1,
+    /// `sha-256`
+    Sha256,
+    /// Any other token, kept as written (e.g. `sha-512`).
+    Other(String),
+}
+
+impl HashAlgorithm {
+    /// Parses the token before the colon. Known names are matched case-insensitively, and the
+    /// common misspellings `sha1`/`sha256` are accepted.
+    pub fn from_token(token: &str) -> Self {
+        match token.to_ascii_lowercase().as_str() {
+            "md5" => HashAlgorithm::Md5,
+            "sha-1" | "sha1" => HashAlgorithm::Sha1,
+            "sha-256" | "sha256" => HashAlgorithm::Sha256,
+            _ => HashAlgorithm::Other(token.to_owned()),
+        }
+    }
+
+    /// The token as the spec writes it.
+    pub fn as_str(&self) -> &str {
+        match self {
+            HashAlgorithm::Md5 => "md5",
+            HashAlgorithm::Sha1 => "sha-1",
+            HashAlgorithm::Sha256 => "sha-256",
+            HashAlgorithm::Other(s) => s,
+        }
+    }
+
+    /// Digest size in bytes for algorithms Tributary computes.
+    pub fn digest_len(&self) -> Option<usize> {
+        match self {
+            HashAlgorithm::Md5 => Some(16),
+            HashAlgorithm::Sha1 => Some(20),
+            HashAlgorithm::Sha256 => Some(32),
+            HashAlgorithm::Other(_) => None,
+        }
+    }
+}
+
+/// One `algorithm:digest` pair. For known algorithms `value` is lowercase hex of the right
+/// length; for unknown ones it is the text as written.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Digest {
+    /// The algorithm.
+    pub algorithm: HashAlgorithm,
+    /// The digest, lowercase hex for known algorithms.
+    pub value: String,
+}
+
+impl Digest {
+    /// A digest of a known algorithm from raw bytes.
+    pub fn from_bytes(algorithm: HashAlgorithm, bytes: &[u8]) -> Self {
+        Digest { algorithm, value: hex::encode(bytes) }
+    }
+}
+
+impl fmt::Display for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.algorithm.as_str(), self.value)
+    }
+}
+
+/// The parsed `hash` attribute, in document order.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct HashList(pub Vec<Digest>);
+
+/// Something about a hash value that was read but deserves a warning.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HashNote {
+    /// A digest was base64 rather than hex; it has been converted.
+    Base64(HashAlgorithm),
+    /// A digest was uppercase hex; it has been lowercased.
+    UpperHex(HashAlgorithm),
+    /// The same algorithm appears twice with different values.
+    Conflicting(HashAlgorithm),
+}
+
+/// Why a `hash` attribute was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HashError {
+    /// A token has no `algorithm:` prefix.
+    #[error("hash value `{0}` has no `algorithm:` prefix (expected e.g. md5:1584abdf…)")]
+    NoAlgorithm(String),
+    /// A digest of a known algorithm is neither hex nor base64 of the right size.
+    #[error("`{0}` is not a valid {1} digest (expected {2} hex digits)")]
+    BadDigest(String, String, usize),
+    /// The attribute is present but empty.
+    #[error("empty hash attribute")]
+    Empty,
+}
+
+impl HashList {
+    /// Parses a `hash` attribute, returning notes for the lenient readings it applied.
+    ///
+    /// # Errors
+    /// When a token lacks an algorithm or a known algorithm's digest cannot be decoded.
+    pub fn parse(s: &str) -> Result<(HashList, Vec<HashNote>), HashError> {
+        let mut list = Vec::with_capacity(2);
+        let mut notes = Vec::new();
+        for token in s.split_ascii_whitespace() {
+            let (alg, value) = token
+                .split_once(':')
+                .filter(|(a, v)| !a.is_empty() && !v.is_empty())
+                .ok_or_else(|| HashError::NoAlgorithm(token.to_owned()))?;
+            let algorithm = HashAlgorithm::from_token(alg);
+            let value = match algorithm.digest_len() {
+                None => value.to_owned(),
+                Some(len) => normalise_digest(token, &algorithm, value, len, &mut notes)?,
+            };
+            if let Some(prev) = list.iter().find(|d: &&Digest| d.algorithm == algorithm) {
+                if prev.value != value {
+                    notes.push(HashNote::Conflicting(algorithm.clone()));
+                }
+            }
+            list.push(Digest { algorithm, value });
+        }
+        if list.is_empty() {
+            return Err(HashError::Empty);
+        }
+        Ok((HashList(list), notes))
+    }
+
+    /// The digest for `algorithm`, if listed.
+    pub fn get(&self, algorithm: &HashAlgorithm) -> Option<&str> {
+        self.0.iter().find(|d| &d.algorithm == algorithm).map(|d| d.value.as_str())
+    }
+
+    /// True when no digest is listed.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+fn normalise_digest(
+    token: &str,
+    algorithm: &HashAlgorithm,
+    value: &str,
+    len: usize,
+    notes: &mut Vec<HashNote>,
+) -> Result<String, HashError> {
+    let bytes = value.as_bytes();
+    if bytes.len() == len * 2 && bytes.iter().all(u8::is_ascii_hexdigit) {
+        if bytes.iter().any(u8::is_ascii_uppercase) {
+            notes.push(HashNote::UpperHex(algorithm.clone()));
+            return Ok(value.to_ascii_lowercase());
+        }
+        return Ok(value.to_owned());
+    }
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(value)
+        .or_else(|_| base64::engine::general_purpose::URL_SAFE.decode(value))
+        .or_else(|_| base64::engine::general_purpose::STANDARD_NO_PAD.decode(value))
+        .or_else(|_| base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(value));
+    match decoded {
+        Ok(raw) if raw.len() == len => {
+            notes.push(HashNote::Base64(algorithm.clone()));
+            Ok(hex::encode(raw))
+        }
+        _ => Err(HashError::BadDigest(token.to_owned(), algorithm.as_str().to_owned(), len * 2)),
+    }
+}
+
+impl fmt::Display for HashList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, d) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" ")?;
+            }
+            write!(f, "{d}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_a_list_of_known_and_unknown_algorithms() {
+        let (list, notes) = HashList::parse(
+            "md5:1e0d5cb8ef6ba40c99b14c0237be735e  sha-256:854f61290e2e197a11bc91063afce22e43f8ccc655237050ace766adc68dc784 sha-512:abc",
+        )
+        .unwrap();
+        assert!(notes.is_empty());
+        assert_eq!(list.get(&HashAlgorithm::Md5), Some("1e0d5cb8ef6ba40c99b14c0237be735e"));
+        assert_eq!(list.get(&HashAlgorithm::Other("sha-512".into())), Some("abc"));
+        assert_eq!(list.0.len(), 3);
+    }
+
+    #[test]
+    fn base64_digests_are_normalised_to_hex_with_a_note() {
+        // md5("") = d41d8cd98f00b204e9800998ecf8427e
+        let (list, notes) = HashList::parse("md5:1B2M2Y8AsgTpgAmY7PhCfg==").unwrap();
+        assert_eq!(list.to_string(), "md5:d41d8cd98f00b204e9800998ecf8427e");
+        assert_eq!(notes, vec![HashNote::Base64(HashAlgorithm::Md5)]);
+    }
+
+    #[test]
+    fn bad_digests_are_errors() {
+        assert!(matches!(HashList::parse("md5:xyz"), Err(HashError::BadDigest(..))));
+        assert!(matches!(HashList::parse("1e0d5cb8"), Err(HashError::NoAlgorithm(_))));
+        assert!(matches!(HashList::parse("   "), Err(HashError::Empty)));
+        assert!(matches!(HashList::parse("sha-256:1e0d5cb8ef6ba40c99b14c0237be735e"), Err(HashError::BadDigest(..))));
+    }
+}

@@ -1,0 +1,148 @@
+//! Byte offsets to line:column, for a reader that never holds the whole document.
+//!
+//! [`Tracked`] wraps the `BufRead` the XML parser pulls from: it counts consumed bytes (which
+//! is also where the per-document byte limit is enforced, before the parser ever sees the
+//! excess) and remembers the offsets of recent newlines, so any recent offset — the start of an
+//! entry, or the place a parse error occurred — maps to an exact line and column.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::io::{self, BufRead, Read};
+
+/// A place in a document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Position {
+    /// Byte offset from the start of the document.
+    pub offset: u64,
+    /// 1-based line.
+    pub line: u64,
+    /// 1-based column, in bytes.
+    pub column: u64,
+}
+
+impl fmt::Display for Position {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.line, self.column)
+    }
+}
+
+/// How far back newline offsets are remembered. Positions are only ever asked for the element
+/// being read, so this only has to exceed the largest single start tag.
+const WINDOW_BYTES: u64 = 1 << 20;
+
+/// A `BufRead` adapter that tracks newlines and caps the bytes read.
+#[derive(Debug)]
+pub(crate) struct Tracked<R> {
+    inner: R,
+    consumed: u64,
+    limit: u64,
+    exceeded: bool,
+    newlines: VecDeque<u64>,
+    dropped_lines: u64,
+}
+
+impl<R: BufRead> Tracked<R> {
+    pub(crate) fn new(inner: R, limit: u64) -> Self {
+        Tracked {
+            inner,
+            consumed: 0,
+            limit,
+            exceeded: false,
+            newlines: VecDeque::new(),
+            dropped_lines: 0,
+        }
+    }
+
+    /// True once more than `limit` bytes were requested.
+    pub(crate) fn exceeded(&self) -> bool {
+        self.exceeded
+    }
+
+    /// Line and column of a byte offset at or before the consumed position.
+    pub(crate) fn position(&self, offset: u64) -> Position {
+        let before = self.newlines.partition_point(|&nl| nl < offset);
+        let line = self.dropped_lines + before as u64 + 1;
+        let line_start = match before {
+            0 if self.dropped_lines == 0 => 0,
+            // The newline that starts this line fell out of the window: column unknown.
+            0 => return Position { offset, line, column: 0 },
+            n => self.newlines[n - 1] + 1,
+        };
+        Position { offset, line, column: offset - line_start + 1 }
+    }
+
+    fn prune(&mut self) {
+        let horizon = self.consumed.saturating_sub(WINDOW_BYTES);
+        while self.newlines.len() > 1 && self.newlines.front().is_some_and(|&nl| nl < horizon) {
+            self.newlines.pop_front();
+            self.dropped_lines += 1;
+        }
+    }
+}
+
+impl<R: BufRead> Read for Tracked<R> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let available = self.fill_buf()?;
+        let n = available.len().min(out.len());
+        out[..n].copy_from_slice(&available[..n]);
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+impl<R: BufRead> BufRead for Tracked<R> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        // Allow one byte past the limit so "exactly at the limit" is fine and "over" is seen.
+        let allowed = (self.limit + 1).saturating_sub(self.consumed);
+        if allowed == 0 {
+            self.exceeded = true;
+            return Err(io::Error::other("document exceeds the byte limit"));
+        }
+        let buf = self.inner.fill_buf()?;
+        let n = buf.len().min(usize::try_from(allowed).unwrap_or(usize::MAX));
+        Ok(&buf[..n])
+    }
+
+    fn consume(&mut self, amt: usize) {
+        if let Ok(buf) = self.inner.fill_buf() {
+            let base = self.consumed;
+            let upto = amt.min(buf.len());
+            self.newlines.extend(memchr::memchr_iter(b'\n', &buf[..upto]).map(|i| base + i as u64));
+        }
+        self.inner.consume(amt);
+        self.consumed += amt as u64;
+        if self.consumed > self.limit {
+            self.exceeded = true;
+        }
+        if self.newlines.len() > 65_536 {
+            self.prune();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_offsets_to_lines_and_columns() {
+        let text = b"ab\ncde\n\nf";
+        let mut t = Tracked::new(&text[..], 100);
+        let mut sink = Vec::new();
+        t.read_to_end(&mut sink).unwrap();
+        assert_eq!(t.position(0), Position { offset: 0, line: 1, column: 1 });
+        assert_eq!(t.position(4).to_string(), "2:2");
+        assert_eq!(t.position(7).to_string(), "3:1");
+        assert_eq!(t.position(8).to_string(), "4:1");
+    }
+
+    #[test]
+    fn refuses_to_read_past_the_limit() {
+        let text = vec![b'x'; 100];
+        let mut t = Tracked::new(&text[..], 10);
+        let mut sink = Vec::new();
+        assert!(t.read_to_end(&mut sink).is_err());
+        assert!(t.exceeded());
+        assert_eq!(sink.len(), 11);
+    }
+}
