@@ -13,3 +13,4 @@
 
 pub mod check;
 pub mod model;
+pub mod store;

@@ -1,1 +1,137 @@
-fn main() {}
+//! The `tributary` command line: parses arguments, sets up logging, and hands each subcommand
+//! to the library. Nothing else lives here.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use tributary::check::{self, CheckReport};
+use tributary::model::ReadOptions;
+
+/// Tributary: a ResourceSync aggregator.
+#[derive(Debug, Parser)]
+#[command(version, about, propagate_version = true)]
+struct Cli {
+    #[command(flatten)]
+    global: Global,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Args)]
+struct Global {
+    /// The configuration file.
+    #[arg(long, global = true, default_value = "sources.toml", value_name = "FILE")]
+    config: PathBuf,
+    /// The data directory (overrides `data_dir` in the configuration).
+    #[arg(long, global = true, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// Log as JSON lines (for log shippers) instead of readable text.
+    #[arg(long, global = true)]
+    log_json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Read a ResourceSync document and report its kind, entries, times and every violation.
+    Check(CheckArgs),
+    /// Inspect and maintain the data directory.
+    #[command(subcommand)]
+    Store(StoreCommand),
+}
+
+#[derive(Debug, Args)]
+struct CheckArgs {
+    /// A file path, or an http(s) URL.
+    input: String,
+    /// Maximum document size in bytes (decompressed).
+    #[arg(long, default_value_t = 50_000_000)]
+    max_bytes: u64,
+    /// Maximum number of entries.
+    #[arg(long, default_value_t = 50_000)]
+    max_entries: usize,
+    /// Print only the summary and errors, not warnings.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum StoreCommand {
+    /// Counts, bytes and the deduplication ratio.
+    Stats,
+    /// Re-hash every blob and cross-check every record; exit 1 on any mismatch.
+    Verify,
+    /// Remove blobs no record refers to.
+    Gc,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(cli.global.log_json);
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn init_tracing(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Check(args) => run_check(args),
+        Command::Store(cmd) => run_store(cmd, data_dir(&cli.global)),
+    }
+}
+
+/// Until `sources.toml` is parsed (issue "Harvest I"), the data directory is `--data-dir` or
+/// the default `store/`.
+fn data_dir(global: &Global) -> PathBuf {
+    let _ = &global.config;
+    global.data_dir.clone().unwrap_or_else(|| PathBuf::from("store"))
+}
+
+fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
+    let opts = ReadOptions {
+        name: args.input.clone(),
+        max_bytes: args.max_bytes,
+        max_entries: args.max_entries,
+        ..ReadOptions::default()
+    };
+    let report = if check::is_url(&args.input) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        rt.block_on(check::check_url(&args.input, opts))
+    } else {
+        check::check_file(args.input.as_ref(), opts)
+    };
+    let report = match report {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    print_report(&report, args.quiet);
+    Ok(if report.errors() > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+fn print_report(report: &CheckReport, quiet: bool) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stdout().lock(), "{}", report.render(!quiet));
+}
+
+fn run_store(cmd: StoreCommand, dir: PathBuf) -> anyhow::Result<ExitCode> {
+    let _ = (cmd, dir);
+    anyhow::bail!("the store commands arrive with the store module")
+}

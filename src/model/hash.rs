@@ -27,11 +27,15 @@ impl HashAlgorithm {
     /// Parses the token before the colon. Known names are matched case-insensitively, and the
     /// common misspellings `sha1`/`sha256` are accepted.
     pub fn from_token(token: &str) -> Self {
-        match token.to_ascii_lowercase().as_str() {
-            "md5" => HashAlgorithm::Md5,
-            "sha-1" | "sha1" => HashAlgorithm::Sha1,
-            "sha-256" | "sha256" => HashAlgorithm::Sha256,
-            _ => HashAlgorithm::Other(token.to_owned()),
+        let is = |name: &str| token.eq_ignore_ascii_case(name);
+        if is("md5") {
+            HashAlgorithm::Md5
+        } else if is("sha-256") || is("sha256") {
+            HashAlgorithm::Sha256
+        } else if is("sha-1") || is("sha1") {
+            HashAlgorithm::Sha1
+        } else {
+            HashAlgorithm::Other(token.to_owned())
         }
     }
 
@@ -117,7 +121,7 @@ impl HashList {
     pub fn parse(s: &str) -> Result<(HashList, Vec<HashNote>), HashError> {
         let mut list = Vec::with_capacity(2);
         let mut notes = Vec::new();
-        for token in s.split_ascii_whitespace() {
+        for token in tokens(s) {
             let (alg, value) = token
                 .split_once(':')
                 .filter(|(a, v)| !a.is_empty() && !v.is_empty())
@@ -151,6 +155,57 @@ impl HashList {
     }
 }
 
+const HEX_ANY: u8 = 0b10;
+const NOT_UPPER: u8 = 0b01;
+const HEX_LOWER: u8 = HEX_ANY | NOT_UPPER;
+/// Per byte: `0b11` for digits and a–f, `0b10` for A–F, `0b00` for anything else (which also
+/// clears "not upper", harmlessly, since such a value is not hex at all). ANDed over a digest,
+/// bit 1 says "all hex" and bit 0 "no uppercase".
+const HEX_CLASS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = if b.is_ascii_digit() || (b >= b'a' && b <= b'f') {
+            HEX_LOWER
+        } else if b >= b'A' && b <= b'F' {
+            HEX_ANY
+        } else {
+            0
+        };
+        i += 1;
+    }
+    t
+};
+
+/// Base64 as found in the wild: padding optional, non-canonical trailing bits tolerated (the
+/// spec's own Example 27 has such digests).
+const LENIENT: base64::engine::GeneralPurposeConfig = base64::engine::GeneralPurposeConfig::new()
+    .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent)
+    .with_decode_allow_trailing_bits(true);
+const LENIENT_STANDARD: base64::engine::GeneralPurpose =
+    base64::engine::GeneralPurpose::new(&base64::alphabet::STANDARD, LENIENT);
+const LENIENT_URL_SAFE: base64::engine::GeneralPurpose =
+    base64::engine::GeneralPurpose::new(&base64::alphabet::URL_SAFE, LENIENT);
+
+/// Whitespace-separated tokens, scanning bytes (`split_ascii_whitespace` decodes chars and
+/// showed up in profiles of 50,000-entry lists).
+fn tokens(s: &str) -> impl Iterator<Item = &str> {
+    let bytes = s.as_bytes();
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        while i < bytes.len() && bytes[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        let start = i;
+        while i < bytes.len() && !bytes[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        // Both ends sit on ASCII whitespace or the string's ends, so they are char boundaries.
+        (start < i).then(|| &s[start..i])
+    })
+}
+
 fn normalise_digest(
     token: &str,
     algorithm: &HashAlgorithm,
@@ -159,18 +214,18 @@ fn normalise_digest(
     notes: &mut Vec<HashNote>,
 ) -> Result<String, HashError> {
     let bytes = value.as_bytes();
-    if bytes.len() == len * 2 && bytes.iter().all(u8::is_ascii_hexdigit) {
-        if bytes.iter().any(u8::is_ascii_uppercase) {
-            notes.push(HashNote::UpperHex(algorithm.clone()));
-            return Ok(value.to_ascii_lowercase());
+    if bytes.len() == len * 2 {
+        // One branch-free pass classifies every byte: this runs twice per entry of every list.
+        let class = bytes.iter().fold(HEX_LOWER, |acc, &b| acc & HEX_CLASS[usize::from(b)]);
+        if class & HEX_ANY != 0 {
+            if class & NOT_UPPER == 0 {
+                notes.push(HashNote::UpperHex(algorithm.clone()));
+                return Ok(value.to_ascii_lowercase());
+            }
+            return Ok(value.to_owned());
         }
-        return Ok(value.to_owned());
     }
-    let decoded = base64::engine::general_purpose::STANDARD
-        .decode(value)
-        .or_else(|_| base64::engine::general_purpose::URL_SAFE.decode(value))
-        .or_else(|_| base64::engine::general_purpose::STANDARD_NO_PAD.decode(value))
-        .or_else(|_| base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(value));
+    let decoded = LENIENT_STANDARD.decode(value).or_else(|_| LENIENT_URL_SAFE.decode(value));
     match decoded {
         Ok(raw) if raw.len() == len => {
             notes.push(HashNote::Base64(algorithm.clone()));
@@ -214,6 +269,15 @@ mod tests {
         let (list, notes) = HashList::parse("md5:1B2M2Y8AsgTpgAmY7PhCfg==").unwrap();
         assert_eq!(list.to_string(), "md5:d41d8cd98f00b204e9800998ecf8427e");
         assert_eq!(notes, vec![HashNote::Base64(HashAlgorithm::Md5)]);
+    }
+
+    #[test]
+    fn uppercase_hex_is_lowercased_with_a_note() {
+        let (list, notes) = HashList::parse("MD5:D41D8CD98F00B204E9800998ECF8427E").unwrap();
+        assert_eq!(list.to_string(), "md5:d41d8cd98f00b204e9800998ecf8427e");
+        assert_eq!(notes, vec![HashNote::UpperHex(HashAlgorithm::Md5)]);
+        let (_, notes) = HashList::parse("md5:d41d8cd98f00b204e9800998ecf8427e").unwrap();
+        assert!(notes.is_empty());
     }
 
     #[test]

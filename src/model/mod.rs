@@ -7,12 +7,14 @@
 //! the store and the publisher all build on it.
 
 mod datetime;
+pub mod discovery;
 mod diagnostic;
 mod error;
 mod hash;
 mod position;
 mod reader;
 mod split;
+mod synthetic;
 mod types;
 mod validate;
 mod writer;
@@ -23,10 +25,11 @@ pub use error::{ReadError, ReadErrorKind};
 pub use hash::{Digest, HashAlgorithm, HashError, HashList, HashNote};
 pub use position::Position;
 pub use reader::{read_document, DocumentReader, ReadOptions};
+pub use synthetic::synthetic_resource_list;
 pub use split::{write_split, PartTarget, SplitLimits, SplitOutcome};
 pub use types::{
     Capability, Change, Document, DocumentKind, Entry, ExtNode, Extension, ForeignAttr, Header, Link, Md, RootFormat,
     RS_NS, SITEMAP_NS,
 };
-pub use validate::Validator;
+pub use validate::{validate, Validator};
 pub use writer::{to_bytes, write_document, DocumentWriter};

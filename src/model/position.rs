@@ -60,7 +60,14 @@ impl<R: BufRead> Tracked<R> {
 
     /// Line and column of a byte offset at or before the consumed position.
     pub(crate) fn position(&self, offset: u64) -> Position {
-        let before = self.newlines.partition_point(|&nl| nl < offset);
+        // Offsets asked for are almost always recent: search the tail first.
+        let len = self.newlines.len();
+        let tail = len.saturating_sub(64);
+        let before = if self.newlines.get(tail).is_some_and(|&nl| nl < offset) {
+            tail + self.newlines.range(tail..).take_while(|&&nl| nl < offset).count()
+        } else {
+            self.newlines.partition_point(|&nl| nl < offset)
+        };
         let line = self.dropped_lines + before as u64 + 1;
         let line_start = match before {
             0 if self.dropped_lines == 0 => 0,

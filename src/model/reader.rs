@@ -79,9 +79,12 @@ struct Core<R: BufRead> {
 pub struct DocumentReader<R: BufRead> {
     core: Core<R>,
     buf: Vec<u8>,
-    text_buf: Vec<u8>,
+    text_buf: String,
     header: Header,
     pending: Option<(Entry, Position)>,
+    /// An error met while looking for the first entry, surfaced by the first `next_entry`
+    /// so the header read before it is still available.
+    pending_error: Option<ReadError>,
     entries: usize,
     finished: bool,
     last_entry: Position,
@@ -92,8 +95,9 @@ impl<R: BufRead> DocumentReader<R> {
     /// Starts reading: parses everything up to the first entry.
     ///
     /// # Errors
-    /// When the document is not well-formed XML, has no sitemap root in the right namespace,
-    /// contains a DOCTYPE, or breaks a limit.
+    /// When the prolog is malformed (or has a DOCTYPE) or the root is not a Sitemap
+    /// `<urlset>`/`<sitemapindex>` in the Sitemap namespace. Errors further in are returned by
+    /// the first [`next_entry`](Self::next_entry), so the header read so far stays available.
     pub fn new(input: R, opts: ReadOptions) -> Result<Self, ReadError> {
         let mut xml = NsReader::from_reader(Tracked::new(input, opts.max_bytes));
         let config = xml.config_mut();
@@ -104,16 +108,17 @@ impl<R: BufRead> DocumentReader<R> {
         let mut reader = DocumentReader {
             core,
             buf: Vec::with_capacity(4096),
-            text_buf: Vec::with_capacity(256),
+            text_buf: String::with_capacity(256),
             header: Header::default(),
             pending: None,
+            pending_error: None,
             entries: 0,
             finished: false,
             last_entry: Position::default(),
             root: Position::default(),
         };
         reader.read_prolog()?;
-        reader.read_header()?;
+        reader.read_header();
         Ok(reader)
     }
 
@@ -156,6 +161,9 @@ impl<R: BufRead> DocumentReader<R> {
         if let Some((entry, pos)) = self.pending.take() {
             self.last_entry = pos;
             return Ok(Some(entry));
+        }
+        if let Some(e) = self.pending_error.take() {
+            return Err(e);
         }
         if self.finished {
             return Ok(None);
@@ -207,12 +215,17 @@ impl<R: BufRead> DocumentReader<R> {
         }
     }
 
-    fn read_header(&mut self) -> Result<(), ReadError> {
+    fn read_header(&mut self) {
         if self.finished {
-            return Ok(());
+            return;
         }
-        self.pending = self.read_root_child()?;
-        Ok(())
+        match self.read_root_child() {
+            Ok(first) => self.pending = first,
+            Err(e) => {
+                self.pending_error = Some(e);
+                self.finished = true;
+            }
+        }
     }
 
     /// Reads root-level content until the next entry (returned) or the end of the root.
@@ -225,7 +238,7 @@ impl<R: BufRead> DocumentReader<R> {
                 Event::Start(ref e) | Event::Empty(ref e) => {
                     let empty = matches!(ev, Event::Empty(_));
                     let (ns, local) = self.core.classify(e);
-                    match (ns, local.as_str()) {
+                    match (ns, local.as_ref()) {
                         (Ns::Sitemap, l) if l == format.entry_name() => {
                             let pos = self.core.position(start);
                             self.count_entry()?;
@@ -234,7 +247,7 @@ impl<R: BufRead> DocumentReader<R> {
                                 self.core.diagnostics.push(Diagnostic::error(pos, "7", msg));
                                 Entry::default()
                             } else {
-                                self.core.read_entry(&mut self.buf, &mut self.text_buf, format)?
+                                self.core.read_entry(&mut self.buf, &mut self.text_buf, format, pos)?
                             };
                             return Ok(Some((entry, pos)));
                         }
@@ -381,9 +394,21 @@ impl<R: BufRead> Core<R> {
         self.diagnostics.push(Diagnostic::error(pos, section, msg));
     }
 
-    fn classify(&self, e: &BytesStart<'_>) -> (Ns, String) {
+    /// The namespace class and local name of an element. Names ResourceSync cares about come
+    /// back as static strings, so the per-entry hot path allocates nothing here.
+    fn classify(&self, e: &BytesStart<'_>) -> (Ns, Cow<'static, str>) {
         let (res, local) = self.xml.resolver().resolve_element(e.name());
-        let local = local.as_ref().to_owned();
+        let local: Cow<'static, str> = match local.as_ref() {
+            "url" => Cow::Borrowed("url"),
+            "sitemap" => Cow::Borrowed("sitemap"),
+            "loc" => Cow::Borrowed("loc"),
+            "lastmod" => Cow::Borrowed("lastmod"),
+            "md" => Cow::Borrowed("md"),
+            "ln" => Cow::Borrowed("ln"),
+            "changefreq" => Cow::Borrowed("changefreq"),
+            "priority" => Cow::Borrowed("priority"),
+            other => Cow::Owned(other.to_owned()),
+        };
         let ns = match res {
             ResolveResult::Bound(ns) if ns.as_ref() == SITEMAP_NS => Ns::Sitemap,
             ResolveResult::Bound(ns) if ns.as_ref() == RS_NS => Ns::Rs,
@@ -625,7 +650,13 @@ impl<R: BufRead> Core<R> {
     }
 
     /// Reads a `<url>`/`<sitemap>` element whose start tag was just read.
-    fn read_entry(&mut self, buf: &mut Vec<u8>, text: &mut Vec<u8>, format: RootFormat) -> Result<Entry, ReadError> {
+    fn read_entry(
+        &mut self,
+        buf: &mut Vec<u8>,
+        text: &mut String,
+        format: RootFormat,
+        pos: Position,
+    ) -> Result<Entry, ReadError> {
         let mut entry = Entry::default();
         let mut seen_loc = false;
         let entry_depth = self.depth;
@@ -636,7 +667,7 @@ impl<R: BufRead> Core<R> {
                 Event::Start(ref e) | Event::Empty(ref e) => {
                     let empty = matches!(ev, Event::Empty(_));
                     let (ns, local) = self.classify(e);
-                    match (ns, local.as_str()) {
+                    match (ns, local.as_ref()) {
                         (Ns::Sitemap, "loc" | "lastmod" | "changefreq" | "priority") => {
                             let value = if empty { String::new() } else { self.read_text(buf, text)? };
                             self.entry_field(&mut entry, &local, value, start, &mut seen_loc);
@@ -680,10 +711,8 @@ impl<R: BufRead> Core<R> {
             }
         }
         if !seen_loc {
-            let pos = self.position(self.event_start);
             self.diagnostics.push(Diagnostic::error(pos, "7", format!("<{}> without <loc>", format.entry_name())));
         } else if entry.loc.is_empty() {
-            let pos = self.position(self.event_start);
             self.diagnostics.push(Diagnostic::error(pos, "7", "empty <loc>: the entry names no resource"));
         }
         Ok(entry)
@@ -719,18 +748,15 @@ impl<R: BufRead> Core<R> {
     }
 
     /// Collects the text content of a simple element (`<loc>` …) whose start was just read.
-    fn read_text(&mut self, buf: &mut Vec<u8>, text: &mut Vec<u8>) -> Result<String, ReadError> {
+    fn read_text(&mut self, buf: &mut Vec<u8>, text: &mut String) -> Result<String, ReadError> {
         text.clear();
         let depth = self.depth;
         loop {
             let ev = self.next(buf)?;
             match ev {
-                Event::Text(t) => text.extend_from_slice(t.as_ref().as_bytes()),
-                Event::CData(c) => text.extend_from_slice(c.as_ref().as_bytes()),
-                Event::GeneralRef(r) => {
-                    let mut tmp = [0u8; 4];
-                    text.extend_from_slice(self.resolve_ref(&r)?.encode_utf8(&mut tmp).as_bytes());
-                }
+                Event::Text(t) => text.push_str(t.as_ref()),
+                Event::CData(c) => text.push_str(c.as_ref()),
+                Event::GeneralRef(r) => text.push(self.resolve_ref(&r)?),
                 Event::End(_) if self.depth < depth => break,
                 Event::Comment(_) | Event::PI(_) => {}
                 Event::Eof => return Err(self.truncated()),
@@ -740,8 +766,7 @@ impl<R: BufRead> Core<R> {
                 Event::Decl(_) | Event::DocType(_) => return Err(self.error(ReadErrorKind::Doctype)),
             }
         }
-        let s = std::str::from_utf8(text).map_err(|e| self.error(ReadErrorKind::Malformed(e.to_string())))?;
-        let trimmed = s.trim();
+        let trimmed = text.trim();
         Ok(if trimmed.contains('\r') { trimmed.replace("\r\n", "\n") } else { trimmed.to_owned() })
     }
 

@@ -183,6 +183,9 @@ impl Validator {
         if entry.loc.is_empty() {
             return; // reported by the reader, which knows whether it was missing or empty
         }
+        if looks_like_plain_http_uri(&entry.loc) {
+            return;
+        }
         match url::Url::parse(&entry.loc) {
             Ok(_) => {}
             Err(url::ParseError::RelativeUrlWithoutBase) => self.count(Repeated::RelativeLoc, pos),
@@ -277,6 +280,18 @@ impl Validator {
         }
         self.last_time = Some(t);
     }
+}
+
+/// The common case, checked without a full URL parse: `http(s)://host…` with only characters
+/// that need no escaping. Anything else goes through `url::Url::parse`.
+fn looks_like_plain_http_uri(s: &str) -> bool {
+    let rest = s.strip_prefix("https://").or_else(|| s.strip_prefix("http://"));
+    rest.is_some_and(|r| {
+        !r.is_empty()
+            && !r.starts_with('/')
+            && r.bytes().all(|b| b.is_ascii_graphic() && !matches!(b, b'<' | b'>' | b'"' | b'{' | b'}' | b'|' | b'\\' | b'^' | b'`'))
+            && !r.split('/').next().is_some_and(|host| host.is_empty() || host.contains('%'))
+    })
 }
 
 fn section_of(kind: DocumentKind) -> &'static str {
