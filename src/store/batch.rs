@@ -1,0 +1,356 @@
+//! Batches: record upserts and deletions, their change events, the indexes, the per-set
+//! counters and optionally the source's state, committed all-or-nothing.
+//!
+//! A batch's writes are collected and applied as one sled batch (atomic across a crash; see
+//! [`super::table`]), so after a crash either all of a batch is there or none of it: never a record without its events, an event without its
+//! record, or a source position ahead of the records it claims. Each upsert first checks,
+//! under the lock that keeps gc from removing it, that its blob is stored — a record can never point at missing
+//! content. [`Store::apply`] then flushes, so when it returns the batch is durable and the
+//! publisher can see its events.
+
+use std::collections::HashMap;
+
+use super::blob::BlobId;
+use super::codec::{self, check_key};
+use super::error::StoreError;
+use super::log::{Counters, Event, event_key};
+use super::record::{NewRecord, Record, keys};
+use super::state::{self, SourceState};
+use super::table::Overlay;
+use super::{Inner, Store, Trees};
+use crate::model::{Change, W3cDateTime};
+
+/// A set of writes to commit together. Build it, then [`Store::apply`] it.
+#[derive(Debug, Clone, Default)]
+pub struct Batch {
+    ops: Vec<Op>,
+    state: Option<(String, SourceState)>,
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Upsert { sets: Vec<String>, record: Box<NewRecord> },
+    Delete { sets: Vec<String>, uri: String },
+}
+
+impl Batch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        Batch::default()
+    }
+
+    /// Creates or updates a record; `sets` are the ids of every set that includes its
+    /// source, and the change event goes to each of them.
+    pub fn upsert(&mut self, sets: &[&str], record: NewRecord) -> &mut Self {
+        self.ops.push(Op::Upsert { sets: own_sets(sets), record: Box::new(record) });
+        self
+    }
+
+    /// Marks a record deleted; the deletion event goes to each of `sets`.
+    pub fn delete(&mut self, sets: &[&str], uri: &str) -> &mut Self {
+        self.ops.push(Op::Delete { sets: own_sets(sets), uri: uri.to_owned() });
+        self
+    }
+
+    /// Saves the source's harvest state in the same commit.
+    pub fn source_state(&mut self, source: &str, state: SourceState) -> &mut Self {
+        self.state = Some((source.to_owned(), state));
+        self
+    }
+
+    /// Number of upserts and deletions.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// True when the batch has no upserts or deletions.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    fn validate(&self) -> Result<(), StoreError> {
+        for op in &self.ops {
+            let (sets, uri) = match op {
+                Op::Upsert { sets, record } => (sets, &record.uri),
+                Op::Delete { sets, uri } => (sets, uri),
+            };
+            check_key("resource URI", uri)?;
+            sets.iter().try_for_each(|s| check_key("set id", s))?;
+            if let Op::Upsert { record, .. } = op {
+                check_key("source id", &record.source)?;
+                check_key("origin URI", &record.origin)?;
+                check_key("upstream URI", &record.upstream)?;
+            }
+        }
+        self.state.as_ref().map_or(Ok(()), |(id, _)| check_key("source id", id))
+    }
+}
+
+fn own_sets(sets: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = sets.iter().map(|s| (*s).to_owned()).collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// What happened to one upsert or deletion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// A new record, or a deleted one that came back.
+    Created,
+    /// A live record that changed.
+    Updated,
+    /// A live record marked deleted.
+    Deleted,
+    /// Nothing to do: identical to what is stored, or deleting what is absent or deleted. No
+    /// event was written.
+    Unchanged,
+}
+
+/// The result of one op of a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpResult {
+    /// The record's URI.
+    pub uri: String,
+    /// What happened.
+    pub outcome: Outcome,
+    /// The events written: `(set id, sequence number)`.
+    pub events: Vec<(String, u64)>,
+}
+
+/// The result of a batch, one entry per op in order.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Applied {
+    /// Per op.
+    pub ops: Vec<OpResult>,
+}
+
+/// The leading fields of a blob row: enough to check existence and take md5/length without
+/// copying inline content.
+#[derive(serde::Deserialize)]
+struct BlobHead {
+    length: u64,
+    md5: Option<[u8; 16]>,
+}
+
+/// A batch being built: reads see the store plus the batch's own writes.
+struct Tx<'a> {
+    t: &'a Trees,
+    w: Overlay,
+    /// Touched sets: the last seq before this batch, and the counters as they will be.
+    counters: HashMap<String, (u64, Counters)>,
+    now: W3cDateTime,
+}
+
+impl Store {
+    /// Commits a batch and flushes, so on return it is durable and its events are visible.
+    /// The harvester calls this before it considers a batch done.
+    ///
+    /// # Errors
+    /// [`StoreError::MissingBlob`] when an upsert names content not stored (nothing is
+    /// committed); [`StoreError::InvalidKey`]; [`StoreError::Database`].
+    pub fn apply(&self, batch: &Batch) -> Result<Applied, StoreError> {
+        let applied = self.apply_unflushed(batch)?;
+        self.flush()?;
+        Ok(applied)
+    }
+
+    /// Commits a batch atomically without flushing: it survives a process crash but maybe not
+    /// a power loss, and its events stay hidden from readers until [`Store::flush`].
+    ///
+    /// # Errors
+    /// As [`Store::apply`].
+    pub fn apply_unflushed(&self, batch: &Batch) -> Result<Applied, StoreError> {
+        batch.validate()?;
+        let inner = &self.inner;
+        let _gc = inner.gc_lock.read().unwrap_or_else(|p| p.into_inner());
+        let mut unflushed = inner.unflushed.lock().unwrap_or_else(|p| p.into_inner());
+        let t = &inner.trees;
+        let mut tx = Tx { t, w: Overlay::default(), counters: HashMap::new(), now: W3cDateTime::now() };
+        let applied = tx.run(&batch.ops)?;
+        if let Some((id, s)) = &batch.state {
+            tx.w.insert(&t.sources, id.as_bytes(), state::encode(s)?);
+        }
+        let ranges = tx.write_counters()?;
+        tx.w.commit(&t.main)?;
+        for (set, first, last) in ranges {
+            unflushed.note(&set, first, last);
+        }
+        drop(unflushed);
+        inner.unfresh(&applied, batch);
+        Ok(applied)
+    }
+}
+
+impl Inner {
+    /// Referenced blobs are protected by the index now; stop tracking them as fresh.
+    fn unfresh(&self, _applied: &Applied, batch: &Batch) {
+        let mut fresh = self.fresh.lock().unwrap_or_else(|p| p.into_inner());
+        for op in &batch.ops {
+            if let Op::Upsert { record, .. } = op {
+                fresh.remove(&record.sha256);
+            }
+        }
+    }
+}
+
+impl Tx<'_> {
+    fn run(&mut self, ops: &[Op]) -> Result<Applied, StoreError> {
+        let mut applied = Applied { ops: Vec::with_capacity(ops.len()) };
+        for op in ops {
+            applied.ops.push(match op {
+                Op::Upsert { sets, record } => self.upsert(sets, record)?,
+                Op::Delete { sets, uri } => self.delete(sets, uri)?,
+            });
+        }
+        Ok(applied)
+    }
+
+    fn old_record(&self, uri: &str) -> Result<Option<Record>, StoreError> {
+        self.w.get(&self.t.records, uri.as_bytes())?.map(|v| codec::decode("record", &v)).transpose()
+    }
+
+    fn blob_head(&self, uri: &str, sha: &BlobId) -> Result<BlobHead, StoreError> {
+        match self.t.blobs.get(sha.0)? {
+            Some(v) => codec::decode("blob row", &v),
+            None => Err(StoreError::MissingBlob { uri: uri.to_owned(), sha256: sha.to_hex() }),
+        }
+    }
+
+    fn upsert(&mut self, sets: &[String], new: &NewRecord) -> Result<OpResult, StoreError> {
+        let head = self.blob_head(&new.uri, &new.sha256)?;
+        let rec = Record {
+            uri: new.uri.clone(),
+            source: new.source.clone(),
+            sets: sets.to_vec(),
+            origin: new.origin.clone(),
+            upstream: new.upstream.clone(),
+            sha256: new.sha256,
+            md5: head.md5.map(hex::encode),
+            length: head.length,
+            declared: new.declared.clone(),
+            media_type: new.media_type.clone(),
+            lastmod: new.lastmod,
+            via: new.via.clone(),
+            links: new.links.clone(),
+            deleted: None,
+            changed: self.now,
+        };
+        let live_old = self.old_record(&new.uri)?.filter(|o| !o.is_deleted());
+        if let Some(o) = &live_old {
+            if o.same_content(&rec) {
+                return Ok(OpResult { uri: rec.uri, outcome: Outcome::Unchanged, events: Vec::new() });
+            }
+            self.unindex(o)?;
+        }
+        let (outcome, change) =
+            if live_old.is_some() { (Outcome::Updated, Change::Updated) } else { (Outcome::Created, Change::Created) };
+        self.index(&rec);
+        self.count_live(live_old.as_ref().map(|o| o.sets.as_slice()), Some(sets))?;
+        let events = self.append_events(sets, &rec, change)?;
+        self.w.insert(&self.t.records, rec.uri.as_bytes(), codec::encode(&rec)?);
+        Ok(OpResult { uri: rec.uri, outcome, events })
+    }
+
+    fn delete(&mut self, sets: &[String], uri: &str) -> Result<OpResult, StoreError> {
+        let unchanged = || OpResult { uri: uri.to_owned(), outcome: Outcome::Unchanged, events: Vec::new() };
+        let Some(mut rec) = self.old_record(uri)? else { return Ok(unchanged()) };
+        if rec.is_deleted() {
+            return Ok(unchanged());
+        }
+        self.unindex(&rec)?;
+        self.count_live(Some(&rec.sets), None)?;
+        let events = self.append_events(sets, &rec, Change::Deleted)?;
+        rec.deleted = Some(self.now);
+        rec.changed = self.now;
+        self.w.insert(&self.t.records, uri.as_bytes(), codec::encode(&rec)?);
+        Ok(OpResult { uri: uri.to_owned(), outcome: Outcome::Deleted, events })
+    }
+
+    fn index(&mut self, rec: &Record) {
+        let t = self.t;
+        self.w.insert(&t.by_origin, &keys::by_origin(&rec.origin, &rec.uri), Vec::new());
+        self.w.insert(&t.by_sha, &keys::by_sha(&rec.sha256, &rec.uri), Vec::new());
+        self.w.insert(&t.by_upstream, rec.upstream.as_bytes(), rec.uri.clone().into_bytes());
+    }
+
+    fn unindex(&mut self, rec: &Record) -> Result<(), StoreError> {
+        let t = self.t;
+        self.w.remove(&t.by_origin, &keys::by_origin(&rec.origin, &rec.uri));
+        self.w.remove(&t.by_sha, &keys::by_sha(&rec.sha256, &rec.uri));
+        // Another record may have claimed the upstream URI since; only remove our own entry.
+        let owner = self.w.get(&t.by_upstream, rec.upstream.as_bytes())?;
+        if owner.is_some_and(|v| v.as_ref() == rec.uri.as_bytes()) {
+            self.w.remove(&t.by_upstream, rec.upstream.as_bytes());
+        }
+        Ok(())
+    }
+
+    fn counters_mut(&mut self, set: &str) -> Result<&mut Counters, StoreError> {
+        if !self.counters.contains_key(set) {
+            let c: Counters = match self.t.sets.get(set.as_bytes())? {
+                Some(v) => codec::decode("set counters", &v)?,
+                None => Counters::default(),
+            };
+            self.counters.insert(set.to_owned(), (c.last_seq, c));
+        }
+        Ok(self.counters.get_mut(set).map(|(_, c)| c).expect("inserted above"))
+    }
+
+    fn count_live(&mut self, old_sets: Option<&[String]>, new_sets: Option<&[String]>) -> Result<(), StoreError> {
+        for set in old_sets.unwrap_or_default() {
+            let c = self.counters_mut(set)?;
+            c.live = c.live.saturating_sub(1);
+        }
+        for set in new_sets.unwrap_or_default() {
+            self.counters_mut(set)?.live += 1;
+        }
+        Ok(())
+    }
+
+    fn append_events(
+        &mut self,
+        sets: &[String],
+        rec: &Record,
+        change: Change,
+    ) -> Result<Vec<(String, u64)>, StoreError> {
+        let mut out = Vec::with_capacity(sets.len());
+        for set in sets {
+            let now = self.now;
+            let c = self.counters_mut(set)?;
+            c.last_seq += 1;
+            // Never earlier than the set's previous event, whatever the clock does.
+            let datetime = c.last_change.map_or(now, |last| last.max(now));
+            c.last_change = Some(datetime);
+            let seq = c.last_seq;
+            let event = Event {
+                seq,
+                uri: rec.uri.clone(),
+                change,
+                datetime,
+                sha256: rec.sha256,
+                md5: rec.md5.clone(),
+                length: rec.length,
+                media_type: rec.media_type.clone(),
+                origin: rec.origin.clone(),
+                via: rec.via.clone(),
+                source: rec.source.clone(),
+            };
+            self.w.insert(&self.t.log, &event_key(set, seq), codec::encode(&event)?);
+            out.push((set.clone(), seq));
+        }
+        Ok(out)
+    }
+
+    /// Writes every touched set's counters once; returns the seq ranges written per set.
+    fn write_counters(&mut self) -> Result<Vec<(String, u64, u64)>, StoreError> {
+        let mut ranges = Vec::new();
+        for (set, (before, c)) in &self.counters {
+            self.w.insert(&self.t.sets, set.as_bytes(), codec::encode(c)?);
+            if c.last_seq > *before {
+                ranges.push((set.clone(), before + 1, c.last_seq));
+            }
+        }
+        Ok(ranges)
+    }
+}

@@ -1,0 +1,164 @@
+//! The store's error type.
+//!
+//! Every failure the harvester, the publisher or the `tributary store` commands can meet is a
+//! variant here, so callers can tell "the content did not match what the Source declared"
+//! (retry or report the Source) from "the disk failed" (stop) from "another process holds the
+//! store" (tell the operator). sled's own error type never leaves `src/store/`.
+
+use std::io;
+use std::path::PathBuf;
+
+use crate::model::HashAlgorithm;
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The data directory does not exist (or its parent does not, for [`Store::open`]).
+    ///
+    /// [`Store::open`]: super::Store::open
+    #[error(
+        "store directory {path} does not exist (or, for a new store, its parent does not); check --data-dir or data_dir in sources.toml"
+    )]
+    Missing {
+        /// The directory that was asked for.
+        path: PathBuf,
+    },
+    /// The directory exists but holds something other than a Tributary store.
+    #[error(
+        "{path} exists but is not a Tributary store (no FORMAT file, and it is not empty); choose an empty or new directory"
+    )]
+    NotAStore {
+        /// The directory that was asked for.
+        path: PathBuf,
+    },
+    /// Another process (usually another running `tributary`) has the store open.
+    #[error("store {path} is in use by another tributary process; stop it first (only one process may open a store)")]
+    Locked {
+        /// The store directory.
+        path: PathBuf,
+    },
+    /// The store was written by a different, incompatible version of Tributary.
+    #[error(
+        "store {path} has format version {found}, but this tributary supports version {supported}; \
+             use a matching tributary release, or move the directory aside and harvest again"
+    )]
+    IncompatibleFormat {
+        /// The store directory.
+        path: PathBuf,
+        /// What the store says (as written, it may not even be a number).
+        found: String,
+        /// What this build reads and writes.
+        supported: u32,
+    },
+    /// A file-system operation failed (unwritable directory, disk full, I/O error).
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        /// The file or directory involved.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// Reading the caller's stream failed; nothing was stored.
+    #[error("reading the content failed after {read} bytes; nothing was stored: {source}")]
+    Input {
+        /// Bytes read before the failure.
+        read: u64,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// The embedded database reported an error.
+    #[error("database error: {0}")]
+    Database(String),
+    /// A stored value could not be decoded (corruption, or a bug).
+    #[error("corrupt {what} in the store: {detail}")]
+    Corrupt {
+        /// Which kind of value.
+        what: &'static str,
+        /// What was wrong.
+        detail: String,
+    },
+    /// The content's length differs from the declared one; nothing was stored.
+    #[error("content is {actual} bytes but {expected} were declared; nothing was stored")]
+    LengthMismatch {
+        /// The declared length.
+        expected: u64,
+        /// The length received.
+        actual: u64,
+    },
+    /// The content is longer than declared; reading stopped there and nothing was stored.
+    #[error("content is longer than the {expected} bytes declared (stopped reading); nothing was stored")]
+    TooLong {
+        /// The declared length.
+        expected: u64,
+    },
+    /// A digest of the content differs from the declared one; nothing was stored.
+    #[error("content {algorithm} is {actual} but {expected} was declared; nothing was stored",
+            algorithm = .algorithm.as_str())]
+    HashMismatch {
+        /// Which algorithm.
+        algorithm: HashAlgorithm,
+        /// The declared digest (lowercase hex).
+        expected: String,
+        /// The digest of the bytes received (lowercase hex).
+        actual: String,
+    },
+    /// No blob with this sha-256 is stored.
+    #[error("no blob sha-256:{0} in the store")]
+    BlobNotFound(String),
+    /// A record refers to a blob that is not stored (put it first).
+    #[error("record {uri} refers to blob sha-256:{sha256}, which is not in the store; put the content first")]
+    MissingBlob {
+        /// The record's Tributary URI.
+        uri: String,
+        /// The blob it names.
+        sha256: String,
+    },
+    /// A byte range lies outside the blob.
+    #[error("range {start}..{end} is outside the blob's {length} bytes")]
+    BadRange {
+        /// First byte asked for.
+        start: u64,
+        /// One past the last byte asked for.
+        end: u64,
+        /// The blob's length.
+        length: u64,
+    },
+    /// A key component (URI, set id, source id) cannot be stored.
+    #[error("invalid {what} `{value}`: {reason}")]
+    InvalidKey {
+        /// Which component.
+        what: &'static str,
+        /// The value given.
+        value: String,
+        /// Why it is refused.
+        reason: &'static str,
+    },
+}
+
+impl StoreError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: io::Error) -> Self {
+        StoreError::Io { path: path.into(), source }
+    }
+
+    pub(crate) fn corrupt(what: &'static str, detail: impl ToString) -> Self {
+        StoreError::Corrupt { what, detail: detail.to_string() }
+    }
+}
+
+impl From<sled::Error> for StoreError {
+    fn from(e: sled::Error) -> Self {
+        StoreError::Database(e.to_string())
+    }
+}
+
+impl From<sled::transaction::TransactionError<StoreError>> for StoreError {
+    fn from(e: sled::transaction::TransactionError<StoreError>) -> Self {
+        match e {
+            sled::transaction::TransactionError::Abort(e) => e,
+            sled::transaction::TransactionError::Storage(e) => e.into(),
+        }
+    }
+}

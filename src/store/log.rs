@@ -1,0 +1,281 @@
+//! The per-set change log: what the publisher turns into Change Lists.
+//!
+//! Events are keyed `set \0 seq_be_u64`, so reading a set forward from a sequence number is
+//! a range scan. Sequence numbers start at 1 and have no gaps within a set; the datetime is
+//! Tributary's own clock, never earlier than the set's previous event (a clock stepping back
+//! must not reorder a Change List), which also makes "from this datetime" a binary search.
+//!
+//! Readers see only flushed events. A batch's events are registered here as unflushed while
+//! its transaction commits, and released by [`Store::flush`]; until then every read stops
+//! before them, so a Destination is never shown a change that a crash could take back.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::blob::BlobId;
+use super::codec::{self, w3c, w3c_opt};
+use super::error::StoreError;
+use super::record::Via;
+use super::table::TableIter;
+use super::{Inner, Store};
+use crate::model::{Change, W3cDateTime};
+
+/// One change event: everything a Change List entry needs, without another lookup.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    /// Position in the set's log, from 1, without gaps.
+    pub seq: u64,
+    /// Tributary's URI of the resource.
+    pub uri: String,
+    /// created / updated / deleted.
+    #[serde(with = "change_code")]
+    pub change: Change,
+    /// When Tributary incorporated the change (its own clock).
+    #[serde(with = "w3c")]
+    pub datetime: W3cDateTime,
+    /// The content's sha-256 (for a deletion, the last content's).
+    pub sha256: BlobId,
+    /// The content's md5 (hex), when known.
+    pub md5: Option<String>,
+    /// Length in bytes.
+    pub length: u64,
+    /// Media type.
+    pub media_type: Option<String>,
+    /// The origin URI (`via` target).
+    pub origin: String,
+    /// `via` link attributes.
+    pub via: Via,
+    /// The source id.
+    pub source: String,
+}
+
+mod change_code {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::model::Change;
+
+    pub(super) fn serialize<S: Serializer>(c: &Change, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u8(match c {
+            Change::Created => 0,
+            Change::Updated => 1,
+            Change::Deleted => 2,
+        })
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Change, D::Error> {
+        match u8::deserialize(d)? {
+            0 => Ok(Change::Created),
+            1 => Ok(Change::Updated),
+            2 => Ok(Change::Deleted),
+            n => Err(serde::de::Error::custom(format!("unknown change code {n}"))),
+        }
+    }
+}
+
+/// The `sets` tree value: counters kept in step with the log by every batch.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Counters {
+    /// Live records counted in this set.
+    pub(super) live: u64,
+    /// The last sequence number used (the log has no gaps and is never truncated, so this is
+    /// also its length).
+    pub(super) last_seq: u64,
+    /// The datetime of the last event.
+    #[serde(with = "w3c_opt")]
+    pub(super) last_change: Option<W3cDateTime>,
+}
+
+/// A set's counters, as readers see them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetInfo {
+    /// The set id.
+    pub id: String,
+    /// Live resources in the set.
+    pub live: u64,
+    /// Events in the log, including any not yet flushed.
+    pub events: u64,
+    /// The last sequence number readers may see (flushed).
+    pub visible_seq: u64,
+    /// Datetime of the last event.
+    pub last_change: Option<W3cDateTime>,
+}
+
+/// Sets with events not yet flushed: `(first unflushed seq, last written seq)`.
+#[derive(Debug, Default)]
+pub(super) struct Unflushed(HashMap<String, (u64, u64)>);
+
+impl Unflushed {
+    pub(super) fn note(&mut self, set: &str, first: u64, last: u64) {
+        let entry = self.0.entry(set.to_owned()).or_insert((first, last));
+        entry.0 = entry.0.min(first);
+        entry.1 = last;
+    }
+}
+
+/// The last written seq per set, taken before a flush.
+pub(super) fn snapshot(inner: &Inner) -> Vec<(String, u64)> {
+    let unflushed = inner.unflushed.lock().unwrap_or_else(|p| p.into_inner());
+    unflushed.0.iter().map(|(set, &(_, last))| (set.clone(), last)).collect()
+}
+
+/// After a flush: everything up to the snapshot is durable, so readers may see it.
+pub(super) fn published(inner: &Inner, snapshot: Vec<(String, u64)>) {
+    let mut unflushed = inner.unflushed.lock().unwrap_or_else(|p| p.into_inner());
+    for (set, flushed_last) in snapshot {
+        if let Some(entry) = unflushed.0.get_mut(&set) {
+            if entry.1 == flushed_last {
+                unflushed.0.remove(&set);
+            } else {
+                entry.0 = flushed_last + 1;
+            }
+        }
+    }
+}
+
+pub(super) fn event_key(set: &str, seq: u64) -> Vec<u8> {
+    codec::pair_key(set.as_bytes(), &seq.to_be_bytes())
+}
+
+impl Inner {
+    pub(super) fn counters(&self, set: &str) -> Result<Counters, StoreError> {
+        match self.trees.sets.get(set.as_bytes())? {
+            Some(v) => codec::decode("set counters", &v),
+            None => Ok(Counters::default()),
+        }
+    }
+
+    /// The last seq readers may see in `set`.
+    fn visible_seq(&self, set: &str) -> Result<u64, StoreError> {
+        // Applies hold this lock while they commit, so the counters read under it are not
+        // ahead of the registered unflushed ranges.
+        let unflushed = self.unflushed.lock().unwrap_or_else(|p| p.into_inner());
+        match unflushed.0.get(set) {
+            Some(&(first, _)) => Ok(first - 1),
+            None => Ok(self.counters(set)?.last_seq),
+        }
+    }
+
+    fn event(&self, set: &str, seq: u64) -> Result<Option<Event>, StoreError> {
+        self.trees.log.get(event_key(set, seq))?.map(|v| codec::decode("event", &v)).transpose()
+    }
+
+    /// The first seq in `1..=limit` whose datetime is at or after `from` (`limit + 1` if none).
+    fn first_at_or_after(&self, set: &str, from: &W3cDateTime, limit: u64) -> Result<u64, StoreError> {
+        let (mut lo, mut hi) = (1, limit + 1);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let event = self
+                .event(set, mid)?
+                .ok_or_else(|| StoreError::corrupt("change log", format!("gap at {set} #{mid}")))?;
+            if event.datetime < *from {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(lo)
+    }
+}
+
+impl Store {
+    /// The set's events with a sequence number greater than `after`, in order (`after = 0`
+    /// for the whole log). Only flushed events are returned.
+    ///
+    /// # Errors
+    /// [`StoreError::Database`] / [`StoreError::Corrupt`]; the iterator yields the same.
+    pub fn events_after(&self, set: &str, after: u64) -> Result<EventIter, StoreError> {
+        let limit = self.inner.visible_seq(set)?;
+        Ok(self.iter_range(set, after.saturating_add(1), limit, None))
+    }
+
+    /// The set's events with `from <= datetime < until`, in order; either bound may be open.
+    /// Half-open, so consecutive Change Lists never repeat an event.
+    ///
+    /// # Errors
+    /// As [`Store::events_after`].
+    pub fn events_between(
+        &self,
+        set: &str,
+        from: Option<&W3cDateTime>,
+        until: Option<&W3cDateTime>,
+    ) -> Result<EventIter, StoreError> {
+        let limit = self.inner.visible_seq(set)?;
+        let start = match from {
+            Some(from) => self.inner.first_at_or_after(set, from, limit)?,
+            None => 1,
+        };
+        Ok(self.iter_range(set, start, limit, until.copied()))
+    }
+
+    fn iter_range(&self, set: &str, start: u64, last: u64, until: Option<W3cDateTime>) -> EventIter {
+        let iter = if start > last {
+            None
+        } else {
+            Some(self.inner.trees.log.range_inclusive(&event_key(set, start), &event_key(set, last)))
+        };
+        EventIter { iter, until }
+    }
+
+    /// A set's counters, or `None` for a set with no events yet.
+    ///
+    /// # Errors
+    /// [`StoreError::Database`] / [`StoreError::Corrupt`].
+    pub fn set_info(&self, set: &str) -> Result<Option<SetInfo>, StoreError> {
+        let visible_seq = self.inner.visible_seq(set)?;
+        let Some(v) = self.inner.trees.sets.get(set.as_bytes())? else { return Ok(None) };
+        let c: Counters = codec::decode("set counters", &v)?;
+        Ok(Some(SetInfo {
+            id: set.to_owned(),
+            live: c.live,
+            events: c.last_seq,
+            visible_seq,
+            last_change: c.last_change,
+        }))
+    }
+
+    /// Every set with events, by id.
+    ///
+    /// # Errors
+    /// As [`Store::set_info`].
+    pub fn sets(&self) -> Result<Vec<SetInfo>, StoreError> {
+        let mut out = Vec::new();
+        for key in self.inner.trees.sets.iter().keys() {
+            let id = String::from_utf8_lossy(&key?).into_owned();
+            out.extend(self.set_info(&id)?);
+        }
+        Ok(out)
+    }
+}
+
+/// Streams change events forward; see [`Store::events_after`].
+pub struct EventIter {
+    iter: Option<TableIter>,
+    until: Option<W3cDateTime>,
+}
+
+impl Iterator for EventIter {
+    type Item = Result<Event, StoreError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let (_, value) = match self.iter.as_mut()?.next()? {
+            Ok(kv) => kv,
+            Err(e) => return Some(Err(e.into())),
+        };
+        let event: Event = match codec::decode("event", &value) {
+            Ok(e) => e,
+            Err(e) => return Some(Err(e)),
+        };
+        if self.until.is_some_and(|until| event.datetime >= until) {
+            self.iter = None;
+            return None;
+        }
+        Some(Ok(event))
+    }
+}
+
+impl std::fmt::Debug for EventIter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventIter").field("until", &self.until).finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,183 @@
+//! Maintenance: `stats` (counts without re-reading content) and `gc` (remove what nothing
+//! refers to). `verify` lives in [`super::verify`].
+//!
+//! gc is safe to run while the harvester writes in the same process: a blob counts as
+//! referenced while the sha-256 index lists a live record for it, the decision to remove it
+//! is taken under the gc lock that puts and batches hold, blobs this process put recently are
+//! spared, and rows are removed (and flushed) before their files, so a crash in between
+//! leaves a stray file — never a row without its file.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::blob::{BlobId, BlobRow};
+use super::codec;
+use super::error::StoreError;
+use super::log::Counters;
+use super::record::Record;
+use super::report::{GcReport, SetStats, Stats};
+use super::{Inner, Store};
+
+/// How long a blob put by this process is protected from gc while no record refers to it.
+const FRESH_GRACE: Duration = Duration::from_secs(3600);
+
+impl Store {
+    /// Counts blobs, records, events per set and bytes.
+    ///
+    /// # Errors
+    /// [`StoreError::Database`] / [`StoreError::Corrupt`].
+    pub fn stats(&self) -> Result<Stats, StoreError> {
+        let t = &self.inner.trees;
+        let mut stats = Stats::default();
+        for kv in t.blobs.iter() {
+            let (_, v) = kv?;
+            let row: BlobRow = codec::decode("blob row", &v)?;
+            stats.blobs += 1;
+            stats.stored_bytes += row.length;
+            stats.inline_blobs += u64::from(row.inline.is_some());
+        }
+        for kv in t.records.iter() {
+            let (_, v) = kv?;
+            let rec: Record = codec::decode("record", &v)?;
+            if rec.is_deleted() {
+                stats.records_deleted += 1;
+            } else {
+                stats.records_live += 1;
+                stats.logical_bytes += rec.length;
+            }
+        }
+        for kv in t.sets.iter() {
+            let (k, v) = kv?;
+            let c: Counters = codec::decode("set counters", &v)?;
+            let id = String::from_utf8_lossy(&k).into_owned();
+            stats.sets.push(SetStats { id, live: c.live, events: c.last_seq, last_change: c.last_change });
+        }
+        stats.sources = t.sources.iter().count() as u64;
+        stats.database_bytes = self.inner.db.size_on_disk()?;
+        Ok(stats)
+    }
+
+    /// Removes blobs no live record refers to, and files under `blobs/` that have no row.
+    ///
+    /// # Errors
+    /// [`StoreError::Database`] / [`StoreError::Io`]; what was removed before the error stays
+    /// removed, and the store stays consistent.
+    pub fn gc(&self) -> Result<GcReport, StoreError> {
+        let inner = &self.inner;
+        inner.prune_fresh();
+        let mut report = GcReport::default();
+        let mut files = Vec::new();
+        for key in inner.trees.blobs.iter().keys() {
+            let key = key?;
+            let Ok(raw) = <[u8; 32]>::try_from(key.as_ref()) else { continue };
+            let id = BlobId(raw);
+            match inner.collect_blob(&id)? {
+                Collected::Referenced => {}
+                Collected::Fresh => report.kept_fresh += 1,
+                Collected::Removed(row) => {
+                    report.blobs_removed += 1;
+                    report.bytes_freed += row.length;
+                    if row.inline.is_none() {
+                        files.push(id);
+                    }
+                }
+            }
+        }
+        // Rows first, durably; then their files, unless a put has brought the blob back.
+        inner.db.flush()?;
+        for id in files {
+            let _gc = inner.gc_lock.write().unwrap_or_else(|p| p.into_inner());
+            if !inner.trees.blobs.contains_key(id.0)? {
+                remove_if_present(&inner.blob_path(&id))?;
+            }
+        }
+        report.stray_files_removed = inner.remove_stray_files()?;
+        Ok(report)
+    }
+}
+
+enum Collected {
+    Referenced,
+    Fresh,
+    Removed(BlobRow),
+}
+
+impl Inner {
+    fn is_fresh(&self, id: &BlobId) -> bool {
+        let fresh = self.fresh.lock().unwrap_or_else(|p| p.into_inner());
+        fresh.get(id).is_some_and(|t| t.elapsed() < FRESH_GRACE)
+    }
+
+    fn prune_fresh(&self) {
+        let mut fresh = self.fresh.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        fresh.retain(|_, t| now.duration_since(*t) < FRESH_GRACE);
+    }
+
+    fn is_referenced(&self, id: &BlobId) -> Result<bool, StoreError> {
+        Ok(self.trees.by_sha.scan_prefix(id.0).keys().next().transpose()?.is_some())
+    }
+
+    /// Removes the blob's row if nothing refers to it, deciding under the gc lock.
+    fn collect_blob(&self, id: &BlobId) -> Result<Collected, StoreError> {
+        if self.is_referenced(id)? {
+            return Ok(Collected::Referenced);
+        }
+        let _gc = self.gc_lock.write().unwrap_or_else(|p| p.into_inner());
+        if self.is_fresh(id) {
+            return Ok(Collected::Fresh);
+        }
+        if self.is_referenced(id)? {
+            return Ok(Collected::Referenced);
+        }
+        match self.trees.blobs.remove(id.0)? {
+            Some(v) => Ok(Collected::Removed(codec::decode("blob row", &v)?)),
+            None => Ok(Collected::Referenced),
+        }
+    }
+
+    /// Files under `blobs/` whose row does not exist (a gc or put interrupted by a crash).
+    fn remove_stray_files(&self) -> Result<u64, StoreError> {
+        let mut removed = 0;
+        for (id, path) in self.blob_files()? {
+            let _gc = self.gc_lock.write().unwrap_or_else(|p| p.into_inner());
+            let stray = match id {
+                Some(id) => !self.is_fresh(&id) && !self.trees.blobs.contains_key(id.0)?,
+                None => false,
+            };
+            if stray {
+                remove_if_present(&path)?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
+    /// Every file under `blobs/`, with the id its name encodes (`None` for foreign names).
+    pub(super) fn blob_files(&self) -> Result<Vec<(Option<BlobId>, PathBuf)>, StoreError> {
+        let mut out = Vec::new();
+        for dir in read_dir(&self.root.join("blobs"))? {
+            if !dir.is_dir() {
+                continue;
+            }
+            for path in read_dir(&dir)? {
+                let id = path.file_name().and_then(|n| n.to_str()).and_then(|n| n.parse::<BlobId>().ok());
+                out.push((id, path));
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn read_dir(dir: &Path) -> Result<Vec<PathBuf>, StoreError> {
+    let entries = fs::read_dir(dir).map_err(|e| StoreError::io(dir, e))?;
+    entries.map(|e| e.map(|e| e.path()).map_err(|e| StoreError::io(dir, e))).collect()
+}
+
+fn remove_if_present(path: &Path) -> Result<(), StoreError> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(StoreError::io(path, e)),
+        _ => Ok(()),
+    }
+}

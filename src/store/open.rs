@@ -1,0 +1,265 @@
+//! Opening a store directory safely: refuse what is not ours or not our format before
+//! touching anything, take the process lock, then open sled and sweep interrupted writes.
+//!
+//! The order matters. The `FORMAT` file is read before any file is created, so pointing
+//! Tributary at the wrong directory or at a store from another release modifies nothing. The
+//! lock is our own `LOCK` file (fs2 flock) rather than sled's, so the error can say plainly
+//! that another tributary process holds the store; sled's own lock is mapped the same way in
+//! case the two ever disagree.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use fs2::FileExt;
+
+use super::error::StoreError;
+use super::table::Table;
+use super::{FORMAT_VERSION, Inner, Trees, log};
+
+/// How to open a store. The defaults suit the long-running service.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct StoreOptions {
+    /// Create the directory when it does not exist (its parent must).
+    pub create: bool,
+    /// sled's page cache budget in bytes. sled's real memory use is a multiple of this.
+    pub cache_capacity: u64,
+    /// sled's background flush interval; `None` flushes only when asked. Durability never
+    /// depends on it: [`Store::apply`](super::Store::apply) flushes before returning.
+    pub flush_every_ms: Option<u64>,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions { create: true, cache_capacity: 64 * 1024 * 1024, flush_every_ms: Some(1000) }
+    }
+}
+
+impl StoreOptions {
+    /// Options with a small cache, for tests and short-lived commands.
+    pub fn small() -> Self {
+        StoreOptions { cache_capacity: 8 * 1024 * 1024, ..StoreOptions::default() }
+    }
+}
+
+const FORMAT_FILE: &str = "FORMAT";
+const FORMAT_MAGIC: &str = "tributary-store";
+const FORMAT_KEY: &[u8] = b"format_version";
+
+/// Files a fresh data directory may already hold: the repository ships `store/README.md`, and
+/// a first open interrupted before `FORMAT` was written leaves `LOCK` and maybe `FORMAT.tmp`.
+fn is_harmless(name: &str) -> bool {
+    name.starts_with("README") || matches!(name, ".gitignore" | ".gitkeep" | "LOCK" | "FORMAT.tmp")
+}
+
+pub(super) fn open(path: &Path, options: &StoreOptions) -> Result<Inner, StoreError> {
+    let root = path.to_path_buf();
+    let is_new = inspect(&root, options.create)?;
+    let lock = lock(&root)?;
+    if is_new {
+        write_format(&root)?;
+    }
+    let db = open_db(&root, options)?;
+    let trees = open_trees(&db)?;
+    check_meta(&root, &trees.meta)?;
+    for dir in ["blobs", "tmp"] {
+        fs::create_dir_all(root.join(dir)).map_err(|e| StoreError::io(root.join(dir), e))?;
+    }
+    sweep_tmp(&root.join("tmp"))?;
+    let unflushed = Mutex::new(log::Unflushed::default());
+    Ok(Inner {
+        root,
+        db,
+        trees,
+        _lock: lock,
+        fresh: Mutex::new(HashMap::new()),
+        gc_lock: RwLock::new(()),
+        unflushed,
+        tmp_counter: AtomicU64::new(0),
+    })
+}
+
+/// Decides whether `root` is a new store, an existing one of our format, or neither, without
+/// modifying anything except creating `root` itself when asked to.
+fn inspect(root: &Path, create: bool) -> Result<bool, StoreError> {
+    match fs::metadata(root) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let parent_ok = root.parent().is_none_or(|p| p.as_os_str().is_empty() || p.is_dir());
+            if !create || !parent_ok {
+                return Err(StoreError::Missing { path: root.to_path_buf() });
+            }
+            fs::create_dir(root).map_err(|e| StoreError::io(root, e))?;
+            return Ok(true);
+        }
+        Err(e) => return Err(StoreError::io(root, e)),
+        Ok(m) if !m.is_dir() => return Err(StoreError::NotAStore { path: root.to_path_buf() }),
+        Ok(_) => {}
+    }
+    match fs::read_to_string(root.join(FORMAT_FILE)) {
+        Ok(text) => check_format_text(root, &text).map(|()| false),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            if !create || !is_empty_dir(root)? {
+                return Err(StoreError::NotAStore { path: root.to_path_buf() });
+            }
+            Ok(true)
+        }
+        Err(e) => Err(StoreError::io(root.join(FORMAT_FILE), e)),
+    }
+}
+
+fn check_format_text(root: &Path, text: &str) -> Result<(), StoreError> {
+    let found = text.trim();
+    let version = found.strip_prefix(FORMAT_MAGIC).map(str::trim).and_then(|v| v.parse::<u32>().ok());
+    if version == Some(FORMAT_VERSION) {
+        return Ok(());
+    }
+    Err(StoreError::IncompatibleFormat { path: root.to_path_buf(), found: found.to_owned(), supported: FORMAT_VERSION })
+}
+
+fn is_empty_dir(root: &Path) -> Result<bool, StoreError> {
+    let entries = fs::read_dir(root).map_err(|e| StoreError::io(root, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| StoreError::io(root, e))?;
+        if !is_harmless(&entry.file_name().to_string_lossy()) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+fn lock(root: &Path) -> Result<fs::File, StoreError> {
+    let path = root.join("LOCK");
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| StoreError::io(&path, e))?;
+    match file.try_lock_exclusive() {
+        Ok(()) => Ok(file),
+        Err(e) if e.kind() == fs2::lock_contended_error().kind() => Err(StoreError::Locked { path: root.into() }),
+        Err(e) => Err(StoreError::io(path, e)),
+    }
+}
+
+fn write_format(root: &Path) -> Result<(), StoreError> {
+    let tmp = root.join("FORMAT.tmp");
+    let write = || -> io::Result<()> {
+        let mut f = fs::File::create(&tmp)?;
+        writeln!(f, "{FORMAT_MAGIC} {FORMAT_VERSION}")?;
+        f.sync_all()?;
+        fs::rename(&tmp, root.join(FORMAT_FILE))?;
+        sync_dir(root)
+    };
+    write().map_err(|e| StoreError::io(root.join(FORMAT_FILE), e))
+}
+
+/// Makes a rename or a new directory entry durable.
+pub(super) fn sync_dir(dir: &Path) -> io::Result<()> {
+    fs::File::open(dir)?.sync_all()
+}
+
+/// How long to wait for sled's own lock once ours is held; see [`open_db`].
+const SLED_LOCK_WAIT: Duration = Duration::from_secs(5);
+
+/// Opens sled. Holding our `LOCK` means no other process has the store, so if sled's lock is
+/// still taken it belongs to a store this process has just dropped, whose sled threads are
+/// still winding down: wait for them rather than fail.
+fn open_db(root: &Path, options: &StoreOptions) -> Result<sled::Db, StoreError> {
+    let db_path = root.join("db");
+    let config = sled::Config::new()
+        .path(&db_path)
+        .cache_capacity(options.cache_capacity)
+        .flush_every_ms(options.flush_every_ms)
+        .mode(sled::Mode::HighThroughput);
+    remove_partial_snapshots(&db_path)?;
+    let start = Instant::now();
+    loop {
+        match config.open() {
+            Ok(db) => return Ok(db),
+            Err(sled::Error::Io(io)) if io.to_string().contains("could not acquire lock") => {
+                if start.elapsed() > SLED_LOCK_WAIT {
+                    return Err(StoreError::Locked { path: root.into() });
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(sled::Error::Io(io)) => return Err(StoreError::io(db_path, io)),
+            Err(other) => return Err(other.into()),
+        }
+    }
+}
+
+/// sled 0.34.7 writes a snapshot to `snap.<lsn>.generating`, syncs it and renames it to
+/// `snap.<lsn>`, but when it looks for snapshots it skips only `*.in___motion` files. A kill
+/// while a snapshot is being written (sled writes one at every open) leaves a `.generating`
+/// file that sled then picks as the newest snapshot and rejects as corrupt, refusing to open
+/// (found by `tests/store_crash.rs`; sled issue #1527). Such a file was never renamed, so
+/// sled never relied on it: the previous snapshot and the log are still complete.
+fn remove_partial_snapshots(db_path: &Path) -> Result<(), StoreError> {
+    let entries = match fs::read_dir(db_path) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(StoreError::io(db_path, e)),
+    };
+    for entry in entries {
+        let path = entry.map_err(|e| StoreError::io(db_path, e))?.path();
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if name.starts_with("snap.") && name.ends_with(".generating") {
+            fs::remove_file(&path).map_err(|e| StoreError::io(&path, e))?;
+        }
+    }
+    Ok(())
+}
+
+fn open_trees(db: &sled::Db) -> Result<Trees, StoreError> {
+    let main = db.open_tree("main")?;
+    let t = |prefix: u8| Table::new(&main, prefix);
+    Ok(Trees {
+        meta: t(b'M'),
+        blobs: t(b'b'),
+        records: t(b'r'),
+        by_origin: t(b'o'),
+        by_sha: t(b'h'),
+        by_upstream: t(b'u'),
+        log: t(b'l'),
+        sets: t(b's'),
+        sources: t(b'S'),
+        main,
+    })
+}
+
+/// The database's own record of its format must agree with the `FORMAT` file.
+fn check_meta(root: &Path, meta: &Table) -> Result<(), StoreError> {
+    match meta.get(FORMAT_KEY)? {
+        None => {
+            meta.insert(FORMAT_KEY, &FORMAT_VERSION.to_be_bytes())?;
+            Ok(())
+        }
+        Some(v) if v.as_ref() == FORMAT_VERSION.to_be_bytes() => Ok(()),
+        Some(v) => {
+            let found = <[u8; 4]>::try_from(v.as_ref())
+                .map_or_else(|_| format!("{v:?}"), |b| u32::from_be_bytes(b).to_string());
+            Err(StoreError::IncompatibleFormat { path: root.into(), found, supported: FORMAT_VERSION })
+        }
+    }
+}
+
+/// Everything in `tmp/` belongs to a write that can no longer finish: we hold the lock, so no
+/// other process is writing, and this process has not started any yet.
+fn sweep_tmp(tmp: &Path) -> Result<(), StoreError> {
+    let entries = fs::read_dir(tmp).map_err(|e| StoreError::io(tmp, e))?;
+    for entry in entries {
+        let path: PathBuf = entry.map_err(|e| StoreError::io(tmp, e))?.path();
+        match fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(StoreError::io(path, e)),
+        }
+    }
+    Ok(())
+}

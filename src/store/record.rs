@@ -1,0 +1,205 @@
+//! Resource records and the provenance indexes over them.
+//!
+//! A record is what Tributary republishes for one resource, keyed by Tributary's own URI: the
+//! content's digests and metadata, where it came from (origin via `via`, the upstream URI it
+//! was fetched from, the source) and the links it inherits. The indexes answer provenance
+//! questions in both directions without a scan: origin URI → Tributary URIs, sha-256 →
+//! Tributary URIs, upstream URI → Tributary URI. They are maintained only by [`super::batch`],
+//! inside the same transaction as the record.
+//!
+//! The sha-256 index lists live records only; it doubles as the blob reference count (a blob
+//! with no entry is unreferenced and gc may collect it). Deleted records keep their digests
+//! for history and for the `deleted` change entry.
+
+use serde::{Deserialize, Serialize};
+
+use super::Store;
+use super::blob::BlobId;
+use super::codec::{self, hashes, links, pair_prefix, w3c, w3c_opt};
+use super::error::StoreError;
+use super::table::TableIter;
+use crate::model::{HashList, Link, W3cDateTime};
+
+/// The attributes of the `via` link Tributary publishes for a resource: the origin's own
+/// `modified`, `hash`, `length` and `type` (spec §14.8), as the upstream declared them.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Via {
+    /// `modified`
+    #[serde(with = "w3c_opt")]
+    pub modified: Option<W3cDateTime>,
+    /// `hash`
+    #[serde(with = "hashes")]
+    pub hash: HashList,
+    /// `length`
+    pub length: Option<u64>,
+    /// `type`
+    pub media_type: Option<String>,
+}
+
+/// What the harvester supplies to create or update a record. The blob must already be stored
+/// ([`Store::put`]); its md5/sha-1, when known, are taken from the blob.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewRecord {
+    /// Tributary's own URI for the resource (the key).
+    pub uri: String,
+    /// The source id from `sources.toml`.
+    pub source: String,
+    /// The origin URI: the `via` target (the original resource, even through aggregator chains).
+    pub origin: String,
+    /// The URI the bitstream was fetched from.
+    pub upstream: String,
+    /// The content (its length and md5 are taken from the stored blob).
+    pub sha256: BlobId,
+    /// The upstream's declared hashes (kept verbatim, including algorithms not verified).
+    pub declared: HashList,
+    /// Media type.
+    pub media_type: Option<String>,
+    /// The upstream's `lastmod`.
+    pub lastmod: Option<W3cDateTime>,
+    /// Attributes for the published `via` link.
+    pub via: Via,
+    /// The inherited links, already filtered by policy.
+    pub links: Vec<Link>,
+}
+
+/// A stored resource record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    /// Tributary's URI for the resource.
+    pub uri: String,
+    /// The source id.
+    pub source: String,
+    /// The sets whose live counters include this record (those of its latest write).
+    pub sets: Vec<String>,
+    /// The origin URI (`via` target).
+    pub origin: String,
+    /// Where the bitstream was fetched from.
+    pub upstream: String,
+    /// The content's sha-256.
+    pub sha256: BlobId,
+    /// The content's md5 (hex), when computed at put time.
+    pub md5: Option<String>,
+    /// Length in bytes.
+    pub length: u64,
+    /// The upstream's declared hashes.
+    #[serde(with = "hashes")]
+    pub declared: HashList,
+    /// Media type.
+    pub media_type: Option<String>,
+    /// The upstream's `lastmod`.
+    #[serde(with = "w3c_opt")]
+    pub lastmod: Option<W3cDateTime>,
+    /// `via` link attributes.
+    pub via: Via,
+    /// Inherited links.
+    #[serde(with = "links")]
+    pub links: Vec<Link>,
+    /// When Tributary recorded the deletion; `None` for a live resource.
+    #[serde(with = "w3c_opt")]
+    pub deleted: Option<W3cDateTime>,
+    /// When Tributary last changed this record (its own clock).
+    #[serde(with = "w3c")]
+    pub changed: W3cDateTime,
+}
+
+impl Record {
+    /// True when the resource has been deleted upstream.
+    pub fn is_deleted(&self) -> bool {
+        self.deleted.is_some()
+    }
+
+    /// Whether `new` says the same as `self`, ignoring Tributary's own times: then an
+    /// upsert writes nothing and no event (re-harvesting an unchanged Source is silent).
+    pub(super) fn same_content(&self, new: &Record) -> bool {
+        !self.is_deleted() && !new.is_deleted() && Record { changed: new.changed, ..self.clone() } == *new
+    }
+}
+
+/// Index keys, shared by the batch writer and verify.
+pub(super) mod keys {
+    use super::*;
+
+    pub(in super::super) fn by_origin(origin: &str, uri: &str) -> Vec<u8> {
+        codec::pair_key(origin.as_bytes(), uri.as_bytes())
+    }
+
+    pub(in super::super) fn by_sha(sha: &BlobId, uri: &str) -> Vec<u8> {
+        let mut key = Vec::with_capacity(32 + uri.len());
+        key.extend_from_slice(&sha.0);
+        key.extend_from_slice(uri.as_bytes());
+        key
+    }
+}
+
+impl Store {
+    /// The record for a Tributary URI, live or deleted.
+    ///
+    /// # Errors
+    /// [`StoreError::Database`] / [`StoreError::Corrupt`].
+    pub fn record(&self, uri: &str) -> Result<Option<Record>, StoreError> {
+        self.inner.trees.records.get(uri.as_bytes())?.map(|v| codec::decode("record", &v)).transpose()
+    }
+
+    /// Every record, live and deleted, in URI order, streamed.
+    pub fn records(&self) -> RecordIter {
+        RecordIter { iter: self.inner.trees.records.iter() }
+    }
+
+    /// Every record whose URI starts with `prefix`, in URI order.
+    pub fn records_with_prefix(&self, prefix: &str) -> RecordIter {
+        RecordIter { iter: self.inner.trees.records.scan_prefix(prefix.as_bytes()) }
+    }
+
+    /// Tributary URIs of the live records whose origin (`via` target) is `origin`.
+    ///
+    /// # Errors
+    /// [`StoreError::Database`] / [`StoreError::Corrupt`].
+    pub fn uris_by_origin(&self, origin: &str) -> Result<Vec<String>, StoreError> {
+        let prefix = pair_prefix(origin.as_bytes());
+        suffixes(self.inner.trees.by_origin.scan_prefix(&prefix), prefix.len())
+    }
+
+    /// Tributary URIs of the live records whose content has this sha-256.
+    ///
+    /// # Errors
+    /// [`StoreError::Database`] / [`StoreError::Corrupt`].
+    pub fn uris_by_sha256(&self, sha: &BlobId) -> Result<Vec<String>, StoreError> {
+        suffixes(self.inner.trees.by_sha.scan_prefix(sha.0), 32)
+    }
+
+    /// The Tributary URI of the live record fetched from `upstream`.
+    ///
+    /// # Errors
+    /// [`StoreError::Database`] / [`StoreError::Corrupt`].
+    pub fn uri_by_upstream(&self, upstream: &str) -> Result<Option<String>, StoreError> {
+        self.inner.trees.by_upstream.get(upstream.as_bytes())?.map(|v| utf8("upstream index", &v)).transpose()
+    }
+}
+
+fn utf8(what: &'static str, bytes: &[u8]) -> Result<String, StoreError> {
+    String::from_utf8(bytes.to_vec()).map_err(|e| StoreError::corrupt(what, e))
+}
+
+fn suffixes(iter: TableIter, skip: usize) -> Result<Vec<String>, StoreError> {
+    iter.keys().map(|k| utf8("index key", &k?[skip..])).collect()
+}
+
+/// Streams records in URI order; see [`Store::records`].
+pub struct RecordIter {
+    iter: TableIter,
+}
+
+impl Iterator for RecordIter {
+    type Item = Result<Record, StoreError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let item = self.iter.next()?;
+        Some(item.map_err(StoreError::from).and_then(|(_, v)| codec::decode("record", &v)))
+    }
+}
+
+impl std::fmt::Debug for RecordIter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RecordIter")
+    }
+}

@@ -1,0 +1,166 @@
+//! The reports of `tributary store stats|verify|gc`: plain data for tests and the dashboard,
+//! `Display` for the terminal.
+
+use std::fmt;
+
+use crate::model::W3cDateTime;
+
+/// What a store holds; see [`Store::stats`](super::Store::stats).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Stats {
+    /// Distinct bitstreams stored.
+    pub blobs: u64,
+    /// Of which stored inside the database.
+    pub inline_blobs: u64,
+    /// Bytes of distinct bitstreams (each counted once).
+    pub stored_bytes: u64,
+    /// Live resource records.
+    pub records_live: u64,
+    /// Deleted resource records (kept for history).
+    pub records_deleted: u64,
+    /// Bytes the live records refer to, counting shared content once per record.
+    pub logical_bytes: u64,
+    /// Per set.
+    pub sets: Vec<SetStats>,
+    /// Sources with saved harvest state.
+    pub sources: u64,
+    /// The database's size on disk (excluding blob files).
+    pub database_bytes: u64,
+}
+
+/// One set's counters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetStats {
+    /// The set id.
+    pub id: String,
+    /// Live resources.
+    pub live: u64,
+    /// Change events.
+    pub events: u64,
+    /// Datetime of the last event.
+    pub last_change: Option<W3cDateTime>,
+}
+
+impl Stats {
+    /// Logical bytes over stored bytes: how much deduplication saves (1.0 = nothing).
+    pub fn dedup_ratio(&self) -> f64 {
+        if self.stored_bytes == 0 { 1.0 } else { self.logical_bytes as f64 / self.stored_bytes as f64 }
+    }
+}
+
+impl fmt::Display for Stats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "blobs:          {} ({} inline, {} files)",
+            self.blobs,
+            self.inline_blobs,
+            self.blobs - self.inline_blobs
+        )?;
+        writeln!(f, "stored bytes:   {}", self.stored_bytes)?;
+        writeln!(f, "logical bytes:  {}", self.logical_bytes)?;
+        writeln!(f, "dedup ratio:    {:.2}", self.dedup_ratio())?;
+        writeln!(f, "records:        {} live, {} deleted", self.records_live, self.records_deleted)?;
+        writeln!(f, "sources:        {}", self.sources)?;
+        writeln!(f, "database bytes: {}", self.database_bytes)?;
+        writeln!(f, "sets:           {}", self.sets.len())?;
+        for s in &self.sets {
+            let last = s.last_change.map_or_else(|| "-".to_owned(), |t| t.to_string());
+            writeln!(f, "  {}: {} live, {} events, last change {last}", s.id, s.live, s.events)?;
+        }
+        Ok(())
+    }
+}
+
+/// One inconsistency found by [`Store::verify`](super::Store::verify).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// What kind of row: `blob`, `record`, `index by_origin`, `event`, `set counters`…
+    pub area: &'static str,
+    /// Which one: a sha-256, a URI, `set #seq`…
+    pub key: String,
+    /// What is wrong.
+    pub detail: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}: {}", self.area, self.key, self.detail)
+    }
+}
+
+/// The result of [`Store::verify`](super::Store::verify).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VerifyReport {
+    /// Blobs re-hashed.
+    pub blobs: u64,
+    /// Bytes re-hashed.
+    pub bytes: u64,
+    /// Records checked.
+    pub records: u64,
+    /// Change events checked.
+    pub events: u64,
+    /// Blobs no live record refers to (not a problem: gc collects them).
+    pub unreferenced_blobs: u64,
+    /// Files under `blobs/` with no row, or left in `tmp/` (not a problem: gc or the next open
+    /// removes them).
+    pub stray_files: u64,
+    /// Every inconsistency found.
+    pub problems: Vec<Problem>,
+}
+
+impl VerifyReport {
+    /// True when no problem was found.
+    pub fn is_clean(&self) -> bool {
+        self.problems.is_empty()
+    }
+
+    pub(super) fn problem(&mut self, area: &'static str, key: impl Into<String>, detail: impl Into<String>) {
+        self.problems.push(Problem { area, key: key.into(), detail: detail.into() });
+    }
+}
+
+impl fmt::Display for VerifyReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "checked {} blobs ({} bytes re-hashed), {} records, {} events",
+            self.blobs, self.bytes, self.records, self.events
+        )?;
+        writeln!(
+            f,
+            "{} unreferenced blobs, {} stray files (gc removes both)",
+            self.unreferenced_blobs, self.stray_files
+        )?;
+        if self.is_clean() {
+            return writeln!(f, "clean: no problems found");
+        }
+        writeln!(f, "{} problems:", self.problems.len())?;
+        for p in &self.problems {
+            writeln!(f, "  {p}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The result of [`Store::gc`](super::Store::gc).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GcReport {
+    /// Unreferenced blobs removed.
+    pub blobs_removed: u64,
+    /// Their bytes.
+    pub bytes_freed: u64,
+    /// Files under `blobs/` without a row, removed.
+    pub stray_files_removed: u64,
+    /// Unreferenced blobs kept because this process put them recently (a record is probably
+    /// about to refer to them).
+    pub kept_fresh: u64,
+}
+
+impl fmt::Display for GcReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "removed {} unreferenced blobs ({} bytes)", self.blobs_removed, self.bytes_freed)?;
+        writeln!(f, "removed {} stray files", self.stray_files_removed)?;
+        writeln!(f, "kept {} recently stored blobs not yet referenced", self.kept_fresh)
+    }
+}

@@ -1,0 +1,110 @@
+//! Per-source harvest state: what has been processed, so a restart resumes instead of
+//! starting over, plus the status a dashboard shows.
+//!
+//! The store treats it as the harvester's: a plain serde struct stored as JSON, so fields can
+//! be added (with `#[serde(default)]`) without a store format change, and an older build
+//! reading a newer row ignores what it does not know. Saving it inside a [`Batch`] makes it
+//! commit with the records and events it describes.
+//!
+//! [`Batch`]: super::Batch
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::Store;
+use super::codec::{check_key, w3c_opt};
+use super::error::StoreError;
+use crate::model::W3cDateTime;
+
+/// What the harvester has processed for one source.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SourceState {
+    /// `at` of the last Resource List fully incorporated (the baseline).
+    #[serde(with = "w3c_opt")]
+    pub resource_list_at: Option<W3cDateTime>,
+    /// URI of the last Change List processed.
+    pub change_list: Option<String>,
+    /// Entries of that Change List already processed (to resume inside an open list).
+    pub change_list_position: Option<u64>,
+    /// Datetime of the last change processed.
+    #[serde(with = "w3c_opt")]
+    pub last_change: Option<W3cDateTime>,
+    /// Conditional-GET validators per document URL.
+    pub documents: BTreeMap<String, DocumentValidators>,
+    /// Dashboard status.
+    pub status: SourceStatus,
+}
+
+/// HTTP validators of one fetched document.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DocumentValidators {
+    /// `ETag` as received.
+    pub etag: Option<String>,
+    /// `Last-Modified` as received (HTTP-date text, kept verbatim for `If-Modified-Since`).
+    pub last_modified: Option<String>,
+}
+
+/// What the dashboard shows about a source.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SourceStatus {
+    /// Start of the last harvest attempt.
+    #[serde(with = "w3c_opt")]
+    pub last_attempt: Option<W3cDateTime>,
+    /// End of the last successful harvest.
+    #[serde(with = "w3c_opt")]
+    pub last_success: Option<W3cDateTime>,
+    /// The last error, as shown to the operator.
+    pub last_error: Option<String>,
+    /// Resources incorporated in total.
+    pub resources: u64,
+    /// Bitstreams that failed verification or fetching in total.
+    pub failures: u64,
+}
+
+pub(super) fn encode(state: &SourceState) -> Result<Vec<u8>, StoreError> {
+    serde_json::to_vec(state).map_err(|e| StoreError::corrupt("source state (encoding)", e))
+}
+
+fn decode(bytes: &[u8]) -> Result<SourceState, StoreError> {
+    serde_json::from_slice(bytes).map_err(|e| StoreError::corrupt("source state", e))
+}
+
+impl Store {
+    /// The saved state of a source, if any.
+    ///
+    /// # Errors
+    /// [`StoreError::Database`] / [`StoreError::Corrupt`].
+    pub fn source_state(&self, source: &str) -> Result<Option<SourceState>, StoreError> {
+        self.inner.trees.sources.get(source.as_bytes())?.map(|v| decode(&v)).transpose()
+    }
+
+    /// Saves a source's state on its own (e.g. dashboard status after a failed attempt) and
+    /// flushes. To save it together with records, use [`Batch::source_state`].
+    ///
+    /// [`Batch::source_state`]: super::Batch::source_state
+    ///
+    /// # Errors
+    /// [`StoreError::InvalidKey`] for an empty id; [`StoreError::Database`].
+    pub fn save_source_state(&self, source: &str, state: &SourceState) -> Result<(), StoreError> {
+        check_key("source id", source)?;
+        self.inner.trees.sources.insert(source.as_bytes(), encode(state)?)?;
+        self.flush()
+    }
+
+    /// Every source with saved state, by id.
+    ///
+    /// # Errors
+    /// As [`Store::source_state`].
+    pub fn source_states(&self) -> Result<Vec<(String, SourceState)>, StoreError> {
+        let mut out = Vec::new();
+        for kv in self.inner.trees.sources.iter() {
+            let (k, v) = kv?;
+            out.push((String::from_utf8_lossy(&k).into_owned(), decode(&v)?));
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,304 @@
+//! `verify`: re-hash every blob and cross-check every record, index entry, change event and
+//! counter against each other — the invariants `docs/STORE.md` lists, checked from scratch.
+//!
+//! It reads everything once and keeps only ids and counts in memory (32 bytes per blob), so
+//! it runs on a store of millions of records. It never modifies the store.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Read;
+
+use super::blob::{BlobId, BlobRow};
+use super::codec;
+use super::error::StoreError;
+use super::log::{Counters, Event};
+use super::record::{Record, keys};
+use super::report::VerifyReport;
+use super::writer::Hashers;
+use super::{Inner, Store};
+use crate::model::W3cDateTime;
+
+/// Per set, what the log holds: `(events, last seq)`.
+type LogTally = HashMap<String, (u64, u64)>;
+
+impl Store {
+    /// Checks the whole store; see [`VerifyReport`].
+    ///
+    /// # Errors
+    /// Only when the database cannot be read at all; inconsistencies are reported, not errors.
+    pub fn verify(&self) -> Result<VerifyReport, StoreError> {
+        let inner = &self.inner;
+        let mut r = VerifyReport::default();
+        let blobs = inner.verify_blobs(&mut r)?;
+        inner.count_stray_files(&blobs, &mut r)?;
+        let live = inner.verify_records(&blobs, &mut r)?;
+        inner.verify_indexes(&mut r)?;
+        let log = inner.verify_log(&mut r)?;
+        inner.verify_counters(&live, &log, &mut r)?;
+        for kv in inner.trees.sources.iter() {
+            let (k, v) = kv?;
+            if let Err(e) = serde_json::from_slice::<super::SourceState>(&v) {
+                r.problem("source state", String::from_utf8_lossy(&k), e.to_string());
+            }
+        }
+        Ok(r)
+    }
+}
+
+impl Inner {
+    /// Re-hashes every blob; returns their lengths by id.
+    fn verify_blobs(&self, r: &mut VerifyReport) -> Result<HashMap<BlobId, u64>, StoreError> {
+        let mut lengths = HashMap::new();
+        for kv in self.trees.blobs.iter() {
+            let (k, v) = kv?;
+            let Ok(raw) = <[u8; 32]>::try_from(k.as_ref()) else {
+                r.problem("blob", hex::encode(&k), "key is not a sha-256");
+                continue;
+            };
+            let id = BlobId(raw);
+            match codec::decode::<BlobRow>("blob row", &v) {
+                Ok(row) => {
+                    self.verify_blob(&id, &row, r);
+                    if self.trees.by_sha.scan_prefix(id.0).keys().next().transpose()?.is_none() {
+                        r.unreferenced_blobs += 1;
+                    }
+                    lengths.insert(id, row.length);
+                }
+                Err(e) => r.problem("blob", id.to_hex(), e.to_string()),
+            }
+        }
+        Ok(lengths)
+    }
+
+    fn verify_blob(&self, id: &BlobId, row: &BlobRow, r: &mut VerifyReport) {
+        let mut hashers = Hashers::with(row.md5.is_some(), row.sha1.is_some());
+        let length = match &row.inline {
+            Some(data) => {
+                hashers.update(data);
+                data.len() as u64
+            }
+            None => match hash_file(&self.blob_path(id), &mut hashers) {
+                Ok(n) => n,
+                Err(e) => return r.problem("blob", id.to_hex(), format!("file unreadable: {e}")),
+            },
+        };
+        r.blobs += 1;
+        r.bytes += length;
+        let d = hashers.finish();
+        if length != row.length {
+            r.problem("blob", id.to_hex(), format!("content is {length} bytes, row says {}", row.length));
+        }
+        if d.sha256 != id.0 {
+            r.problem("blob", id.to_hex(), format!("content hashes to sha-256:{}", hex::encode(d.sha256)));
+        }
+        if d.md5 != row.md5 || d.sha1 != row.sha1 {
+            r.problem("blob", id.to_hex(), "stored md5 or sha-1 does not match the content");
+        }
+    }
+
+    fn count_stray_files(&self, blobs: &HashMap<BlobId, u64>, r: &mut VerifyReport) -> Result<(), StoreError> {
+        for (id, _) in self.blob_files()? {
+            if id.is_none_or(|id| !blobs.contains_key(&id)) {
+                r.stray_files += 1;
+            }
+        }
+        let tmp = self.root.join("tmp");
+        let entries = std::fs::read_dir(&tmp).map_err(|e| StoreError::io(&tmp, e))?;
+        r.stray_files += entries.count() as u64;
+        Ok(())
+    }
+
+    /// Checks each record against its blob and indexes; returns live records per set.
+    fn verify_records(
+        &self,
+        blobs: &HashMap<BlobId, u64>,
+        r: &mut VerifyReport,
+    ) -> Result<HashMap<String, u64>, StoreError> {
+        let mut live: HashMap<String, u64> = HashMap::new();
+        for kv in self.trees.records.iter() {
+            let (k, v) = kv?;
+            let key = String::from_utf8_lossy(&k).into_owned();
+            let rec: Record = match codec::decode("record", &v) {
+                Ok(rec) => rec,
+                Err(e) => {
+                    r.problem("record", key, e.to_string());
+                    continue;
+                }
+            };
+            r.records += 1;
+            if rec.uri != key {
+                r.problem("record", &key, format!("stored under another URI than its own ({})", rec.uri));
+            }
+            if rec.is_deleted() {
+                // A deleted record keeps its digests for history; its blob may be collected.
+                continue;
+            }
+            match blobs.get(&rec.sha256) {
+                None => r.problem("record", &key, format!("blob sha-256:{} is missing", rec.sha256)),
+                Some(&len) if len != rec.length => {
+                    r.problem("record", &key, format!("length {} but its blob has {len}", rec.length));
+                }
+                Some(_) => {}
+            }
+            self.check_record_indexes(&rec, r)?;
+            for set in &rec.sets {
+                *live.entry(set.clone()).or_default() += 1;
+            }
+        }
+        Ok(live)
+    }
+
+    fn check_record_indexes(&self, rec: &Record, r: &mut VerifyReport) -> Result<(), StoreError> {
+        if !self.trees.by_origin.contains_key(keys::by_origin(&rec.origin, &rec.uri))? {
+            r.problem("index by_origin", &rec.uri, format!("no entry for origin {}", rec.origin));
+        }
+        if !self.trees.by_sha.contains_key(keys::by_sha(&rec.sha256, &rec.uri))? {
+            r.problem("index by_sha256", &rec.uri, format!("no entry for sha-256:{}", rec.sha256));
+        }
+        let owner = self.trees.by_upstream.get(rec.upstream.as_bytes())?;
+        let claimed_by_live_peer = |uri: &[u8]| -> Result<bool, StoreError> {
+            let other = self.live_record(&String::from_utf8_lossy(uri))?;
+            Ok(other.is_some_and(|o| o.upstream == rec.upstream))
+        };
+        match owner {
+            Some(uri) if uri.as_ref() == rec.uri.as_bytes() || claimed_by_live_peer(&uri)? => {}
+            _ => r.problem("index by_upstream", &rec.uri, format!("no entry for upstream {}", rec.upstream)),
+        }
+        Ok(())
+    }
+
+    fn live_record(&self, uri: &str) -> Result<Option<Record>, StoreError> {
+        let Some(v) = self.trees.records.get(uri.as_bytes())? else { return Ok(None) };
+        Ok(codec::decode::<Record>("record", &v).ok().filter(|rec| !rec.is_deleted()))
+    }
+
+    /// Every index entry must point at a live record that agrees with it.
+    fn verify_indexes(&self, r: &mut VerifyReport) -> Result<(), StoreError> {
+        for key in self.trees.by_origin.iter().keys() {
+            let key = key?;
+            let Some(nul) = key.iter().position(|&b| b == 0) else {
+                r.problem("index by_origin", hex::encode(&key), "malformed key");
+                continue;
+            };
+            let (origin, uri) = (String::from_utf8_lossy(&key[..nul]), String::from_utf8_lossy(&key[nul + 1..]));
+            if self.live_record(&uri)?.is_none_or(|rec| rec.origin != origin) {
+                r.problem("index by_origin", uri, format!("dangling entry for origin {origin}"));
+            }
+        }
+        for key in self.trees.by_sha.iter().keys() {
+            let key = key?;
+            let (sha, uri) = key.split_at(32.min(key.len()));
+            let uri = String::from_utf8_lossy(uri);
+            if self.live_record(&uri)?.is_none_or(|rec| rec.sha256.0 != sha) {
+                r.problem("index by_sha256", uri, format!("dangling entry for sha-256:{}", hex::encode(sha)));
+            }
+        }
+        for kv in self.trees.by_upstream.iter() {
+            let (k, v) = kv?;
+            let (upstream, uri) = (String::from_utf8_lossy(&k), String::from_utf8_lossy(&v));
+            if self.live_record(&uri)?.is_none_or(|rec| rec.upstream != upstream) {
+                r.problem("index by_upstream", uri, format!("dangling entry for upstream {upstream}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Walks the log in key order: per set, seqs 1, 2, 3… and datetimes never decreasing, and
+    /// each event's record exists.
+    fn verify_log(&self, r: &mut VerifyReport) -> Result<LogTally, StoreError> {
+        let mut tally: LogTally = HashMap::new();
+        let mut last_time: HashMap<String, W3cDateTime> = HashMap::new();
+        for kv in self.trees.log.iter() {
+            let (k, v) = kv?;
+            let Some((set, seq)) = split_event_key(&k) else {
+                r.problem("event", hex::encode(&k), "malformed key");
+                continue;
+            };
+            let key = format!("{set} #{seq}");
+            let entry = tally.entry(set.clone()).or_default();
+            if seq != entry.1 + 1 {
+                r.problem("event", &key, format!("sequence gap: expected #{}", entry.1 + 1));
+            }
+            *entry = (entry.0 + 1, seq);
+            r.events += 1;
+            let event: Event = match codec::decode("event", &v) {
+                Ok(e) => e,
+                Err(e) => {
+                    r.problem("event", key, e.to_string());
+                    continue;
+                }
+            };
+            if event.seq != seq {
+                r.problem("event", &key, format!("stored under #{seq} but says #{}", event.seq));
+            }
+            if last_time.get(&set).is_some_and(|t| event.datetime < *t) {
+                r.problem("event", &key, "datetime earlier than the previous event's");
+            }
+            last_time.insert(set, event.datetime);
+            if !self.trees.records.contains_key(event.uri.as_bytes())? {
+                r.problem("event", &key, format!("record {} does not exist", event.uri));
+            }
+        }
+        Ok(tally)
+    }
+
+    fn verify_counters(
+        &self,
+        live: &HashMap<String, u64>,
+        log: &LogTally,
+        r: &mut VerifyReport,
+    ) -> Result<(), StoreError> {
+        let mut seen = Vec::new();
+        for kv in self.trees.sets.iter() {
+            let (k, v) = kv?;
+            let set = String::from_utf8_lossy(&k).into_owned();
+            let c: Counters = match codec::decode("set counters", &v) {
+                Ok(c) => c,
+                Err(e) => {
+                    r.problem("set counters", set, e.to_string());
+                    continue;
+                }
+            };
+            let (events, last) = log.get(&set).copied().unwrap_or_default();
+            if c.last_seq != last || c.last_seq != events {
+                r.problem(
+                    "set counters",
+                    &set,
+                    format!("last seq {} but the log has {events} events up to #{last}", c.last_seq),
+                );
+            }
+            let counted = live.get(&set).copied().unwrap_or_default();
+            if c.live != counted {
+                r.problem("set counters", &set, format!("{} live but {counted} live records list the set", c.live));
+            }
+            seen.push(set);
+        }
+        for set in log.keys().chain(live.keys()) {
+            if !seen.contains(set) {
+                r.problem("set counters", set, "missing for a set with events or records");
+                seen.push(set.clone());
+            }
+        }
+        Ok(())
+    }
+}
+
+fn split_event_key(key: &[u8]) -> Option<(String, u64)> {
+    let nul = key.iter().position(|&b| b == 0)?;
+    let seq = <[u8; 8]>::try_from(&key[nul + 1..]).ok()?;
+    Some((String::from_utf8_lossy(&key[..nul]).into_owned(), u64::from_be_bytes(seq)))
+}
+
+fn hash_file(path: &std::path::Path, hashers: &mut Hashers) -> std::io::Result<u64> {
+    let mut file = File::open(path)?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut total = 0u64;
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            return Ok(total);
+        }
+        hashers.update(&buf[..n]);
+        total += n as u64;
+    }
+}

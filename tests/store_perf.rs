@@ -1,0 +1,111 @@
+//! Performance checks too slow or too machine-dependent for every `cargo test`; run them on
+//! purpose with
+//! `cargo test --release --test store_perf -- --ignored --nocapture --test-threads=1`.
+//! Each test runs alone in its process (`--exact NAME`) when its peak RSS matters.
+
+#[path = "common/store_util.rs"]
+mod store_util;
+
+use std::io::{self, Read};
+use std::time::Instant;
+
+use store_util::record;
+use tributary::store::{Batch, Expected, Store, StoreOptions};
+
+/// Peak resident set size of this process so far, from `/proc/self/status` (Linux).
+fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// `len` bytes from a 1 MiB pattern, each chunk stamped with its index, generated on the fly.
+struct Synthetic {
+    pattern: Vec<u8>,
+    pos: u64,
+    len: u64,
+}
+
+impl Read for Synthetic {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let chunk = self.pattern.len() as u64;
+        let off = (self.pos % chunk) as usize;
+        let n = buf.len().min(self.pattern.len() - off).min((self.len - self.pos) as usize);
+        buf[..n].copy_from_slice(&self.pattern[off..off + n]);
+        if off == 0 && n >= 8 {
+            buf[..8].copy_from_slice(&(self.pos / chunk).to_le_bytes());
+        }
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+/// The memory bound: a 256 MiB put streams with peak RSS under 64 MiB. Run it alone:
+/// `cargo test --release --test store_perf -- --ignored --exact put_256mib_peak_rss_under_64mib --nocapture`
+#[test]
+#[ignore = "slow; run on purpose, alone in its process"]
+fn put_256mib_peak_rss_under_64mib() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open_with(&dir.path().join("store"), &StoreOptions::default()).unwrap();
+    let len = 256 * 1024 * 1024;
+    let pattern = (0..1u32 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let start = Instant::now();
+    let info =
+        store.put(Synthetic { pattern, pos: 0, len }, &Expected { length: Some(len), ..Expected::none() }).unwrap();
+    let put_secs = start.elapsed().as_secs_f64();
+    let start = Instant::now();
+    let copied = io::copy(&mut store.get(&info.id).unwrap(), &mut io::sink()).unwrap();
+    let get_secs = start.elapsed().as_secs_f64();
+    assert_eq!(copied, len);
+    let peak = peak_rss_bytes().expect("VmHWM in /proc/self/status");
+    eprintln!(
+        "put 256 MiB: {:.0} MB/s; get: {:.0} MB/s; peak RSS {:.1} MiB",
+        len as f64 / 1e6 / put_secs,
+        len as f64 / 1e6 / get_secs,
+        peak as f64 / 1048576.0
+    );
+    assert!(peak < 64 * 1024 * 1024, "peak RSS {peak} bytes");
+}
+
+/// The harvester's loop at full speed, with phase timings, for profiling (`perf record` this
+/// test). `STORE_FLUSH_MS` (a number or `none`) and `STORE_CACHE_MB` try other sled settings.
+#[test]
+#[ignore = "slow; run on purpose"]
+fn harvest_10k_small_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = StoreOptions::default();
+    if let Ok(ms) = std::env::var("STORE_FLUSH_MS") {
+        options.flush_every_ms = ms.parse().ok();
+    }
+    if let Ok(mb) = std::env::var("STORE_CACHE_MB") {
+        options.cache_capacity = mb.parse::<u64>().unwrap() << 20;
+    }
+    let store = Store::open_with(&dir.path().join("store"), &options).unwrap();
+    let mut content = vec![0x42u8; 2048];
+    let start = Instant::now();
+    let mut batch = Batch::new();
+    let (mut put, mut apply, mut flush) = (0.0, 0.0, 0.0);
+    for i in 0..10_000u64 {
+        content[..8].copy_from_slice(&i.to_le_bytes());
+        let t = Instant::now();
+        let info = store.put(&content[..], &Expected::none()).unwrap();
+        put += t.elapsed().as_secs_f64();
+        batch.upsert(&["bench", "merged"], record(&format!("http://tributary.test/r/{i:08}"), info.id));
+        if batch.len() == 100 {
+            let t = Instant::now();
+            store.apply_unflushed(&batch).unwrap();
+            apply += t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            store.flush().unwrap();
+            flush += t.elapsed().as_secs_f64();
+            batch = Batch::new();
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    eprintln!(
+        "10k records in {secs:.3}s: {:.0} records/s (put {put:.3}s, apply {apply:.3}s, flush {flush:.3}s)",
+        10_000.0 / secs
+    );
+    assert!(store.verify().unwrap().is_clean());
+}
