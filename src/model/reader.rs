@@ -842,13 +842,9 @@ impl<R: BufRead> Core<R> {
         let mut attrs = Vec::new();
         for attr in e.attributes() {
             let attr = attr.map_err(|err| self.error(ReadErrorKind::Malformed(err.to_string())))?;
-            if let Some(binding) = attr.key.as_namespace_binding() {
-                let prefix = match binding {
-                    quick_xml::name::PrefixDeclaration::Named(p) => Some(p.to_owned()),
-                    quick_xml::name::PrefixDeclaration::Default => None,
-                };
-                let value = self.attr_value(&attr)?.into_owned();
-                attrs.push(ForeignAttr { ns: Some(XMLNS.into()), prefix, local: String::new(), value });
+            // Declarations are not kept: the writer derives the ones it needs from each
+            // element's and attribute's (prefix, namespace), so round trips are stable.
+            if attr.key.as_namespace_binding().is_some() {
                 continue;
             }
             attrs.push(self.foreign_attr(&attr)?);
@@ -909,9 +905,6 @@ impl<R: BufRead> Core<R> {
         }
     }
 }
-
-/// The namespace of namespace declarations, used to mark `xmlns` attributes in extensions.
-pub(crate) const XMLNS: &str = "http://www.w3.org/2000/xmlns/";
 
 fn push_text(el: &mut Extension, s: &str) {
     if let Some(ExtNode::Text(prev)) = el.children.last_mut() {
