@@ -795,37 +795,30 @@ impl<R: BufRead> Core<R> {
         }
         // An explicit stack instead of recursion: depth is already capped by `next`.
         let mut stack: Vec<Extension> = Vec::new();
+        // Text is gathered across text, CDATA and reference events and kept only if it is not
+        // all whitespace: whitespace-only text between elements is indentation, and dropping
+        // it keeps read → write → read stable whatever indentation was used.
+        let mut text = String::new();
         let base = self.depth;
         loop {
             let ev = self.next(buf)?;
-            let current = stack.last_mut().unwrap_or(&mut root);
+            if matches!(ev, Event::Start(_) | Event::Empty(_) | Event::End(_)) {
+                flush_text(stack.last_mut().unwrap_or(&mut root), &mut text);
+            }
             match ev {
-                Event::Start(ref e) => {
-                    let head = self.extension_head(e)?;
-                    stack.push(head);
-                }
+                Event::Start(ref e) => stack.push(self.extension_head(e)?),
                 Event::Empty(ref e) => {
                     let head = self.extension_head(e)?;
-                    current.children.push(ExtNode::Element(head));
+                    stack.last_mut().unwrap_or(&mut root).children.push(ExtNode::Element(head));
                 }
                 Event::End(_) if self.depth < base => return Ok(root),
                 Event::End(_) => {
                     let done = stack.pop().expect("depth tracking keeps the stack in step");
                     stack.last_mut().unwrap_or(&mut root).children.push(ExtNode::Element(done));
                 }
-                Event::Text(t) => {
-                    // Whitespace-only text is indentation, not content: dropping it keeps
-                    // read → write → read stable whatever indentation the writer uses.
-                    let s = t.xml10_content();
-                    if !s.trim().is_empty() {
-                        push_text(current, &s);
-                    }
-                }
-                Event::CData(c) => push_text(current, c.as_ref()),
-                Event::GeneralRef(r) => {
-                    let c = self.resolve_ref(&r)?;
-                    push_text(stack.last_mut().unwrap_or(&mut root), c.encode_utf8(&mut [0u8; 4]));
-                }
+                Event::Text(t) => text.push_str(&t.xml10_content()),
+                Event::CData(c) => text.push_str(c.as_ref()),
+                Event::GeneralRef(r) => text.push(self.resolve_ref(&r)?),
                 Event::Comment(_) | Event::PI(_) => {}
                 Event::Eof => return Err(self.truncated()),
                 Event::Decl(_) | Event::DocType(_) => return Err(self.error(ReadErrorKind::Doctype)),
@@ -906,12 +899,11 @@ impl<R: BufRead> Core<R> {
     }
 }
 
-fn push_text(el: &mut Extension, s: &str) {
-    if let Some(ExtNode::Text(prev)) = el.children.last_mut() {
-        prev.push_str(s);
-    } else {
-        el.children.push(ExtNode::Text(s.to_owned()));
+fn flush_text(el: &mut Extension, text: &mut String) {
+    if !text.trim().is_empty() {
+        el.children.push(ExtNode::Text(std::mem::take(text)));
     }
+    text.clear();
 }
 
 /// Reads a whole document from bytes.
