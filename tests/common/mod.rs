@@ -1,0 +1,4 @@
+//! Helpers shared by the integration tests. Each test binary uses a subset.
+#![allow(dead_code)]
+
+pub mod http;
