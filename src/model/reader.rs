@@ -460,6 +460,11 @@ impl<R: BufRead> Core<R> {
     }
 
     fn attr_value<'a>(&self, attr: &'a Attribute<'a>) -> Result<Cow<'a, str>, ReadError> {
+        // Most values hold nothing to normalise or unescape; skip the general path for them.
+        let raw: &str = attr.value.as_ref();
+        if memchr::memchr3(b'&', b'\t', b'\n', raw.as_bytes()).is_none() && memchr::memchr(b'\r', raw.as_bytes()).is_none() {
+            return Ok(Cow::Borrowed(raw));
+        }
         attr.normalized_value(quick_xml::XmlVersion::Implicit1_0).map_err(|e| match e {
             quick_xml::Error::Escape(esc) => self.error(ReadErrorKind::UndefinedEntity(esc.to_string())),
             other => self.error(ReadErrorKind::Malformed(other.to_string())),

@@ -285,13 +285,17 @@ impl Validator {
 /// The common case, checked without a full URL parse: `http(s)://host…` with only characters
 /// that need no escaping. Anything else goes through `url::Url::parse`.
 fn looks_like_plain_http_uri(s: &str) -> bool {
-    let rest = s.strip_prefix("https://").or_else(|| s.strip_prefix("http://"));
-    rest.is_some_and(|r| {
-        !r.is_empty()
-            && !r.starts_with('/')
-            && r.bytes().all(|b| b.is_ascii_graphic() && !matches!(b, b'<' | b'>' | b'"' | b'{' | b'}' | b'|' | b'\\' | b'^' | b'`'))
-            && !r.split('/').next().is_some_and(|host| host.is_empty() || host.contains('%'))
-    })
+    let Some(rest) = s.strip_prefix("https://").or_else(|| s.strip_prefix("http://")) else { return false };
+    let host_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let host = &rest[..host_end];
+    // Branch-free over the bytes: printable ASCII other than the characters a URI never holds
+    // unescaped. Anything unusual (percent-encoded hosts, IPv6 literals, userinfo) takes the
+    // full parse.
+    let plain = rest.bytes().fold(true, |ok, b| {
+        ok & (b > b' ') & (b < 0x7f) & (b != b'<') & (b != b'>') & (b != b'"') & (b != b'{') & (b != b'}')
+            & (b != b'|') & (b != b'\\') & (b != b'^') & (b != b'`')
+    });
+    plain && !host.is_empty() && !host.contains(['%', '@', '[']) && host.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b':')
 }
 
 fn section_of(kind: DocumentKind) -> &'static str {

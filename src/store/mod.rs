@@ -1,0 +1,1 @@
+//! Placeholder in the model worktree; the real store lives on main.
