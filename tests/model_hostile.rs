@@ -50,7 +50,7 @@ fn truncation_anywhere_is_an_error_never_a_shorter_list() {
         if matches!(err.kind, ReadErrorKind::Truncated { .. }) {
             truncated_kinds += 1;
         }
-        assert_eq!(err.position.offset as usize <= cut, true);
+        assert!(err.position.offset as usize <= cut, "error placed past the cut");
     }
     assert!(truncated_kinds > (full.len() - root_end) / 2, "most cuts should say 'truncated'");
 }
@@ -83,7 +83,8 @@ fn unclosed_and_mismatched_elements() {
 
 #[test]
 fn wrong_or_missing_namespace() {
-    let err = read_err(r#"<urlset xmlns="http://www.google.com/schemas/sitemap/0.84"><url><loc>x</loc></url></urlset>"#);
+    let err =
+        read_err(r#"<urlset xmlns="http://www.google.com/schemas/sitemap/0.84"><url><loc>x</loc></url></urlset>"#);
     assert!(matches!(err.kind, ReadErrorKind::WrongNamespace { found: Some(_), .. }), "{err}");
     let err = read_err("<urlset><url><loc>x</loc></url></urlset>");
     assert!(matches!(err.kind, ReadErrorKind::WrongNamespace { found: None, .. }), "{err}");
@@ -101,7 +102,8 @@ fn other_prefixes_and_default_namespaces_are_matched_by_uri() {
     assert!(diags.is_empty(), "{diags:?}");
     assert_eq!(doc.entries[0].md.as_ref().unwrap().length, Some(3));
     // An rs-looking prefix bound to another namespace is not ResourceSync's md.
-    let text = format!("{HEAD}<url><loc>http://example.com/a</loc><x:md xmlns:x=\"urn:other\" length=\"3\"/></url></urlset>");
+    let text =
+        format!("{HEAD}<url><loc>http://example.com/a</loc><x:md xmlns:x=\"urn:other\" length=\"3\"/></url></urlset>");
     let (doc, _) = read(&text).unwrap();
     assert!(doc.entries[0].md.is_none());
     assert_eq!(doc.entries[0].extensions.len(), 1);
@@ -109,7 +111,8 @@ fn other_prefixes_and_default_namespaces_are_matched_by_uri() {
 
 #[test]
 fn missing_and_unknown_capability() {
-    let no_md = r#"<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>http://e.org/a</loc></url></urlset>"#;
+    let no_md =
+        r#"<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>http://e.org/a</loc></url></urlset>"#;
     assert!(errors(no_md).iter().any(|m| m.contains("no <rs:md>")));
     let no_cap = HEAD.replace(r#"capability="resourcelist" "#, "") + "</urlset>";
     assert!(errors(&no_cap).iter().any(|m| m.contains("no valid `capability`")));
@@ -120,7 +123,8 @@ fn missing_and_unknown_capability() {
 
 #[test]
 fn bad_datetimes_name_the_value_and_position() {
-    let text = HEAD.replace("2013-01-03T09:00:00Z", "2013-01-03T09:00:00") + "<url><loc>http://e.org/a</loc><lastmod>Tuesday</lastmod></url></urlset>";
+    let text = HEAD.replace("2013-01-03T09:00:00Z", "2013-01-03T09:00:00")
+        + "<url><loc>http://e.org/a</loc><lastmod>Tuesday</lastmod></url></urlset>";
     let diags = findings(&text);
     let zone = diags.iter().find(|d| d.message.contains("no time zone")).expect("missing zone reported");
     assert_eq!(zone.position.line, 3);
@@ -180,7 +184,11 @@ fn over_the_byte_limit_is_an_error() {
 
 #[test]
 fn deep_nesting_is_an_error() {
-    let deep = format!("{HEAD}<url><loc>http://e.org/a</loc>{}{}</url></urlset>", "<x:a xmlns:x=\"urn:x\">".repeat(40), "</x:a>".repeat(40));
+    let deep = format!(
+        "{HEAD}<url><loc>http://e.org/a</loc>{}{}</url></urlset>",
+        "<x:a xmlns:x=\"urn:x\">".repeat(40),
+        "</x:a>".repeat(40)
+    );
     assert!(matches!(read_err(&deep).kind, ReadErrorKind::TooDeep(32)));
 }
 
@@ -190,7 +198,10 @@ fn garbage_around_the_root() {
     assert!(matches!(read_err("hello <urlset/>").kind, ReadErrorKind::ContentBeforeRoot));
     let after = format!("{HEAD}</urlset><urlset/>");
     assert!(matches!(read_err(&after).kind, ReadErrorKind::ContentAfterRoot));
-    assert!(matches!(read_err("\u{feff}not xml at all").kind, ReadErrorKind::ContentBeforeRoot | ReadErrorKind::Malformed(_)));
+    assert!(matches!(
+        read_err("\u{feff}not xml at all").kind,
+        ReadErrorKind::ContentBeforeRoot | ReadErrorKind::Malformed(_)
+    ));
 }
 
 #[test]
@@ -203,7 +214,9 @@ fn change_list_rules() {
 <url><loc>http://e.org/c</loc><rs:md change="deleted" datetime="2013-01-02T12:00:00Z"/></url>
 </urlset>"#;
     let errs = errors(text);
-    for needle in ["`until` 2013-01-01T00:00:00Z is before `from`", "no valid `change`", "not in forward chronological order"] {
+    for needle in
+        ["`until` 2013-01-01T00:00:00Z is before `from`", "no valid `change`", "not in forward chronological order"]
+    {
         assert!(errs.iter().any(|m| m.contains(needle)), "{needle}: {errs:?}");
     }
 }

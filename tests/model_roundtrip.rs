@@ -11,7 +11,9 @@ use tributary::model::{
 fn text() -> impl Strategy<Value = String> {
     // Printable text with the characters that need escaping, trimmed (the reader trims
     // element text) and never empty.
-    "[a-zA-Z0-9&<>\"'/:.?=#%é中 -]{0,12}[a-z0-9&<>é]".prop_map(|s| s.trim().to_owned()).prop_filter("non-empty", |s| !s.is_empty())
+    "[a-zA-Z0-9&<>\"'/:.?=#%é中 -]{0,12}[a-z0-9&<>é]"
+        .prop_map(|s| s.trim().to_owned())
+        .prop_filter("non-empty", |s| !s.is_empty())
 }
 
 fn attr_value() -> impl Strategy<Value = String> {
@@ -20,7 +22,8 @@ fn attr_value() -> impl Strategy<Value = String> {
 }
 
 fn datetime() -> impl Strategy<Value = W3cDateTime> {
-    (0i64..253_402_300_799, prop_oneof![Just(0u32), 0u32..1_000_000_000]).prop_map(|(s, n)| W3cDateTime::from_unix(s, n).unwrap())
+    (0i64..253_402_300_799, prop_oneof![Just(0u32), 0u32..1_000_000_000])
+        .prop_map(|(s, n)| W3cDateTime::from_unix(s, n).unwrap())
 }
 
 fn hash_list() -> impl Strategy<Value = HashList> {
@@ -35,7 +38,12 @@ fn hash_list() -> impl Strategy<Value = HashList> {
 
 fn foreign_attr() -> impl Strategy<Value = ForeignAttr> {
     prop_oneof![
-        attr_value().prop_map(|v| ForeignAttr { ns: Some("urn:example".into()), prefix: Some("ex".into()), local: "note".into(), value: v }),
+        attr_value().prop_map(|v| ForeignAttr {
+            ns: Some("urn:example".into()),
+            prefix: Some("ex".into()),
+            local: "note".into(),
+            value: v
+        }),
         attr_value().prop_map(|v| ForeignAttr { ns: None, prefix: None, local: "custom".into(), value: v }),
     ]
 }
@@ -51,21 +59,23 @@ fn md() -> impl Strategy<Value = Md> {
         prop::option::of("[a-z]+/[a-z+.-]+"),
         prop::collection::vec(foreign_attr(), 0..2),
     )
-        .prop_map(|(capability, change, [at, completed, from, until, datetime], hash, length, path, media_type, extra)| Md {
-            capability,
-            change,
-            at,
-            completed,
-            from,
-            until,
-            datetime,
-            encoding: None,
-            hash,
-            length,
-            path,
-            media_type,
-            extra,
-        })
+        .prop_map(
+            |(capability, change, [at, completed, from, until, datetime], hash, length, path, media_type, extra)| Md {
+                capability,
+                change,
+                at,
+                completed,
+                from,
+                until,
+                datetime,
+                encoding: None,
+                hash,
+                length,
+                path,
+                media_type,
+                extra,
+            },
+        )
 }
 
 fn link() -> impl Strategy<Value = Link> {
@@ -98,7 +108,13 @@ fn extension() -> impl Strategy<Value = Extension> {
         attrs: vec![ForeignAttr { ns: None, prefix: None, local: "a".into(), value: a }],
         children: vec![
             ExtNode::Text(body),
-            ExtNode::Element(Extension { ns: None, prefix: None, local: "bare".into(), attrs: vec![], children: vec![] }),
+            ExtNode::Element(Extension {
+                ns: None,
+                prefix: None,
+                local: "bare".into(),
+                attrs: vec![],
+                children: vec![],
+            }),
         ],
     })
 }

@@ -68,7 +68,14 @@ fn past_the_entry_limit_it_becomes_an_index_with_linked_parts() {
     let (index, _) = read_document(&out["index"], ReadOptions::default()).unwrap();
     assert_eq!(index.header.kind(), Some(DocumentKind::ResourceListIndex));
     let locs: Vec<_> = index.entries.iter().map(|e| e.loc.as_str()).collect();
-    assert_eq!(locs, ["http://t.example/resourcelist-1.xml", "http://t.example/resourcelist-2.xml", "http://t.example/resourcelist-3.xml"]);
+    assert_eq!(
+        locs,
+        [
+            "http://t.example/resourcelist-1.xml",
+            "http://t.example/resourcelist-2.xml",
+            "http://t.example/resourcelist-3.xml"
+        ]
+    );
     let mut all = Vec::new();
     for n in 1..=3 {
         let (part, diags) = read_document(&out[&format!("part{n}")], ReadOptions::default()).unwrap();

@@ -56,10 +56,10 @@ pub fn html_link_targets(html: &str, rel: &str) -> Vec<String> {
         let end = lower[start..].find('>').map_or(lower.len(), |j| start + j);
         let tag = &html[start..end];
         let rels = html_attr(tag, "rel").unwrap_or_default();
-        if rels.split_ascii_whitespace().any(|r| r.eq_ignore_ascii_case(rel)) {
-            if let Some(href) = html_attr(tag, "href") {
-                out.push(decode_html_entities(&href));
-            }
+        if rels.split_ascii_whitespace().any(|r| r.eq_ignore_ascii_case(rel))
+            && let Some(href) = html_attr(tag, "href")
+        {
+            out.push(decode_html_entities(&href));
         }
         from = end;
     }

@@ -194,7 +194,7 @@ mod tests {
 
     #[test]
     fn refuses_to_read_past_the_limit() {
-        let text = vec![b'x'; 100];
+        let text = [b'x'; 100];
         let mut t = Tracked::new(&text[..], 10);
         let mut sink = Vec::new();
         assert!(t.read_to_end(&mut sink).is_err());

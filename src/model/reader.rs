@@ -15,10 +15,10 @@
 use std::borrow::Cow;
 use std::io::{self, BufRead};
 
+use quick_xml::NsReader;
 use quick_xml::events::attributes::Attribute;
 use quick_xml::events::{BytesRef, BytesStart, Event};
 use quick_xml::name::ResolveResult;
-use quick_xml::NsReader;
 
 use super::datetime::W3cDateTime;
 use super::diagnostic::Diagnostic;
@@ -26,7 +26,7 @@ use super::error::{ReadError, ReadErrorKind};
 use super::hash::{HashList, HashNote};
 use super::position::{Position, Tracked};
 use super::types::{
-    Capability, Change, Document, Entry, ExtNode, Extension, ForeignAttr, Header, Link, Md, RootFormat, RS_NS,
+    Capability, Change, Document, Entry, ExtNode, Extension, ForeignAttr, Header, Link, Md, RS_NS, RootFormat,
     SITEMAP_NS,
 };
 
@@ -55,6 +55,9 @@ impl ReadOptions {
         ReadOptions { name: name.into(), ..ReadOptions::default() }
     }
 }
+
+/// Namespace declarations (prefix, uri) and other attributes of the root element.
+type RootAttributes = (Vec<(String, String)>, Vec<ForeignAttr>);
 
 /// Where an element sits, by namespace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -277,7 +280,9 @@ impl<R: BufRead> DocumentReader<R> {
                 }
                 Event::Text(t) => self.core.stray_text(t.as_ref(), start),
                 Event::GeneralRef(r) => self.core.stray_ref(&r, start)?,
-                Event::CData(_) => self.core.warn_at(start, "7", "character data directly in the root element is ignored"),
+                Event::CData(_) => {
+                    self.core.warn_at(start, "7", "character data directly in the root element is ignored")
+                }
                 Event::Comment(_) | Event::PI(_) => {}
                 Event::Eof => return Err(self.core.truncated()),
                 Event::Decl(_) | Event::DocType(_) => return Err(self.core.error(ReadErrorKind::Doctype)),
@@ -438,7 +443,7 @@ impl<R: BufRead> Core<R> {
     }
 
     /// Namespace declarations worth keeping and other root attributes.
-    fn root_attributes(&self, e: &BytesStart<'_>) -> Result<(Vec<(String, String)>, Vec<ForeignAttr>), ReadError> {
+    fn root_attributes(&self, e: &BytesStart<'_>) -> Result<RootAttributes, ReadError> {
         let mut namespaces = Vec::new();
         let mut extra = Vec::new();
         for attr in e.attributes() {
@@ -462,7 +467,9 @@ impl<R: BufRead> Core<R> {
     fn attr_value<'a>(&self, attr: &'a Attribute<'a>) -> Result<Cow<'a, str>, ReadError> {
         // Most values hold nothing to normalise or unescape; skip the general path for them.
         let raw: &str = attr.value.as_ref();
-        if memchr::memchr3(b'&', b'\t', b'\n', raw.as_bytes()).is_none() && memchr::memchr(b'\r', raw.as_bytes()).is_none() {
+        if memchr::memchr3(b'&', b'\t', b'\n', raw.as_bytes()).is_none()
+            && memchr::memchr(b'\r', raw.as_bytes()).is_none()
+        {
             return Ok(Cow::Borrowed(raw));
         }
         attr.normalized_value(quick_xml::XmlVersion::Implicit1_0).map_err(|e| match e {
@@ -524,15 +531,16 @@ impl<R: BufRead> Core<R> {
             "length" => md.length = core.length(value, start),
             "path" => md.path = Some(value.to_owned()),
             "type" => md.media_type = Some(value.to_owned()),
-            other => unknown.push(ForeignAttr {
-                ns: None,
-                prefix: None,
-                local: other.to_owned(),
-                value: value.to_owned(),
-            }),
+            other => {
+                unknown.push(ForeignAttr { ns: None, prefix: None, local: other.to_owned(), value: value.to_owned() })
+            }
         })?;
         for attr in unknown {
-            self.warn_at(start, "7", format!("<rs:md> attribute `{}` is not defined by ResourceSync; kept", attr.local));
+            self.warn_at(
+                start,
+                "7",
+                format!("<rs:md> attribute `{}` is not defined by ResourceSync; kept", attr.local),
+            );
             md.extra.push(attr);
         }
         Ok(md)
@@ -552,15 +560,16 @@ impl<R: BufRead> Core<R> {
             "path" => link.path = Some(value.to_owned()),
             "pri" => link.pri = core.pri(value, start),
             "type" => link.media_type = Some(value.to_owned()),
-            other => unknown.push(ForeignAttr {
-                ns: None,
-                prefix: None,
-                local: other.to_owned(),
-                value: value.to_owned(),
-            }),
+            other => {
+                unknown.push(ForeignAttr { ns: None, prefix: None, local: other.to_owned(), value: value.to_owned() })
+            }
         })?;
         for attr in unknown {
-            self.warn_at(start, "7", format!("<rs:ln> attribute `{}` is not defined by ResourceSync; kept", attr.local));
+            self.warn_at(
+                start,
+                "7",
+                format!("<rs:ln> attribute `{}` is not defined by ResourceSync; kept", attr.local),
+            );
             link.extra.push(attr);
         }
         if !has_rel || link.rel.is_empty() {
@@ -641,7 +650,9 @@ impl<R: BufRead> Core<R> {
                     let msg = match note {
                         HashNote::Base64(a) => format!("{} digest is base64, not hex; converted", a.as_str()),
                         HashNote::UpperHex(a) => format!("{} digest is uppercase hex; lowercased", a.as_str()),
-                        HashNote::Conflicting(a) => format!("two different {} digests in one hash attribute", a.as_str()),
+                        HashNote::Conflicting(a) => {
+                            format!("two different {} digests in one hash attribute", a.as_str())
+                        }
                     };
                     self.warn_at(start, "7", msg);
                 }

@@ -8,7 +8,7 @@
 
 use std::io::{self, Write};
 
-use super::types::{Document, Entry, ExtNode, Extension, ForeignAttr, Header, Link, Md, RootFormat, RS_NS, SITEMAP_NS};
+use super::types::{Document, Entry, ExtNode, Extension, ForeignAttr, Header, Link, Md, RS_NS, RootFormat, SITEMAP_NS};
 
 const XML_NS: &str = "http://www.w3.org/XML/1998/namespace";
 
@@ -210,7 +210,13 @@ fn render_md(out: &mut Vec<u8>, md: &Md, scope: &Scope<'_>) {
     if let Some(c) = md.change {
         attr(out, "change", c.as_str());
     }
-    for (name, t) in [("at", &md.at), ("completed", &md.completed), ("from", &md.from), ("until", &md.until), ("datetime", &md.datetime)] {
+    for (name, t) in [
+        ("at", &md.at),
+        ("completed", &md.completed),
+        ("from", &md.from),
+        ("until", &md.until),
+        ("datetime", &md.datetime),
+    ] {
         if let Some(t) = t {
             datetime_attr(out, name, t);
         }

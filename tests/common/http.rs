@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -85,7 +85,8 @@ fn serve(stream: TcpStream, routes: &HashMap<String, Response>) {
     let path = request_line.split_whitespace().nth(1).unwrap_or("/").to_owned();
     let resp = routes.get(&path).cloned().unwrap_or_else(|| Response::status(404));
     let mut out = stream;
-    let mut head = format!("HTTP/1.1 {} X\r\nContent-Length: {}\r\nConnection: close\r\n", resp.status, resp.body.len());
+    let mut head =
+        format!("HTTP/1.1 {} X\r\nContent-Length: {}\r\nConnection: close\r\n", resp.status, resp.body.len());
     for (k, v) in &resp.headers {
         head.push_str(&format!("{k}: {v}\r\n"));
     }
