@@ -13,4 +13,5 @@
 
 pub mod check;
 pub mod model;
+pub mod simulate;
 pub mod store;
