@@ -2,3 +2,4 @@
 #![allow(dead_code)]
 
 pub mod http;
+pub(crate) mod sim;
