@@ -7,10 +7,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Cursor, Read};
 use std::time::Duration;
 
+use clap::Parser as _;
 use common::sim::{RunningSim, assert_checks_clean, digests, start};
 use reqwest::StatusCode;
 use tributary::model::{Capability, Change, Entry, HashAlgorithm, RootFormat, W3cDateTime};
-use tributary::simulate::{ClockMode, Rollover, SimConfig, Simulator, router};
+use tributary::simulate::cli::{self, SimulateArgs};
+use tributary::simulate::{ClockMode, Rollover, SimConfig, SimError, Simulator, router};
 
 fn hash_of(e: &Entry, alg: HashAlgorithm) -> Option<String> {
     e.md.as_ref()?.hash.as_ref()?.get(&alg).map(str::to_owned)
@@ -391,4 +393,43 @@ async fn two_sources_can_share_one_listener_under_prefixes() {
         let bytes = client.get(&res.url).send().await.unwrap().bytes().await.unwrap();
         assert_eq!(digests(&bytes).1, res.sha256);
     }
+}
+
+#[derive(clap::Parser)]
+struct Cli {
+    #[command(flatten)]
+    args: SimulateArgs,
+}
+
+#[tokio::test]
+async fn the_command_serves_a_ticking_source_and_stops_on_shutdown() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let listen = format!("127.0.0.1:{port}");
+    let Cli { args } =
+        Cli::parse_from(["simulate", "--listen", &listen, "--rate", "100", "--resources", "5", "--dump"]);
+    assert_eq!((args.min_size, args.max_size, args.list_limit, args.rollover_count), (100, 2_000, 50_000, 500));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(cli::run(args, async move {
+        let _ = stopped.await;
+    }));
+    let client = reqwest::Client::new();
+    let mut changed = false;
+    for _ in 0..150 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let Ok(resp) = client.get(format!("http://{listen}/changelist/1.xml")).send().await else { continue };
+        let body = resp.bytes().await.unwrap();
+        assert_checks_clean("open change list", &body);
+        if String::from_utf8_lossy(&body).contains("<url>") {
+            changed = true;
+            break;
+        }
+    }
+    assert!(changed, "no change within 3 s at 100 events/s");
+    stop.send(()).unwrap();
+    task.await.unwrap().unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let Cli { args } = Cli::parse_from(["simulate", "--listen", &addr]);
+    let err = cli::run(args, async {}).await.unwrap_err();
+    assert!(matches!(err, SimError::Bind { .. }), "{err}");
 }

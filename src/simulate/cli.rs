@@ -20,7 +20,7 @@ pub struct SimulateArgs {
     /// Address to listen on (port 0 picks a free port).
     #[arg(long, default_value = "127.0.0.1:8081")]
     pub listen: SocketAddr,
-    /// Base URL used in documents (default: http://<bound address>/).
+    /// Base URL used in documents (default: http://ADDRESS/ of the bound listener).
     #[arg(long, value_name = "URL")]
     pub base_url: Option<Url>,
     /// Resources at the start.
@@ -56,7 +56,7 @@ pub struct SimulateArgs {
     /// Also serve a Resource Dump (ZIP packages with manifest.xml).
     #[arg(long)]
     pub dump: bool,
-    /// Pose as an aggregator of this origin: entries carry `via` links to <URL>/res/<id>.
+    /// Pose as an aggregator of this origin: entries carry `via` links to URL/res/ID.
     #[arg(long, value_name = "URL")]
     pub via_origin: Option<Url>,
     /// Add describedby/describes (metadata resources), canonical and collection links.

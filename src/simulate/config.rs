@@ -175,10 +175,8 @@ impl SimConfig {
         if !(1..SITEMAP_MAX_ENTRIES).contains(&self.keep_closed_lists) {
             return bad(format!("closed lists kept must be 1..{SITEMAP_MAX_ENTRIES} (the index holds them all)"));
         }
-        if let Some(origin) = &self.via_origin {
-            if !matches!(origin.scheme(), "http" | "https") {
-                return bad(format!("via origin {origin} is not an http(s) URL"));
-            }
+        if let Some(origin) = self.via_origin.as_ref().filter(|o| !matches!(o.scheme(), "http" | "https")) {
+            return bad(format!("via origin {origin} is not an http(s) URL"));
         }
         Ok(())
     }

@@ -102,10 +102,8 @@ fn reply(sim: &Simulator, path: &str) -> Reply {
     if let Some(id) = number(path, "/meta/", "") {
         return resource(sim, Target::Meta(id));
     }
-    if sim.config().dump {
-        if let Some(rest) = path.strip_prefix("/resourcedump/") {
-            return dump_part(sim, rest);
-        }
+    if let (true, Some(rest)) = (sim.config().dump, path.strip_prefix("/resourcedump/")) {
+        return dump_part(sim, rest);
     }
     Reply::status(StatusCode::NOT_FOUND)
 }
