@@ -433,3 +433,35 @@ async fn the_command_serves_a_ticking_source_and_stops_on_shutdown() {
     let err = cli::run(args, async {}).await.unwrap_err();
     assert!(matches!(err, SimError::Bind { .. }), "{err}");
 }
+
+/// With links on, every event writes a data change and then a metadata change; a reader that
+/// saw half an event would find an odd count or a data entry last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_never_see_half_an_event() {
+    let s = start(|c| {
+        c.resources = 50;
+        c.links = true;
+        c.rollover = Rollover { count: None, period: None };
+    })
+    .await;
+    let (sim, done) = (s.sim.clone(), std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)));
+    let stop = done.clone();
+    let writer = tokio::task::spawn_blocking(move || {
+        for _ in 0..2_000 {
+            if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                break;
+            }
+            sim.step(1);
+        }
+    });
+    for _ in 0..40 {
+        let (_, open) = s.doc("/changelist/1.xml").await;
+        assert_eq!(open.entries.len() % 2, 0);
+        assert!(open.entries.last().is_none_or(|e| e.loc.contains("/meta/")));
+        let (_, list) = s.doc("/resourcelist.xml").await;
+        assert_eq!(list.entries.len() % 2, 0);
+    }
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.await.unwrap();
+    assert!(s.sim.generation() > 0);
+}
