@@ -14,4 +14,5 @@
 pub mod check;
 pub mod model;
 pub mod naming;
+pub mod simulate;
 pub mod store;

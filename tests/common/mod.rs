@@ -2,3 +2,4 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod http;
+pub(crate) mod sim;
