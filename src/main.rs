@@ -40,7 +40,7 @@ enum Command {
     Store(StoreCommand),
     /// Serve a changing, simulated ResourceSync Source on a loopback port (for demos, tests
     /// and benchmarks).
-    Simulate(tributary::simulate::cli::SimulateArgs),
+    Simulate(Box<tributary::simulate::cli::SimulateArgs>),
 }
 
 #[derive(Debug, Args)]
@@ -95,7 +95,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Check(args) => run_check(args),
         Command::Store(cmd) => run_store(cmd, data_dir(&cli.global)),
-        Command::Simulate(args) => run_simulate(args),
+        Command::Simulate(args) => run_simulate(*args),
     }
 }
 
