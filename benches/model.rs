@@ -30,6 +30,30 @@ fn bench(c: &mut Criterion) {
             }
         })
     });
+    // For scale: quick-xml alone, namespace-aware, resolving every element and touching every
+    // attribute, building nothing. The model's read+validate is measured against this.
+    g.bench_function("bare_quick_xml_scan", |b| {
+        b.iter(|| {
+            let mut r = quick_xml::NsReader::from_reader(&bytes[..]);
+            let mut buf = Vec::with_capacity(4096);
+            let mut urls = 0usize;
+            loop {
+                match r.read_event_into(&mut buf).unwrap() {
+                    quick_xml::events::Event::Start(e) | quick_xml::events::Event::Empty(e) => {
+                        let (_, local) = r.resolver().resolve_element(e.name());
+                        urls += usize::from(local.as_ref() == "url");
+                        for a in e.attributes() {
+                            black_box(a.unwrap());
+                        }
+                    }
+                    quick_xml::events::Event::Eof => break,
+                    _ => {}
+                }
+                buf.clear();
+            }
+            assert_eq!(urls, 50_000);
+        })
+    });
     let mut out = Vec::with_capacity(bytes.len() + 1024);
     g.bench_function("write", |b| {
         b.iter(|| {

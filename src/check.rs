@@ -12,9 +12,7 @@ use std::io::{self, BufRead, BufReader};
 use std::path::Path;
 use std::time::Duration;
 
-use crate::model::{
-    Diagnostic, DocumentKind, DocumentReader, Header, ReadError, ReadOptions, RootFormat, Validator,
-};
+use crate::model::{Diagnostic, DocumentKind, DocumentReader, Header, ReadError, ReadOptions, RootFormat, Validator};
 
 /// Everything `check` found out about one document.
 #[derive(Debug)]

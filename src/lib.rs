@@ -13,4 +13,6 @@
 
 pub mod check;
 pub mod model;
+pub mod naming;
+pub mod simulate;
 pub mod store;

@@ -38,6 +38,9 @@ enum Command {
     /// Inspect and maintain the data directory.
     #[command(subcommand)]
     Store(StoreCommand),
+    /// Serve a changing, simulated ResourceSync Source on a loopback port (for demos, tests
+    /// and benchmarks).
+    Simulate(Box<tributary::simulate::cli::SimulateArgs>),
 }
 
 #[derive(Debug, Args)]
@@ -92,6 +95,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Check(args) => run_check(args),
         Command::Store(cmd) => run_store(cmd, data_dir(&cli.global)),
+        Command::Simulate(args) => run_simulate(*args),
     }
 }
 
@@ -129,6 +133,14 @@ fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
 fn print_report(report: &CheckReport, quiet: bool) {
     use std::io::Write as _;
     let _ = writeln!(std::io::stdout().lock(), "{}", report.render(!quiet));
+}
+
+fn run_simulate(args: tributary::simulate::cli::SimulateArgs) -> anyhow::Result<ExitCode> {
+    let rt = tokio::runtime::Runtime::new()?;
+    rt.block_on(tributary::simulate::cli::run(args, async {
+        let _ = tokio::signal::ctrl_c().await;
+    }))?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn run_store(cmd: StoreCommand, dir: PathBuf) -> anyhow::Result<ExitCode> {

@@ -5,9 +5,7 @@
 use std::path::PathBuf;
 
 use tributary::model::discovery::{html_link_targets, link_header_targets, robots_sitemaps};
-use tributary::model::{
-    Change, Document, DocumentKind as K, ReadOptions, Severity, read_document, to_bytes, validate,
-};
+use tributary::model::{Change, Document, DocumentKind as K, ReadOptions, Severity, read_document, to_bytes, validate};
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/spec").join(name)

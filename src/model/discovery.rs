@@ -15,29 +15,25 @@ pub fn link_header_targets(header: &str, rel: &str) -> Vec<String> {
         let Some(close) = rest[open..].find('>') else { break };
         let target = rest[open + 1..open + close].trim();
         let params_start = open + close + 1;
-        // Parameters run to the next link, which starts at a `<` after a comma.
-        let params_end = next_link_start(&rest[params_start..]).map_or(rest.len(), |i| params_start + i);
+        // Parameters run to the comma that separates this link from the next.
+        let params_end = next_link_separator(&rest[params_start..]).map_or(rest.len(), |i| params_start + i);
         if link_params_have_rel(&rest[params_start..params_end], rel) {
             out.push(target.to_owned());
         }
-        rest = &rest[params_end..];
+        rest = rest.get(params_end + 1..).unwrap_or("");
     }
     out
 }
 
-fn next_link_start(s: &str) -> Option<usize> {
+/// The first comma outside a quoted string.
+fn next_link_separator(s: &str) -> Option<usize> {
     let mut in_quotes = false;
-    let bytes = s.as_bytes();
-    for (i, &b) in bytes.iter().enumerate() {
-        match b {
-            b'"' => in_quotes = !in_quotes,
-            b',' if !in_quotes => {
-                return s[i..].find('<').map(|j| i + j);
-            }
-            _ => {}
+    s.bytes().position(|b| {
+        if b == b'"' {
+            in_quotes = !in_quotes;
         }
-    }
-    None
+        b == b',' && !in_quotes
+    })
 }
 
 fn link_params_have_rel(params: &str, rel: &str) -> bool {
@@ -60,10 +56,10 @@ pub fn html_link_targets(html: &str, rel: &str) -> Vec<String> {
         let end = lower[start..].find('>').map_or(lower.len(), |j| start + j);
         let tag = &html[start..end];
         let rels = html_attr(tag, "rel").unwrap_or_default();
-        if rels.split_ascii_whitespace().any(|r| r.eq_ignore_ascii_case(rel)) {
-            if let Some(href) = html_attr(tag, "href") {
-                out.push(decode_html_entities(&href));
-            }
+        if rels.split_ascii_whitespace().any(|r| r.eq_ignore_ascii_case(rel))
+            && let Some(href) = html_attr(tag, "href")
+        {
+            out.push(decode_html_entities(&href));
         }
         from = end;
     }
@@ -86,7 +82,8 @@ fn html_attr(tag: &str, name: &str) -> Option<String> {
         let value = tag[value_start..].trim_start();
         return Some(match value.chars().next() {
             Some(q @ ('"' | '\'')) => value[1..].split(q).next().unwrap_or("").to_owned(),
-            _ => value.split(|c: char| c.is_ascii_whitespace() || c == '/').next().unwrap_or("").to_owned(),
+            // Unquoted values run to whitespace (HTML: `href=/a/>` means "/a/").
+            _ => value.split(|c: char| c.is_ascii_whitespace()).next().unwrap_or("").to_owned(),
         });
     }
     None
@@ -125,7 +122,7 @@ mod tests {
 
     #[test]
     fn html_links() {
-        let html = r#"<HTML><head><link href='/cl.xml' rel="resourcesync stylesheet"><LINK rel=resourcesync href=/b.xml/></head>"#;
+        let html = r#"<HTML><head><link href='/cl.xml' rel="resourcesync stylesheet"><LINK rel=resourcesync href=/b.xml></head>"#;
         assert_eq!(html_link_targets(html, "resourcesync"), vec!["/cl.xml", "/b.xml"]);
     }
 

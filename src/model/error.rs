@@ -46,7 +46,9 @@ pub enum ReadErrorKind {
     #[error("unexpected content after the root element closed")]
     ContentAfterRoot,
     /// A DOCTYPE declaration (refused: external entities and entity expansion attacks).
-    #[error("DOCTYPE declarations are not allowed in ResourceSync documents (refused to guard against XXE and entity expansion)")]
+    #[error(
+        "DOCTYPE declarations are not allowed in ResourceSync documents (refused to guard against XXE and entity expansion)"
+    )]
     Doctype,
     /// An entity reference other than the five predefined ones or a character reference.
     #[error("undefined entity reference {0} (only &lt; &gt; &amp; &apos; &quot; and character references are allowed)")]

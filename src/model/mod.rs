@@ -7,8 +7,8 @@
 //! the store and the publisher all build on it.
 
 mod datetime;
-pub mod discovery;
 mod diagnostic;
+pub mod discovery;
 mod error;
 mod hash;
 mod position;
@@ -24,12 +24,12 @@ pub use diagnostic::{Diagnostic, Severity};
 pub use error::{ReadError, ReadErrorKind};
 pub use hash::{Digest, HashAlgorithm, HashError, HashList, HashNote};
 pub use position::Position;
-pub use reader::{read_document, DocumentReader, ReadOptions};
+pub use reader::{DocumentReader, ReadOptions, read_document};
+pub use split::{PartTarget, SplitLimits, SplitOutcome, write_split};
 pub use synthetic::synthetic_resource_list;
-pub use split::{write_split, PartTarget, SplitLimits, SplitOutcome};
 pub use types::{
-    Capability, Change, Document, DocumentKind, Entry, ExtNode, Extension, ForeignAttr, Header, Link, Md, RootFormat,
-    RS_NS, SITEMAP_NS,
+    Capability, Change, Document, DocumentKind, Entry, ExtNode, Extension, ForeignAttr, Header, Link, Md, RS_NS,
+    RootFormat, SITEMAP_NS,
 };
-pub use validate::{validate, Validator};
-pub use writer::{to_bytes, write_document, DocumentWriter};
+pub use validate::{Validator, validate};
+pub use writer::{DocumentWriter, to_bytes, write_document};

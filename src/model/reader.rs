@@ -15,10 +15,10 @@
 use std::borrow::Cow;
 use std::io::{self, BufRead};
 
+use quick_xml::NsReader;
 use quick_xml::events::attributes::Attribute;
 use quick_xml::events::{BytesRef, BytesStart, Event};
 use quick_xml::name::ResolveResult;
-use quick_xml::NsReader;
 
 use super::datetime::W3cDateTime;
 use super::diagnostic::Diagnostic;
@@ -26,7 +26,7 @@ use super::error::{ReadError, ReadErrorKind};
 use super::hash::{HashList, HashNote};
 use super::position::{Position, Tracked};
 use super::types::{
-    Capability, Change, Document, Entry, ExtNode, Extension, ForeignAttr, Header, Link, Md, RootFormat, RS_NS,
+    Capability, Change, Document, Entry, ExtNode, Extension, ForeignAttr, Header, Link, Md, RS_NS, RootFormat,
     SITEMAP_NS,
 };
 
@@ -55,6 +55,9 @@ impl ReadOptions {
         ReadOptions { name: name.into(), ..ReadOptions::default() }
     }
 }
+
+/// Namespace declarations (prefix, uri) and other attributes of the root element.
+type RootAttributes = (Vec<(String, String)>, Vec<ForeignAttr>);
 
 /// Where an element sits, by namespace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -277,7 +280,9 @@ impl<R: BufRead> DocumentReader<R> {
                 }
                 Event::Text(t) => self.core.stray_text(t.as_ref(), start),
                 Event::GeneralRef(r) => self.core.stray_ref(&r, start)?,
-                Event::CData(_) => self.core.warn_at(start, "7", "character data directly in the root element is ignored"),
+                Event::CData(_) => {
+                    self.core.warn_at(start, "7", "character data directly in the root element is ignored")
+                }
                 Event::Comment(_) | Event::PI(_) => {}
                 Event::Eof => return Err(self.core.truncated()),
                 Event::Decl(_) | Event::DocType(_) => return Err(self.core.error(ReadErrorKind::Doctype)),
@@ -438,7 +443,7 @@ impl<R: BufRead> Core<R> {
     }
 
     /// Namespace declarations worth keeping and other root attributes.
-    fn root_attributes(&self, e: &BytesStart<'_>) -> Result<(Vec<(String, String)>, Vec<ForeignAttr>), ReadError> {
+    fn root_attributes(&self, e: &BytesStart<'_>) -> Result<RootAttributes, ReadError> {
         let mut namespaces = Vec::new();
         let mut extra = Vec::new();
         for attr in e.attributes() {
@@ -460,6 +465,13 @@ impl<R: BufRead> Core<R> {
     }
 
     fn attr_value<'a>(&self, attr: &'a Attribute<'a>) -> Result<Cow<'a, str>, ReadError> {
+        // Most values hold nothing to normalise or unescape; skip the general path for them.
+        let raw: &str = attr.value.as_ref();
+        if memchr::memchr3(b'&', b'\t', b'\n', raw.as_bytes()).is_none()
+            && memchr::memchr(b'\r', raw.as_bytes()).is_none()
+        {
+            return Ok(Cow::Borrowed(raw));
+        }
         attr.normalized_value(quick_xml::XmlVersion::Implicit1_0).map_err(|e| match e {
             quick_xml::Error::Escape(esc) => self.error(ReadErrorKind::UndefinedEntity(esc.to_string())),
             other => self.error(ReadErrorKind::Malformed(other.to_string())),
@@ -519,15 +531,16 @@ impl<R: BufRead> Core<R> {
             "length" => md.length = core.length(value, start),
             "path" => md.path = Some(value.to_owned()),
             "type" => md.media_type = Some(value.to_owned()),
-            other => unknown.push(ForeignAttr {
-                ns: None,
-                prefix: None,
-                local: other.to_owned(),
-                value: value.to_owned(),
-            }),
+            other => {
+                unknown.push(ForeignAttr { ns: None, prefix: None, local: other.to_owned(), value: value.to_owned() })
+            }
         })?;
         for attr in unknown {
-            self.warn_at(start, "7", format!("<rs:md> attribute `{}` is not defined by ResourceSync; kept", attr.local));
+            self.warn_at(
+                start,
+                "7",
+                format!("<rs:md> attribute `{}` is not defined by ResourceSync; kept", attr.local),
+            );
             md.extra.push(attr);
         }
         Ok(md)
@@ -547,15 +560,16 @@ impl<R: BufRead> Core<R> {
             "path" => link.path = Some(value.to_owned()),
             "pri" => link.pri = core.pri(value, start),
             "type" => link.media_type = Some(value.to_owned()),
-            other => unknown.push(ForeignAttr {
-                ns: None,
-                prefix: None,
-                local: other.to_owned(),
-                value: value.to_owned(),
-            }),
+            other => {
+                unknown.push(ForeignAttr { ns: None, prefix: None, local: other.to_owned(), value: value.to_owned() })
+            }
         })?;
         for attr in unknown {
-            self.warn_at(start, "7", format!("<rs:ln> attribute `{}` is not defined by ResourceSync; kept", attr.local));
+            self.warn_at(
+                start,
+                "7",
+                format!("<rs:ln> attribute `{}` is not defined by ResourceSync; kept", attr.local),
+            );
             link.extra.push(attr);
         }
         if !has_rel || link.rel.is_empty() {
@@ -636,7 +650,9 @@ impl<R: BufRead> Core<R> {
                     let msg = match note {
                         HashNote::Base64(a) => format!("{} digest is base64, not hex; converted", a.as_str()),
                         HashNote::UpperHex(a) => format!("{} digest is uppercase hex; lowercased", a.as_str()),
-                        HashNote::Conflicting(a) => format!("two different {} digests in one hash attribute", a.as_str()),
+                        HashNote::Conflicting(a) => {
+                            format!("two different {} digests in one hash attribute", a.as_str())
+                        }
                     };
                     self.warn_at(start, "7", msg);
                 }
@@ -795,37 +811,30 @@ impl<R: BufRead> Core<R> {
         }
         // An explicit stack instead of recursion: depth is already capped by `next`.
         let mut stack: Vec<Extension> = Vec::new();
+        // Text is gathered across text, CDATA and reference events and kept only if it is not
+        // all whitespace: whitespace-only text between elements is indentation, and dropping
+        // it keeps read → write → read stable whatever indentation was used.
+        let mut text = String::new();
         let base = self.depth;
         loop {
             let ev = self.next(buf)?;
-            let current = stack.last_mut().unwrap_or(&mut root);
+            if matches!(ev, Event::Start(_) | Event::Empty(_) | Event::End(_)) {
+                flush_text(stack.last_mut().unwrap_or(&mut root), &mut text);
+            }
             match ev {
-                Event::Start(ref e) => {
-                    let head = self.extension_head(e)?;
-                    stack.push(head);
-                }
+                Event::Start(ref e) => stack.push(self.extension_head(e)?),
                 Event::Empty(ref e) => {
                     let head = self.extension_head(e)?;
-                    current.children.push(ExtNode::Element(head));
+                    stack.last_mut().unwrap_or(&mut root).children.push(ExtNode::Element(head));
                 }
                 Event::End(_) if self.depth < base => return Ok(root),
                 Event::End(_) => {
                     let done = stack.pop().expect("depth tracking keeps the stack in step");
                     stack.last_mut().unwrap_or(&mut root).children.push(ExtNode::Element(done));
                 }
-                Event::Text(t) => {
-                    // Whitespace-only text is indentation, not content: dropping it keeps
-                    // read → write → read stable whatever indentation the writer uses.
-                    let s = t.xml10_content();
-                    if !s.trim().is_empty() {
-                        push_text(current, &s);
-                    }
-                }
-                Event::CData(c) => push_text(current, c.as_ref()),
-                Event::GeneralRef(r) => {
-                    let c = self.resolve_ref(&r)?;
-                    push_text(stack.last_mut().unwrap_or(&mut root), c.encode_utf8(&mut [0u8; 4]));
-                }
+                Event::Text(t) => text.push_str(&t.xml10_content()),
+                Event::CData(c) => text.push_str(c.as_ref()),
+                Event::GeneralRef(r) => text.push(self.resolve_ref(&r)?),
                 Event::Comment(_) | Event::PI(_) => {}
                 Event::Eof => return Err(self.truncated()),
                 Event::Decl(_) | Event::DocType(_) => return Err(self.error(ReadErrorKind::Doctype)),
@@ -842,13 +851,9 @@ impl<R: BufRead> Core<R> {
         let mut attrs = Vec::new();
         for attr in e.attributes() {
             let attr = attr.map_err(|err| self.error(ReadErrorKind::Malformed(err.to_string())))?;
-            if let Some(binding) = attr.key.as_namespace_binding() {
-                let prefix = match binding {
-                    quick_xml::name::PrefixDeclaration::Named(p) => Some(p.to_owned()),
-                    quick_xml::name::PrefixDeclaration::Default => None,
-                };
-                let value = self.attr_value(&attr)?.into_owned();
-                attrs.push(ForeignAttr { ns: Some(XMLNS.into()), prefix, local: String::new(), value });
+            // Declarations are not kept: the writer derives the ones it needs from each
+            // element's and attribute's (prefix, namespace), so round trips are stable.
+            if attr.key.as_namespace_binding().is_some() {
                 continue;
             }
             attrs.push(self.foreign_attr(&attr)?);
@@ -910,15 +915,11 @@ impl<R: BufRead> Core<R> {
     }
 }
 
-/// The namespace of namespace declarations, used to mark `xmlns` attributes in extensions.
-pub(crate) const XMLNS: &str = "http://www.w3.org/2000/xmlns/";
-
-fn push_text(el: &mut Extension, s: &str) {
-    if let Some(ExtNode::Text(prev)) = el.children.last_mut() {
-        prev.push_str(s);
-    } else {
-        el.children.push(ExtNode::Text(s.to_owned()));
+fn flush_text(el: &mut Extension, text: &mut String) {
+    if !text.trim().is_empty() {
+        el.children.push(ExtNode::Text(std::mem::take(text)));
     }
+    text.clear();
 }
 
 /// Reads a whole document from bytes.

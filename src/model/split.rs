@@ -8,9 +8,9 @@
 
 use std::io::{self, Write};
 
+use super::W3cDateTime;
 use super::types::{Entry, Header, Link, Md, RootFormat};
 use super::writer::DocumentWriter;
-use super::W3cDateTime;
 
 /// When a list becomes an index.
 #[derive(Debug, Clone, Copy)]

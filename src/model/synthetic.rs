@@ -24,7 +24,8 @@ fn synthetic_entry(i: usize, rng: &mut SplitMix) -> Entry {
     e.lastmod = W3cDateTime::from_unix(1_600_000_000 + (rng.next() % 90_000_000) as i64, 0).ok();
     let md5: Vec<u8> = (0..2).flat_map(|_| rng.next().to_le_bytes()).collect();
     let sha: Vec<u8> = (0..4).flat_map(|_| rng.next().to_le_bytes()).collect();
-    let hash = HashList(vec![Digest::from_bytes(HashAlgorithm::Md5, &md5), Digest::from_bytes(HashAlgorithm::Sha256, &sha)]);
+    let hash =
+        HashList(vec![Digest::from_bytes(HashAlgorithm::Md5, &md5), Digest::from_bytes(HashAlgorithm::Sha256, &sha)]);
     e.md = Some(Md {
         hash: Some(hash),
         length: Some(1024 + rng.next() % 4096),

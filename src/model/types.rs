@@ -199,7 +199,7 @@ pub struct Extension {
     pub prefix: Option<String>,
     /// Local name.
     pub local: String,
-    /// Attributes, including namespace declarations made on this element.
+    /// Attributes (namespace declarations are derived when writing, not stored).
     pub attrs: Vec<ForeignAttr>,
     /// Children in document order.
     pub children: Vec<ExtNode>,

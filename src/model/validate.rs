@@ -85,13 +85,19 @@ impl Validator {
     pub fn finish(mut self) -> Vec<Diagnostic> {
         if self.open_lists.len() > 1 {
             let pos = self.open_lists[1];
-            self.warn(pos, "12.2", format!("{} open lists (without `until`); an index has at most one", self.open_lists.len()));
+            self.warn(
+                pos,
+                "12.2",
+                format!("{} open lists (without `until`); an index has at most one", self.open_lists.len()),
+            );
         }
         let mut repeated: Vec<_> = self.repeated.drain().collect();
         repeated.sort_by_key(|(_, (pos, _))| *pos);
         for (what, (pos, count)) in repeated {
             let (section, msg) = match what {
-                Repeated::NoDatetime => ("12.1", "without `datetime`; their order in the list is taken as the order of changes"),
+                Repeated::NoDatetime => {
+                    ("12.1", "without `datetime`; their order in the list is taken as the order of changes")
+                }
                 Repeated::NoIndexFrom => ("Appendix A", "without the recommended `from` attribute"),
                 Repeated::RelativeLoc => ("7", "with a relative <loc>; resolved against the document's URL"),
                 Repeated::OutsideInterval => ("7", "whose `datetime` lies outside the document's `from`/`until`"),
@@ -138,28 +144,36 @@ impl Validator {
         let section = section_of(kind);
         if kind.is_snapshot_kind() {
             if md.at.is_none() {
-                self.warn(root, "Appendix A", format!("{kind} has no `at` attribute on its root <rs:md> (mandatory, {section})"));
+                self.warn(
+                    root,
+                    "Appendix A",
+                    format!("{kind} has no `at` attribute on its root <rs:md> (mandatory, {section})"),
+                );
             }
             if md.from.is_some() || md.until.is_some() {
                 self.warn(root, "7", format!("`from`/`until` are not used in a {kind}; ignored"));
             }
-            if let (Some(at), Some(completed)) = (md.at, md.completed) {
-                if completed < at {
-                    self.warn(root, "7", format!("`completed` {completed} is before `at` {at}"));
-                }
+            if let (Some(at), Some(completed)) = (md.at, md.completed)
+                && completed < at
+            {
+                self.warn(root, "7", format!("`completed` {completed} is before `at` {at}"));
             }
         }
         if kind.is_change_kind() {
             if md.from.is_none() {
-                self.warn(root, "Appendix A", format!("{kind} has no `from` attribute on its root <rs:md> (mandatory, {section})"));
+                self.warn(
+                    root,
+                    "Appendix A",
+                    format!("{kind} has no `from` attribute on its root <rs:md> (mandatory, {section})"),
+                );
             }
             if md.at.is_some() || md.completed.is_some() {
                 self.warn(root, "7", format!("`at`/`completed` are not used in a {kind}; ignored"));
             }
-            if let (Some(from), Some(until)) = (md.from, md.until) {
-                if until < from {
-                    self.error(root, "7", format!("`until` {until} is before `from` {from}: the interval is empty"));
-                }
+            if let (Some(from), Some(until)) = (md.from, md.until)
+                && until < from
+            {
+                self.error(root, "7", format!("`until` {until} is before `from` {from}: the interval is empty"));
             }
         }
     }
@@ -194,10 +208,11 @@ impl Validator {
     }
 
     fn source_description_entry(&mut self, entry: &Entry, pos: Position) {
-        if let Some(c) = entry.md.as_ref().and_then(|m| m.capability) {
-            if c != Capability::CapabilityList {
-                self.error(pos, "8", format!("a Source Description lists Capability Lists, but this entry has capability `{c}`"));
-            }
+        if let Some(c) = entry.md.as_ref().and_then(|m| m.capability)
+            && c != Capability::CapabilityList
+        {
+            let msg = format!("a Source Description lists Capability Lists, but this entry has capability `{c}`");
+            self.error(pos, "8", msg);
         }
     }
 
@@ -214,7 +229,11 @@ impl Validator {
             self.error(pos, "9", format!("capability `{c}` cannot be listed in a Capability List"));
         }
         if let Some(first) = self.capabilities.insert(c, pos) {
-            self.error(pos, "9", format!("capability `{c}` listed twice (first at {first}); only one entry per capability"));
+            self.error(
+                pos,
+                "9",
+                format!("capability `{c}` listed twice (first at {first}); only one entry per capability"),
+            );
         }
     }
 
@@ -229,7 +248,9 @@ impl Validator {
         }
         let deleted = md.change == Some(Change::Deleted);
         match md.path.as_deref() {
-            None if !deleted => self.error(pos, section, format!("manifest entry {} has no `path` to its bitstream", entry.loc)),
+            None if !deleted => {
+                self.error(pos, section, format!("manifest entry {} has no `path` to its bitstream", entry.loc))
+            }
             Some(p) if !p.starts_with('/') => {
                 self.warn(pos, section, format!("`path` {p} should start with `/` (relative to the package root)"));
             }
@@ -272,11 +293,12 @@ impl Validator {
     }
 
     fn check_order(&mut self, t: W3cDateTime, pos: Position, section: &'static str, attr: &str) {
-        if let Some(prev) = self.last_time {
-            if t < prev {
-                self.error(pos, section, format!("entries are not in forward chronological order: `{attr}` {t} comes after {prev}"));
-                return;
-            }
+        if let Some(prev) = self.last_time
+            && t < prev
+        {
+            let msg = format!("entries are not in forward chronological order: `{attr}` {t} comes after {prev}");
+            self.error(pos, section, msg);
+            return;
         }
         self.last_time = Some(t);
     }
@@ -285,13 +307,29 @@ impl Validator {
 /// The common case, checked without a full URL parse: `http(s)://host…` with only characters
 /// that need no escaping. Anything else goes through `url::Url::parse`.
 fn looks_like_plain_http_uri(s: &str) -> bool {
-    let rest = s.strip_prefix("https://").or_else(|| s.strip_prefix("http://"));
-    rest.is_some_and(|r| {
-        !r.is_empty()
-            && !r.starts_with('/')
-            && r.bytes().all(|b| b.is_ascii_graphic() && !matches!(b, b'<' | b'>' | b'"' | b'{' | b'}' | b'|' | b'\\' | b'^' | b'`'))
-            && !r.split('/').next().is_some_and(|host| host.is_empty() || host.contains('%'))
-    })
+    let Some(rest) = s.strip_prefix("https://").or_else(|| s.strip_prefix("http://")) else { return false };
+    let host_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let host = &rest[..host_end];
+    // Branch-free over the bytes: printable ASCII other than the characters a URI never holds
+    // unescaped. Anything unusual (percent-encoded hosts, IPv6 literals, userinfo) takes the
+    // full parse.
+    let plain = rest.bytes().fold(true, |ok, b| {
+        ok & (b > b' ')
+            & (b < 0x7f)
+            & (b != b'<')
+            & (b != b'>')
+            & (b != b'"')
+            & (b != b'{')
+            & (b != b'}')
+            & (b != b'|')
+            & (b != b'\\')
+            & (b != b'^')
+            & (b != b'`')
+    });
+    plain
+        && !host.is_empty()
+        && !host.contains(['%', '@', '['])
+        && host.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b':')
 }
 
 fn section_of(kind: DocumentKind) -> &'static str {

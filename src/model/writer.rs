@@ -8,8 +8,7 @@
 
 use std::io::{self, Write};
 
-use super::reader::XMLNS;
-use super::types::{Document, Entry, ExtNode, Extension, ForeignAttr, Header, Link, Md, RootFormat, RS_NS, SITEMAP_NS};
+use super::types::{Document, Entry, ExtNode, Extension, ForeignAttr, Header, Link, Md, RS_NS, RootFormat, SITEMAP_NS};
 
 const XML_NS: &str = "http://www.w3.org/XML/1998/namespace";
 
@@ -211,7 +210,13 @@ fn render_md(out: &mut Vec<u8>, md: &Md, scope: &Scope<'_>) {
     if let Some(c) = md.change {
         attr(out, "change", c.as_str());
     }
-    for (name, t) in [("at", &md.at), ("completed", &md.completed), ("from", &md.from), ("until", &md.until), ("datetime", &md.datetime)] {
+    for (name, t) in [
+        ("at", &md.at),
+        ("completed", &md.completed),
+        ("from", &md.from),
+        ("until", &md.until),
+        ("datetime", &md.datetime),
+    ] {
         if let Some(t) = t {
             datetime_attr(out, name, t);
         }
@@ -262,29 +267,17 @@ fn render_link(out: &mut Vec<u8>, link: &Link, scope: &Scope<'_>) {
 
 fn render_extension(out: &mut Vec<u8>, ext: &Extension, scope: &mut Scope<'_>) {
     let depth = scope.local.len();
-    // Declarations the element carried itself come first, so lookups below see them.
-    for a in ext.attrs.iter().filter(|a| a.ns.as_deref() == Some(XMLNS)) {
-        scope.local.push((a.prefix.clone(), Some(a.value.clone())));
-    }
     let qname = match &ext.prefix {
         Some(p) => format!("{p}:{}", ext.local),
         None => ext.local.clone(),
     };
     out.push(b'<');
     out.extend_from_slice(qname.as_bytes());
-    for a in &ext.attrs {
-        if a.ns.as_deref() == Some(XMLNS) {
-            match &a.prefix {
-                Some(p) => attr(out, &format!("xmlns:{p}"), &a.value),
-                None => attr(out, "xmlns", &a.value),
-            }
-        }
-    }
     if scope.lookup(ext.prefix.as_deref()) != ext.ns.as_deref() {
         declare(out, ext.prefix.as_deref(), ext.ns.as_deref().unwrap_or(""));
         scope.local.push((ext.prefix.clone(), ext.ns.clone()));
     }
-    for a in ext.attrs.iter().filter(|a| a.ns.as_deref() != Some(XMLNS)) {
+    for a in &ext.attrs {
         foreign_attr(out, a, scope);
     }
     if ext.children.is_empty() {

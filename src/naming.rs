@@ -1,0 +1,188 @@
+//! Tributary's own URIs: where each republished document and resource lives under the
+//! configured base URL.
+//!
+//! The harvester names a resource when it stores it (records are keyed by this URI) and the
+//! publisher and web server serve under the same names, so the scheme lives in one place.
+//! Resource URIs are per *source*, not per set: a resource in source `museum-a` has one
+//! Tributary URI whichever sets include `museum-a`.
+//!
+//! ```text
+//! {base}.well-known/resourcesync             Source Description
+//! {base}sets/{set}/                          page describing the set (describedby)
+//! {base}sets/{set}/capabilitylist.xml
+//! {base}sets/{set}/resourcelist.xml          Resource List, or its index past the limit
+//! {base}sets/{set}/resourcelist-{n}.xml      parts of the index
+//! {base}sets/{set}/changelist.xml            Change List Index
+//! {base}sets/{set}/changelist-{n}.xml        Change Lists (closed ones never change)
+//! {base}r/{source}/{scheme}/{authority}{path}[?query]   a resource
+//! ```
+
+use url::Url;
+
+/// Builds and parses Tributary URIs under one base URL.
+#[derive(Debug, Clone)]
+pub struct Naming {
+    base: String,
+}
+
+impl Naming {
+    /// Uses `base` as the prefix; a missing trailing slash is added.
+    pub fn new(base: &Url) -> Self {
+        let mut base = base.as_str().to_owned();
+        if !base.ends_with('/') {
+            base.push('/');
+        }
+        Naming { base }
+    }
+
+    /// The base URL, ending in `/`.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// The Source Description (`/.well-known/resourcesync`).
+    pub fn source_description(&self) -> String {
+        format!("{}.well-known/resourcesync", self.base)
+    }
+
+    /// The human-readable page describing a set.
+    pub fn set_page(&self, set: &str) -> String {
+        format!("{}sets/{set}/", self.base)
+    }
+
+    /// A set's Capability List.
+    pub fn capability_list(&self, set: &str) -> String {
+        format!("{}sets/{set}/capabilitylist.xml", self.base)
+    }
+
+    /// A set's Resource List (or Resource List Index).
+    pub fn resource_list(&self, set: &str) -> String {
+        format!("{}sets/{set}/resourcelist.xml", self.base)
+    }
+
+    /// Part `n` (1-based) of a set's Resource List Index.
+    pub fn resource_list_part(&self, set: &str, n: u64) -> String {
+        format!("{}sets/{set}/resourcelist-{n}.xml", self.base)
+    }
+
+    /// A set's Change List Index.
+    pub fn change_list(&self, set: &str) -> String {
+        format!("{}sets/{set}/changelist.xml", self.base)
+    }
+
+    /// Change List `n` (1-based) of a set.
+    pub fn change_list_part(&self, set: &str, n: u64) -> String {
+        format!("{}sets/{set}/changelist-{n}.xml", self.base)
+    }
+
+    /// The provenance endpoint.
+    pub fn provenance(&self) -> String {
+        format!("{}provenance", self.base)
+    }
+
+    /// Tributary's URI for `upstream`, harvested from `source`. `None` when `upstream` is
+    /// not an absolute http(s) URI (those are never fetched).
+    pub fn resource(&self, source: &str, upstream: &str) -> Option<String> {
+        let u = Url::parse(upstream).ok()?;
+        if !matches!(u.scheme(), "http" | "https") {
+            return None;
+        }
+        let authority = match u.port() {
+            Some(p) => format!("{}:{p}", u.host_str()?),
+            None => u.host_str()?.to_owned(),
+        };
+        let mut out = format!("{}r/{source}/{}/{authority}{}", self.base, u.scheme(), u.path());
+        if let Some(q) = u.query() {
+            out.push('?');
+            out.push_str(q);
+        }
+        Some(out)
+    }
+
+    /// The (source, upstream URI) a Tributary resource URI was made from.
+    pub fn parse_resource(&self, uri: &str) -> Option<(String, String)> {
+        let rest = uri.strip_prefix(&self.base)?.strip_prefix("r/")?;
+        let (source, rest) = rest.split_once('/')?;
+        let (scheme, rest) = rest.split_once('/')?;
+        if !matches!(scheme, "http" | "https") || source.is_empty() || rest.is_empty() {
+            return None;
+        }
+        Some((source.to_owned(), format!("{scheme}://{rest}")))
+    }
+
+    /// The set id and part number of a set document path relative to the base, e.g.
+    /// `sets/art/changelist-3.xml` → `("art", SetDocument::ChangeListPart(3))`.
+    pub fn parse_set_document(&self, path: &str) -> Option<(String, SetDocument)> {
+        let rest = path.strip_prefix("sets/")?;
+        let (set, file) = rest.split_once('/')?;
+        let doc = match file {
+            "" => SetDocument::Page,
+            "capabilitylist.xml" => SetDocument::CapabilityList,
+            "resourcelist.xml" => SetDocument::ResourceList,
+            "changelist.xml" => SetDocument::ChangeList,
+            other => part(other, "resourcelist-")
+                .map(SetDocument::ResourceListPart)
+                .or_else(|| part(other, "changelist-").map(SetDocument::ChangeListPart))?,
+        };
+        Some((set.to_owned(), doc))
+    }
+}
+
+fn part(file: &str, prefix: &str) -> Option<u64> {
+    file.strip_prefix(prefix)?.strip_suffix(".xml")?.parse().ok().filter(|n| *n >= 1)
+}
+
+/// The documents served per set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetDocument {
+    /// The describing page.
+    Page,
+    /// The Capability List.
+    CapabilityList,
+    /// The Resource List or its index.
+    ResourceList,
+    /// A part of the Resource List Index.
+    ResourceListPart(u64),
+    /// The Change List Index.
+    ChangeList,
+    /// One Change List.
+    ChangeListPart(u64),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn naming() -> Naming {
+        Naming::new(&Url::parse("http://127.0.0.1:8080").unwrap())
+    }
+
+    #[test]
+    fn resource_uris_round_trip() {
+        let n = naming();
+        for upstream in [
+            "http://museum-a.example.org/obj/1.xml",
+            "https://example.org:8443/a%20b/c?x=1&y=2",
+            "http://127.0.0.1:9000/",
+        ] {
+            let uri = n.resource("museum-a", upstream).unwrap();
+            assert!(uri.starts_with("http://127.0.0.1:8080/r/museum-a/"), "{uri}");
+            assert_eq!(n.parse_resource(&uri), Some(("museum-a".into(), upstream.into())));
+        }
+        assert_eq!(n.resource("s", "ftp://example.org/x"), None);
+        assert_eq!(n.parse_resource("http://127.0.0.1:8080/sets/a/"), None);
+    }
+
+    #[test]
+    fn set_documents() {
+        let n = naming();
+        assert_eq!(n.change_list_part("art", 3), "http://127.0.0.1:8080/sets/art/changelist-3.xml");
+        assert_eq!(
+            n.parse_set_document("sets/art/changelist-3.xml"),
+            Some(("art".into(), SetDocument::ChangeListPart(3)))
+        );
+        assert_eq!(n.parse_set_document("sets/art/"), Some(("art".into(), SetDocument::Page)));
+        assert_eq!(n.parse_set_document("sets/art/changelist-0.xml"), None);
+        assert_eq!(n.parse_set_document("sets/art/other.xml"), None);
+    }
+}

@@ -1,0 +1,5 @@
+//! Helpers shared by the integration tests. Each test binary uses a subset.
+#![allow(dead_code, unreachable_pub)]
+
+pub mod http;
+pub(crate) mod sim;
