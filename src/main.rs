@@ -144,6 +144,18 @@ fn run_simulate(args: tributary::simulate::cli::SimulateArgs) -> anyhow::Result<
 }
 
 fn run_store(cmd: StoreCommand, dir: PathBuf) -> anyhow::Result<ExitCode> {
-    let _ = (cmd, dir);
-    anyhow::bail!("the store commands arrive with the store module")
+    // Read-only maintenance never creates a store: a mistyped path is an error, not an empty store.
+    let store = tributary::store::Store::open_existing(&dir)?;
+    match cmd {
+        StoreCommand::Stats => println!("{}", store.stats()?),
+        StoreCommand::Verify => {
+            let report = store.verify()?;
+            println!("{report}");
+            if !report.is_clean() {
+                return Ok(ExitCode::from(1));
+            }
+        }
+        StoreCommand::Gc => println!("{}", store.gc()?),
+    }
+    Ok(ExitCode::SUCCESS)
 }

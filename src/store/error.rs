@@ -24,6 +24,14 @@ pub enum StoreError {
         /// The directory that was asked for.
         path: PathBuf,
     },
+    /// The directory exists but no store has been created in it yet (read-only commands).
+    #[error(
+        "{path} holds no Tributary store yet; nothing has been harvested there (run `tributary harvest` or `tributary run` first)"
+    )]
+    Empty {
+        /// The directory that was asked for.
+        path: PathBuf,
+    },
     /// The directory exists but holds something other than a Tributary store.
     #[error(
         "{path} exists but is not a Tributary store (no FORMAT file, and it is not empty); choose an empty or new directory"

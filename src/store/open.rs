@@ -103,8 +103,11 @@ fn inspect(root: &Path, create: bool) -> Result<bool, StoreError> {
     match fs::read_to_string(root.join(FORMAT_FILE)) {
         Ok(text) => check_format_text(root, &text).map(|()| false),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            if !create || !is_empty_dir(root)? {
+            if !is_empty_dir(root)? {
                 return Err(StoreError::NotAStore { path: root.to_path_buf() });
+            }
+            if !create {
+                return Err(StoreError::Empty { path: root.to_path_buf() });
             }
             Ok(true)
         }
