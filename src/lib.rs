@@ -12,5 +12,6 @@
 //! `docs/ARCHITECTURE.md`.
 
 pub mod check;
+pub mod config;
 pub mod model;
 pub mod store;
