@@ -13,5 +13,6 @@
 
 pub mod check;
 pub mod config;
+pub mod harvest;
 pub mod model;
 pub mod store;

@@ -1,4 +1,6 @@
 //! Helpers shared by the integration tests. Each test binary uses a subset.
-#![allow(dead_code)]
+#![allow(dead_code, unreachable_pub)]
 
 pub mod http;
+pub mod rs;
+pub mod upstream;
