@@ -331,3 +331,18 @@ async fn streams_arrive_in_chunks_with_counters() {
     assert_eq!(host.counters.requests, 2); // robots.txt and the stream
     assert!(host.counters.bytes >= 3_000_000);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_connections_back_off_the_host() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = Url::parse(&format!("http://127.0.0.1:{port}/x")).unwrap();
+    let f = fetcher();
+    let s = Settings { max_retries: 1, max_backoff: Duration::from_millis(300), ..settings() };
+    let err = f.get_document(&url, &s, None).await.unwrap_err();
+    // robots.txt is unreachable first, so the host counts as disallowed (RFC 9309).
+    assert!(matches!(err, FetchError::RobotsUnavailable { .. }), "{err}");
+    let host = &f.hosts()[0];
+    assert!(host.consecutive_failures >= 1 && host.backing_off_until.is_some(), "{host:?}");
+    let err = f.get_stream(&Url::parse(&format!("http://127.0.0.1:{port}/robots.txt")).unwrap(), &s, None).await;
+    assert!(matches!(err, Err(FetchError::Connect { .. })), "{err:?}");
+}

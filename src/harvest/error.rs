@@ -136,6 +136,15 @@ pub enum FetchError {
         #[source]
         source: reqwest::Error,
     },
+    /// The response could not be read as HTTP, or the connection broke before its head.
+    #[error("{url}: HTTP protocol error: {source}")]
+    Protocol {
+        /// The URL.
+        url: String,
+        /// The transport error.
+        #[source]
+        source: reqwest::Error,
+    },
     /// The HTTP client could not be set up (e.g. a user agent that is not a valid header).
     #[error("cannot set up the HTTP client: {0}")]
     Setup(String),
@@ -157,7 +166,8 @@ impl FetchError {
             | FetchError::TooManyRedirects { url, .. }
             | FetchError::BadScheme { url }
             | FetchError::InvalidUrl { url, .. }
-            | FetchError::Connect { url, .. } => url,
+            | FetchError::Connect { url, .. }
+            | FetchError::Protocol { url, .. } => url,
             FetchError::Setup(_) => "",
         }
     }
@@ -169,6 +179,7 @@ impl FetchError {
             FetchError::Timeout { .. }
             | FetchError::Truncated { .. }
             | FetchError::Connect { .. }
+            | FetchError::Protocol { .. }
             | FetchError::RobotsUnavailable { .. } => true,
             FetchError::Status { status, .. } => *status >= 500 || *status == 429 || *status == 408,
             _ => false,

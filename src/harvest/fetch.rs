@@ -312,7 +312,7 @@ fn worth_retrying(e: &FetchError) -> bool {
     match e {
         FetchError::Status { status, .. } => *status >= 500 || *status == 429 || *status == 408,
         FetchError::Timeout { phase, .. } => matches!(phase, Phase::Connect | Phase::Header),
-        FetchError::Connect { .. } => true,
+        FetchError::Connect { .. } | FetchError::Protocol { .. } => true,
         _ => false,
     }
 }

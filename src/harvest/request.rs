@@ -105,7 +105,10 @@ fn map_send_error(url: &Url, e: reqwest::Error) -> FetchError {
     if e.is_timeout() {
         return FetchError::Timeout { url: url.to_string(), phase: Phase::Connect };
     }
-    FetchError::Connect { url: url.to_string(), source: e }
+    if e.is_connect() {
+        return FetchError::Connect { url: url.to_string(), source: e };
+    }
+    FetchError::Protocol { url: url.to_string(), source: e }
 }
 
 fn redirect_target(current: &Url, resp: &reqwest::Response) -> Result<Url, FetchError> {
