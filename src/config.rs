@@ -101,7 +101,7 @@ pub struct Settings {
     pub connect_timeout: Duration,
     /// From sending the request to receiving the response head.
     pub header_timeout: Duration,
-    /// Whole request including the body.
+    /// Whole request: redirects, retries and their waits, and the body.
     pub total_timeout: Duration,
     /// Longest pause between two body chunks.
     pub idle_timeout: Duration,

@@ -121,6 +121,9 @@ async fn trickling_server_fails_on_throughput_and_total() {
     let s = Settings { min_throughput: 0, total_timeout: Duration::from_millis(1500), ..settings() };
     let err = doc(&up.url("/doc"), &s).await.unwrap_err();
     assert!(matches!(err, FetchError::Timeout { phase: Phase::Total, .. }), "{err}");
+    let s = Settings { idle_timeout: Duration::from_millis(100), ..settings() };
+    let err = doc(&up.url("/doc"), &s).await.unwrap_err();
+    assert!(matches!(err, FetchError::Timeout { phase: Phase::Idle, .. }), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
