@@ -157,3 +157,15 @@ fn set_naming_an_unknown_source() {
         "[[source]]\nid = \"a\"\nurl = \"http://a.example/\"\n[[set]]\nid = \"s\"\nsources = [\"a\",\n  \"ghost\"]\n";
     assert_invalid(&format!("{HEAD}{text}"), 12, "sources", "unknown source \"ghost\"");
 }
+
+#[test]
+fn missing_required_source_keys() {
+    let text = format!("{HEAD}[[source]]\nid = \"a\"\n");
+    let err = parse(&text).unwrap_err().to_string();
+    assert!(err.starts_with("conf/sources.toml:6:") && err.contains("missing field `url`"), "{err}");
+}
+
+#[test]
+fn duplicate_keys_are_syntax_errors() {
+    assert_invalid(&format!("{HEAD}[defaults]\nrate = \"5/s\"\nrate = \"1/s\"\n"), 8, "rate", "duplicate key");
+}

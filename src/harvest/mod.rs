@@ -4,7 +4,7 @@
 //! - [`fetch`]: the polite fetcher, the only way out to the network: per-host rate limits,
 //!   concurrency caps, backoff and `Retry-After`, robots.txt, the SSRF guard, redirects,
 //!   conditional GET, gzip, size caps and timeouts. Typed [`FetchError`]s.
-//! - [`discover`]: from whatever URL the operator gave to a Capability List and its
+//! - [`mod@discover`]: from whatever URL the operator gave to a Capability List and its
 //!   capabilities (spec §6), and the walk of list indexes down to their entries.
 //!
 //! Depends on [`crate::model`] (pure parsing) and [`crate::config`]; the store and the
