@@ -12,6 +12,8 @@
 //! `docs/ARCHITECTURE.md`.
 
 pub mod check;
+pub mod config;
+pub mod harvest;
 pub mod model;
 pub mod naming;
 pub mod simulate;

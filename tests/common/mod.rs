@@ -3,3 +3,5 @@
 
 pub mod http;
 pub(crate) mod sim;
+pub mod rs;
+pub mod upstream;

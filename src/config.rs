@@ -1,0 +1,297 @@
+//! `sources.toml`: the one file an operator edits. It is read once at start-up into a
+//! validated [`Config`] so nothing downstream re-checks a URL, a rate or an id.
+//!
+//! Two stages, as in ripgrep's low/high args: serde reads a `RawConfig` that rejects unknown
+//! keys, then validation turns it into parsed `Url`s, durations, rates and per-source
+//! [`Settings`] (defaults merged with the source's overrides). Every error — a syntax error,
+//! an unknown key, a bad value, a duplicate id — names the file, the line and column, and the
+//! key, because the operator's next step is to open the file at that line. Fields that are
+//! validated after deserialising are kept as `toml::Spanned` for exactly that reason.
+//!
+//! Must not depend on the harvester or the store: they depend on it.
+
+mod raw;
+mod values;
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::num::NonZeroU32;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use url::Url;
+
+use raw::RawConfig;
+pub use values::{Rate, parse_rate, parse_size};
+
+/// The validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The file it was read from.
+    pub path: PathBuf,
+    /// `[aggregator]`
+    pub aggregator: Aggregator,
+    /// `[defaults]` with built-in defaults filled in.
+    pub defaults: Settings,
+    /// `[[source]]` tables in file order.
+    pub sources: Vec<Source>,
+    /// `[[set]]` tables in file order (merged sets; each source is also a set of its own).
+    pub sets: Vec<SetDef>,
+}
+
+/// The `[aggregator]` table.
+#[derive(Debug, Clone)]
+pub struct Aggregator {
+    /// Prefix of every URI Tributary republishes; always ends with `/`.
+    pub base_url: Url,
+    /// Address the web server binds.
+    pub listen: SocketAddr,
+    /// Data directory; relative paths in the file are resolved against the file's directory.
+    pub data_dir: PathBuf,
+    /// Sent with every request; contains a contact URL or e-mail address.
+    pub user_agent: String,
+}
+
+/// One upstream Source.
+#[derive(Debug, Clone)]
+pub struct Source {
+    /// Unique id (also the id of its implicit set).
+    pub id: String,
+    /// Whatever the operator knows: Source Description, Capability List, Resource List or
+    /// Index, or the site root. Discovery works out the rest.
+    pub url: Url,
+    /// Which Capability List to use when the Source Description lists several.
+    pub capability_list: Option<Url>,
+    /// Defaults merged with this source's overrides.
+    pub settings: Settings,
+}
+
+/// A merged set: several sources republished under one Capability List.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetDef {
+    /// Unique id (unique across sources too: both become set ids in URLs).
+    pub id: String,
+    /// Ids of the member sources.
+    pub sources: Vec<String>,
+}
+
+/// Everything `[defaults]` sets and a `[[source]]` may override, resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// Request rate per host.
+    pub rate: Rate,
+    /// Requests in flight per host.
+    pub concurrency: NonZeroU32,
+    /// Time between polls of a source.
+    pub poll: Duration,
+    /// Whether resources absent from a complete Resource List are deleted.
+    pub deletes: bool,
+    /// Relation types of upstream `rs:ln` links republished (rewritten where possible).
+    pub keep_links: Vec<String>,
+    /// Relation types of upstream `rs:ln` links dropped.
+    pub drop_links: Vec<String>,
+    /// Largest ResourceSync document accepted (decompressed).
+    pub max_document_bytes: u64,
+    /// Largest bitstream accepted.
+    pub max_resource_bytes: u64,
+    /// Largest ratio of decompressed to compressed bytes before gzip counts as a bomb.
+    pub max_decompressed_ratio: u32,
+    /// TCP + TLS connect timeout.
+    pub connect_timeout: Duration,
+    /// From sending the request to receiving the response head.
+    pub header_timeout: Duration,
+    /// Whole request: redirects, retries and their waits, and the body.
+    pub total_timeout: Duration,
+    /// Longest pause between two body chunks.
+    pub idle_timeout: Duration,
+    /// Minimum average body throughput in bytes/s over each `throughput_window` (0: off).
+    pub min_throughput: u64,
+    /// Window over which `min_throughput` is measured.
+    pub throughput_window: Duration,
+    /// Retries after the first attempt on 5xx, 429, timeouts and connection errors.
+    pub max_retries: u32,
+    /// Upper bound of one exponential backoff wait.
+    pub max_backoff: Duration,
+    /// Upper bound honoured for a server's `Retry-After`.
+    pub retry_after_cap: Duration,
+    /// Upper bound honoured for robots.txt `Crawl-delay`.
+    pub crawl_delay_cap: Duration,
+    /// Whether Resource and Change Dumps are used when offered.
+    pub dumps: bool,
+    /// Let URIs resolve to loopback, private, link-local and other non-public addresses.
+    /// An operator decision: it exposes the aggregator's own network to the upstream.
+    pub allow_private: bool,
+    /// Networks treated as public even when `allow_private` is off (e.g. a known intranet
+    /// upstream), so one host can be allowed without opening every private address.
+    pub allow_networks: Vec<ipnet::IpNet>,
+    /// Harvest resources outside the Source's authority (other hosts, or above its path).
+    pub allow_outside_authority: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        let s = Duration::from_secs;
+        Settings {
+            rate: Rate::Every(Duration::from_millis(200)),
+            concurrency: NonZeroU32::new(2).unwrap(),
+            poll: s(3600),
+            deletes: true,
+            keep_links: ["describedby", "describes", "profile", "alternate"].map(String::from).to_vec(),
+            drop_links: ["collection", "canonical", "memento", "timegate", "timemap", "duplicate"]
+                .map(String::from)
+                .to_vec(),
+            max_document_bytes: 50_000_000,
+            max_resource_bytes: 1 << 30,
+            max_decompressed_ratio: 250,
+            connect_timeout: s(10),
+            header_timeout: s(30),
+            total_timeout: s(1800),
+            idle_timeout: s(30),
+            min_throughput: 1024,
+            throughput_window: s(30),
+            max_retries: 3,
+            max_backoff: s(300),
+            retry_after_cap: s(900),
+            crawl_delay_cap: s(60),
+            dumps: true,
+            allow_private: false,
+            allow_networks: Vec::new(),
+            allow_outside_authority: false,
+        }
+    }
+}
+
+/// Why the configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML, has an unknown key, or a value is wrong.
+    #[error("{}:{line}:{column}: `{key}`: {message}", path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// The offending key (or table).
+        key: String,
+        /// What is wrong, and what is expected.
+        message: String,
+    },
+}
+
+impl Config {
+    /// Reads and validates `path`; `data_dir_override` (the `--data-dir` flag) replaces
+    /// `data_dir` from the file.
+    ///
+    /// # Errors
+    /// [`ConfigError::Read`] when the file cannot be read, [`ConfigError::Invalid`] (with line,
+    /// column and key) for any syntax or validation error.
+    pub fn load(path: &Path, data_dir_override: Option<&Path>) -> Result<Config, ConfigError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+        Config::parse(&text, path, data_dir_override)
+    }
+
+    /// Validates configuration text; `path` names it in errors and anchors relative paths.
+    ///
+    /// # Errors
+    /// As [`Config::load`].
+    pub fn parse(text: &str, path: &Path, data_dir_override: Option<&Path>) -> Result<Config, ConfigError> {
+        let at = Locator { text, path };
+        let raw: RawConfig = toml::from_str(text).map_err(|e| at.de_error(&e))?;
+        let mut config = raw.validate(&at)?;
+        if let Some(dir) = data_dir_override {
+            config.aggregator.data_dir = dir.to_owned();
+        }
+        Ok(config)
+    }
+
+    /// The source with this id.
+    pub fn source(&self, id: &str) -> Option<&Source> {
+        self.sources.iter().find(|s| s.id == id)
+    }
+
+    /// Ids of every set that contains `source_id`: its own set first, then merged sets.
+    pub fn sets_containing(&self, source_id: &str) -> Vec<&str> {
+        let own = self.source(source_id).map(|s| s.id.as_str());
+        own.into_iter()
+            .chain(self.sets.iter().filter(|s| s.sources.iter().any(|m| m == source_id)).map(|s| s.id.as_str()))
+            .collect()
+    }
+}
+
+/// Turns byte spans into `file:line:column` errors.
+pub(crate) struct Locator<'a> {
+    text: &'a str,
+    path: &'a Path,
+}
+
+impl Locator<'_> {
+    /// An error at `span` about `key`.
+    pub(crate) fn error(&self, span: Range<usize>, key: &str, message: impl fmt::Display) -> ConfigError {
+        let (line, column) = line_col(self.text, span.start);
+        ConfigError::Invalid {
+            path: self.path.to_owned(),
+            line,
+            column,
+            key: key.to_owned(),
+            message: message.to_string(),
+        }
+    }
+
+    fn de_error(&self, e: &toml::de::Error) -> ConfigError {
+        let span = e.span().unwrap_or(0..0);
+        let key = key_at(self.text, span.clone());
+        self.error(span, &key, e.message().trim())
+    }
+
+    /// Resolves a relative path in the file against the file's directory.
+    pub(crate) fn relative_path(&self, p: &str) -> PathBuf {
+        let p = Path::new(p);
+        match self.path.parent() {
+            Some(dir) if p.is_relative() && !dir.as_os_str().is_empty() => dir.join(p),
+            _ => p.to_owned(),
+        }
+    }
+}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    (line, before[line_start..].chars().count() + 1)
+}
+
+/// The key a serde error points at: the span's own text when it is a bare key, otherwise the
+/// key on the left of `=` on the span's line, otherwise the table header.
+fn key_at(text: &str, span: Range<usize>) -> String {
+    let start = span.start.min(text.len());
+    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
+    let line = &text[line_start..line_end];
+    let spanned = text.get(span.clone()).unwrap_or("").trim();
+    let is_key = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "_-.\"".contains(c));
+    if is_key(spanned) && line[start - line_start..].trim_start().starts_with(spanned) && line.contains('=') {
+        let before_eq = line.split('=').next().unwrap_or("").trim();
+        if before_eq == spanned {
+            return spanned.trim_matches('"').to_owned();
+        }
+    }
+    match line.split_once('=') {
+        Some((k, _)) if is_key(k.trim()) => k.trim().trim_matches('"').to_owned(),
+        _ => line.trim().trim_start_matches('[').trim_end_matches(']').trim_matches(['[', ']']).to_owned(),
+    }
+}

@@ -1,0 +1,314 @@
+//! The file as serde reads it (unknown keys rejected), and its validation into [`Config`].
+//!
+//! `[defaults]` and `[[source]]` share every settings key. serde cannot combine `flatten`
+//! with `deny_unknown_fields` (nor keep spans through `flatten`), so a macro writes the shared
+//! fields into both structs instead.
+
+use std::collections::HashSet;
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+use url::Url;
+
+use super::values::{parse_duration, parse_rate, parse_size};
+use super::{Aggregator, Config, ConfigError, Locator, SetDef, Settings, Source};
+
+type Result<T> = std::result::Result<T, ConfigError>;
+
+/// A size written as a number of bytes or as text with a unit.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub(super) enum SizeValue {
+    Bytes(i64),
+    Text(String),
+}
+
+macro_rules! settings_struct {
+    ($(#[$meta:meta])* $name:ident { $($field:ident : $ty:ty),* $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub(super) struct $name {
+            $($field: $ty,)*
+            rate: Option<Spanned<String>>,
+            concurrency: Option<Spanned<i64>>,
+            poll: Option<Spanned<String>>,
+            deletes: Option<bool>,
+            keep_links: Option<Spanned<Vec<String>>>,
+            drop_links: Option<Spanned<Vec<String>>>,
+            max_document_bytes: Option<Spanned<SizeValue>>,
+            max_resource_bytes: Option<Spanned<SizeValue>>,
+            max_decompressed_ratio: Option<Spanned<i64>>,
+            connect_timeout: Option<Spanned<String>>,
+            header_timeout: Option<Spanned<String>>,
+            total_timeout: Option<Spanned<String>>,
+            idle_timeout: Option<Spanned<String>>,
+            min_throughput: Option<Spanned<SizeValue>>,
+            throughput_window: Option<Spanned<String>>,
+            max_retries: Option<Spanned<i64>>,
+            max_backoff: Option<Spanned<String>>,
+            retry_after_cap: Option<Spanned<String>>,
+            crawl_delay_cap: Option<Spanned<String>>,
+            dumps: Option<bool>,
+            allow_private: Option<bool>,
+            allow_networks: Option<Spanned<Vec<String>>>,
+            allow_outside_authority: Option<bool>,
+        }
+
+        impl $name {
+            /// Applies the keys present here over `base`.
+            fn apply(&self, base: &Settings, at: &Locator<'_>) -> Result<Settings> {
+                let mut s = base.clone();
+                if let Some(v) = &self.rate { s.rate = at.value(v, "rate", |t| parse_rate(t))?; }
+                if let Some(v) = &self.concurrency { s.concurrency = at.nonzero(v, "concurrency", 1024)?; }
+                if let Some(v) = &self.poll { s.poll = at.duration(v, "poll")?; }
+                if let Some(v) = self.deletes { s.deletes = v; }
+                if let Some(v) = &self.keep_links { s.keep_links = v.get_ref().clone(); }
+                if let Some(v) = &self.drop_links { s.drop_links = v.get_ref().clone(); }
+                if let Some(v) = &self.max_document_bytes { s.max_document_bytes = at.size(v, "max_document_bytes")?; }
+                if let Some(v) = &self.max_resource_bytes { s.max_resource_bytes = at.size(v, "max_resource_bytes")?; }
+                if let Some(v) = &self.max_decompressed_ratio {
+                    s.max_decompressed_ratio = at.int(v, "max_decompressed_ratio", 1, 1_000_000)?;
+                }
+                if let Some(v) = &self.connect_timeout { s.connect_timeout = at.duration(v, "connect_timeout")?; }
+                if let Some(v) = &self.header_timeout { s.header_timeout = at.duration(v, "header_timeout")?; }
+                if let Some(v) = &self.total_timeout { s.total_timeout = at.duration(v, "total_timeout")?; }
+                if let Some(v) = &self.idle_timeout { s.idle_timeout = at.duration(v, "idle_timeout")?; }
+                if let Some(v) = &self.min_throughput { s.min_throughput = at.size_or_zero(v, "min_throughput")?; }
+                if let Some(v) = &self.throughput_window {
+                    s.throughput_window = at.duration(v, "throughput_window")?;
+                }
+                if let Some(v) = &self.max_retries { s.max_retries = at.int(v, "max_retries", 0, 100)?; }
+                if let Some(v) = &self.max_backoff { s.max_backoff = at.duration(v, "max_backoff")?; }
+                if let Some(v) = &self.retry_after_cap { s.retry_after_cap = at.duration(v, "retry_after_cap")?; }
+                if let Some(v) = &self.crawl_delay_cap { s.crawl_delay_cap = at.duration(v, "crawl_delay_cap")?; }
+                if let Some(v) = self.dumps { s.dumps = v; }
+                if let Some(v) = self.allow_private { s.allow_private = v; }
+                if let Some(v) = &self.allow_networks { s.allow_networks = at.networks(v)?; }
+                if let Some(v) = self.allow_outside_authority { s.allow_outside_authority = v; }
+                check_links(&s, self.keep_links.as_ref().or(self.drop_links.as_ref()), at)?;
+                Ok(s)
+            }
+        }
+    };
+}
+
+settings_struct!(
+    #[derive(Default)]
+    RawDefaults {}
+);
+settings_struct!(RawSource {
+    id: Spanned<String>,
+    url: Spanned<String>,
+    capability_list: Option<Spanned<String>>,
+});
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAggregator {
+    base_url: Option<Spanned<String>>,
+    listen: Option<Spanned<String>>,
+    data_dir: Option<String>,
+    user_agent: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSet {
+    id: Spanned<String>,
+    sources: Spanned<Vec<Spanned<String>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawConfig {
+    aggregator: Option<Spanned<RawAggregator>>,
+    #[serde(default)]
+    defaults: RawDefaults,
+    #[serde(default)]
+    source: Vec<Spanned<RawSource>>,
+    #[serde(default)]
+    set: Vec<Spanned<RawSet>>,
+}
+
+impl RawConfig {
+    pub(super) fn validate(self, at: &Locator<'_>) -> Result<Config> {
+        let Some(agg) = &self.aggregator else {
+            return Err(at.error(0..0, "aggregator", "the [aggregator] table is missing (base_url and user_agent)"));
+        };
+        let aggregator = validate_aggregator(agg, at)?;
+        let defaults = self.defaults.apply(&Settings::default(), at)?;
+        let mut ids = HashSet::new();
+        let mut sources = Vec::with_capacity(self.source.len());
+        for raw in &self.source {
+            let s = raw.get_ref();
+            check_id(&s.id, &mut ids, at)?;
+            let url = at.http_url(&s.url, "url")?;
+            let capability_list = s.capability_list.as_ref().map(|c| at.http_url(c, "capability_list")).transpose()?;
+            let settings = s.apply(&defaults, at)?;
+            sources.push(Source { id: s.id.get_ref().clone(), url, capability_list, settings });
+        }
+        let source_ids: HashSet<&str> = sources.iter().map(|s| s.id.as_str()).collect();
+        let sets =
+            self.set.iter().map(|raw| validate_set(raw.get_ref(), &source_ids, &mut ids, at)).collect::<Result<_>>()?;
+        Ok(Config { path: at.path.to_owned(), aggregator, defaults, sources, sets })
+    }
+}
+
+fn validate_aggregator(agg: &Spanned<RawAggregator>, at: &Locator<'_>) -> Result<Aggregator> {
+    let a = agg.get_ref();
+    let table = agg.span();
+    let Some(base) = &a.base_url else {
+        return Err(at.error(table, "base_url", "[aggregator] needs base_url, the prefix of every URI republished"));
+    };
+    let mut base_url = at.http_url(base, "base_url")?;
+    if !base_url.path().ends_with('/') {
+        let path = format!("{}/", base_url.path());
+        base_url.set_path(&path);
+    }
+    let Some(ua) = &a.user_agent else {
+        return Err(at.error(table, "user_agent", USER_AGENT_HELP));
+    };
+    check_user_agent(ua, at)?;
+    let listen = match &a.listen {
+        None => "127.0.0.1:8080".parse().map_err(|_| at.error(table.clone(), "listen", "bad default"))?,
+        Some(l) => l.get_ref().trim().parse().map_err(|_| {
+            at.error(
+                l.span(),
+                "listen",
+                format!("invalid address {:?}: expected IP:port, e.g. \"127.0.0.1:8080\"", l.get_ref()),
+            )
+        })?,
+    };
+    let data_dir = at.relative_path(a.data_dir.as_deref().unwrap_or("store"));
+    Ok(Aggregator { base_url, listen, data_dir, user_agent: ua.get_ref().trim().to_owned() })
+}
+
+const USER_AGENT_HELP: &str = "[aggregator] needs user_agent with a contact URL or e-mail address, e.g. \
+     \"Tributary/0.1 (+mailto:ops@example.org)\": upstream operators must be able to reach whoever runs this harvester";
+
+fn check_user_agent(ua: &Spanned<String>, at: &Locator<'_>) -> Result<()> {
+    let v = ua.get_ref();
+    let has_contact = v.contains("+http") || v.contains("mailto:") || v.contains('@');
+    if !has_contact {
+        return Err(at.error(ua.span(), "user_agent", USER_AGENT_HELP));
+    }
+    if !v.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+        return Err(at.error(ua.span(), "user_agent", "must be printable ASCII (it is sent as an HTTP header)"));
+    }
+    Ok(())
+}
+
+fn validate_set(s: &RawSet, source_ids: &HashSet<&str>, ids: &mut HashSet<String>, at: &Locator<'_>) -> Result<SetDef> {
+    check_id(&s.id, ids, at)?;
+    if s.sources.get_ref().is_empty() {
+        return Err(at.error(s.sources.span(), "sources", format!("set {:?} lists no sources", s.id.get_ref())));
+    }
+    let mut members = Vec::new();
+    for m in s.sources.get_ref() {
+        let name = m.get_ref();
+        if !source_ids.contains(name.as_str()) {
+            let msg = format!("set {:?} names unknown source {name:?}", s.id.get_ref());
+            return Err(at.error(m.span(), "sources", msg));
+        }
+        if members.contains(name) {
+            return Err(at.error(m.span(), "sources", format!("source {name:?} is listed twice")));
+        }
+        members.push(name.clone());
+    }
+    Ok(SetDef { id: s.id.get_ref().clone(), sources: members })
+}
+
+/// Ids appear in URLs (`/sets/<id>/…`) and must be unique across sources and sets.
+fn check_id(id: &Spanned<String>, seen: &mut HashSet<String>, at: &Locator<'_>) -> Result<()> {
+    let v = id.get_ref();
+    let mut chars = v.chars();
+    let first_ok = chars.next().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    let rest_ok = chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._-".contains(c));
+    if !(first_ok && rest_ok) || v.len() > 64 {
+        let msg = format!("invalid id {v:?}: use 1-64 characters [a-z0-9._-], starting with a letter or digit");
+        return Err(at.error(id.span(), "id", msg));
+    }
+    if !seen.insert(v.clone()) {
+        return Err(at.error(id.span(), "id", format!("duplicate id {v:?} (ids are unique across sources and sets)")));
+    }
+    Ok(())
+}
+
+fn check_links(s: &Settings, span: Option<&Spanned<Vec<String>>>, at: &Locator<'_>) -> Result<()> {
+    match s.keep_links.iter().find(|r| s.drop_links.contains(r)) {
+        Some(rel) => {
+            let span = span.map_or(0..0, Spanned::span);
+            Err(at.error(span, "keep_links", format!("relation {rel:?} is in both keep_links and drop_links")))
+        }
+        None => Ok(()),
+    }
+}
+
+impl Locator<'_> {
+    fn value<T>(
+        &self,
+        v: &Spanned<String>,
+        key: &str,
+        parse: impl Fn(&str) -> std::result::Result<T, String>,
+    ) -> Result<T> {
+        parse(v.get_ref()).map_err(|m| self.error(v.span(), key, m))
+    }
+
+    fn duration(&self, v: &Spanned<String>, key: &str) -> Result<Duration> {
+        self.value(v, key, parse_duration)
+    }
+
+    fn int(&self, v: &Spanned<i64>, key: &str, min: u32, max: u32) -> Result<u32> {
+        let n = *v.get_ref();
+        u32::try_from(n)
+            .ok()
+            .filter(|n| (min..=max).contains(n))
+            .ok_or_else(|| self.error(v.span(), key, format!("{n} is out of range {min}..={max}")))
+    }
+
+    fn nonzero(&self, v: &Spanned<i64>, key: &str, max: u32) -> Result<NonZeroU32> {
+        let n = self.int(v, key, 1, max)?;
+        Ok(NonZeroU32::new(n).unwrap_or(NonZeroU32::MIN))
+    }
+
+    fn size(&self, v: &Spanned<SizeValue>, key: &str) -> Result<u64> {
+        let parsed = match v.get_ref() {
+            SizeValue::Bytes(n) if *n >= 1 => Ok(*n as u64),
+            SizeValue::Bytes(n) => Err(format!("{n} is not a positive size")),
+            SizeValue::Text(t) => parse_size(t),
+        };
+        parsed.map_err(|m| self.error(v.span(), key, m))
+    }
+
+    fn size_or_zero(&self, v: &Spanned<SizeValue>, key: &str) -> Result<u64> {
+        match v.get_ref() {
+            SizeValue::Bytes(0) => Ok(0),
+            _ => self.size(v, key),
+        }
+    }
+
+    fn http_url(&self, v: &Spanned<String>, key: &str) -> Result<Url> {
+        let url = Url::parse(v.get_ref().trim())
+            .map_err(|e| self.error(v.span(), key, format!("invalid URL {:?}: {e}", v.get_ref())))?;
+        if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+            return Err(self.error(v.span(), key, format!("{:?} is not an http or https URL", v.get_ref())));
+        }
+        Ok(url)
+    }
+
+    fn networks(&self, v: &Spanned<Vec<String>>) -> Result<Vec<ipnet::IpNet>> {
+        let parse = |s: &String| {
+            s.parse::<ipnet::IpNet>().or_else(|_| s.parse::<std::net::IpAddr>().map(ipnet::IpNet::from)).map_err(|_| {
+                self.error(
+                    v.span(),
+                    "allow_networks",
+                    format!("invalid network {s:?}: expected CIDR, e.g. \"10.1.2.0/24\""),
+                )
+            })
+        };
+        v.get_ref().iter().map(parse).collect()
+    }
+}

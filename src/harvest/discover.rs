@@ -1,0 +1,361 @@
+//! Discovery and navigation (spec §6): from whatever URL a source gives to its Capability
+//! List and the capabilities it offers.
+//!
+//! The given URL is fetched first. A ResourceSync document is used as it is: a Source
+//! Description leads down to its Capability List (the configured one, or the only one); a
+//! Resource List, Change List, dump or index leads up through its `up` link (or its `index`
+//! link first). Anything else — a site root, an HTML page, a 404 — is a starting point for the
+//! four discovery routes, tried in order of specificity: the response's
+//! `Link: <…>; rel="resourcesync"` header, an HTML `<link rel="resourcesync">`, the well-known
+//! URI `/.well-known/resourcesync`, and robots.txt `Sitemap:` lines. Relative references are
+//! resolved against the URL of the document that carries them (after redirects).
+//!
+//! Walking an index down to its entries is [`IndexWalker`]'s job.
+
+use std::io::Cursor;
+
+use bytes::Bytes;
+use url::Url;
+
+use super::error::FetchError;
+use super::fetch::{Document, Fetched, Fetcher};
+use crate::config::Settings;
+use crate::model::discovery::{html_link_targets, link_header_targets};
+use crate::model::{Capability, DocumentKind, DocumentReader, Entry, Header, ReadError, ReadOptions};
+
+pub use super::index::{IndexWalker, WalkLimits};
+
+/// `up`/`index` hops followed from a list to its Capability List.
+const MAX_UP_HOPS: usize = 4;
+
+/// The capability documents a Capability List points to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Resource List (or Resource List Index).
+    pub resourcelist: Option<Url>,
+    /// Change List (or Change List Index).
+    pub changelist: Option<Url>,
+    /// Resource Dump.
+    pub resourcedump: Option<Url>,
+    /// Change Dump.
+    pub changedump: Option<Url>,
+}
+
+/// How the Capability List (or the list the source gave) was reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// The configured URL was itself a ResourceSync document.
+    Direct,
+    /// An HTTP `Link: <…>; rel="resourcesync"` header on the configured URL.
+    LinkHeader,
+    /// An HTML `<link rel="resourcesync">` in the configured page.
+    HtmlLink,
+    /// The well-known URI `/.well-known/resourcesync`.
+    WellKnown,
+    /// A robots.txt `Sitemap:` line.
+    RobotsSitemap,
+}
+
+/// What discovery found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Discovered {
+    /// The Source Description, when known (reached, or named by the Capability List's `up`).
+    pub source_description: Option<Url>,
+    /// The Capability List. `None` only when the source gave a list without an `up` link, so
+    /// no Capability List can be found; `capabilities` then holds that list alone.
+    pub capability_list: Option<Url>,
+    /// What the Capability List offers (plus the list the source gave, if it was missing).
+    pub capabilities: Capabilities,
+    /// How it was found.
+    pub route: Route,
+}
+
+/// Why discovery or an index walk failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DiscoverError {
+    /// A document could not be fetched.
+    #[error(transparent)]
+    Fetch(#[from] FetchError),
+    /// A document could not be read in full (malformed, truncated, over a limit).
+    #[error("{url}: {source}")]
+    Read {
+        /// The document.
+        url: String,
+        /// The reader's error (with position).
+        #[source]
+        source: ReadError,
+    },
+    /// No route led to a ResourceSync document.
+    #[error("{url}: no ResourceSync document found; tried: {}", tried.join("; "))]
+    NotFound {
+        /// The configured URL.
+        url: String,
+        /// Each URL tried and why it did not qualify.
+        tried: Vec<String>,
+    },
+    /// A Source Description lists several Capability Lists and none was selected.
+    #[error("{url} lists {} Capability Lists; choose one with `capability_list` in the source: {}", choices.len(), choices.join(", "))]
+    Ambiguous {
+        /// The Source Description.
+        url: String,
+        /// The Capability Lists listed.
+        choices: Vec<String>,
+    },
+    /// The selected Capability List is not in the Source Description.
+    #[error("{url} does not list the selected Capability List {wanted}; it lists: {}", choices.join(", "))]
+    NotListed {
+        /// The Source Description.
+        url: String,
+        /// The configured selection.
+        wanted: String,
+        /// What it does list.
+        choices: Vec<String>,
+    },
+    /// A document is not of the kind its place in the hierarchy requires.
+    #[error("{url}: expected {expected}, found {found}")]
+    WrongKind {
+        /// The document.
+        url: String,
+        /// What was expected.
+        expected: String,
+        /// What it is.
+        found: String,
+    },
+    /// An index refers (directly or not) to a document already visited.
+    #[error("{url}: index loop (the document was already visited in this walk)")]
+    IndexLoop {
+        /// The document met again.
+        url: String,
+    },
+    /// Indexes nested deeper than allowed.
+    #[error("{url}: indexes nested deeper than {max} levels")]
+    TooDeep {
+        /// The index too deep.
+        url: String,
+        /// The limit.
+        max: usize,
+    },
+    /// More documents than allowed in one walk.
+    #[error("{url}: more than {max} documents in one index walk")]
+    TooManyDocuments {
+        /// The document over the limit.
+        url: String,
+        /// The limit.
+        max: usize,
+    },
+}
+
+type Result<T> = std::result::Result<T, DiscoverError>;
+
+/// A fetched document and, when it is a ResourceSync document, its header.
+pub(crate) struct FetchedDoc {
+    pub(crate) doc: Document,
+    pub(crate) header: Option<Header>,
+}
+
+/// Fetches `url` as a document; `header` is `Some` when it is a ResourceSync document.
+pub(crate) async fn fetch_doc(f: &Fetcher, url: &Url, s: &Settings) -> Result<FetchedDoc> {
+    let doc = match f.get_document(url, s, None).await? {
+        Fetched::Modified(d) => d,
+        // Unreachable without validators; a server sending 304 anyway is answering wrongly.
+        Fetched::NotModified => return Err(FetchError::Status { url: url.to_string(), status: 304 }.into()),
+    };
+    let header = reader(&doc.url, doc.body.clone(), s).ok().map(|r| r.header().clone()).filter(|h| h.kind().is_some());
+    Ok(FetchedDoc { doc, header })
+}
+
+pub(crate) fn reader(url: &Url, body: Bytes, s: &Settings) -> Result<DocumentReader<Cursor<Bytes>>> {
+    let opts = ReadOptions { max_bytes: s.max_document_bytes, ..ReadOptions::named(url.as_str()) };
+    DocumentReader::new(Cursor::new(body), opts).map_err(|source| DiscoverError::Read { url: url.to_string(), source })
+}
+
+/// Every entry of a (small) document; an error when it cannot be read in full.
+fn entries(d: &FetchedDoc, s: &Settings) -> Result<Vec<Entry>> {
+    let (doc, _) = reader(&d.doc.url, d.doc.body.clone(), s)?
+        .into_document()
+        .map_err(|source| DiscoverError::Read { url: d.doc.url.to_string(), source })?;
+    Ok(doc.entries)
+}
+
+/// Discovers the Capability List and capabilities from `url` (see the module docs);
+/// `select` picks among several Capability Lists of a Source Description.
+///
+/// # Errors
+/// Fetch and read failures, [`DiscoverError::NotFound`] when no route leads anywhere,
+/// [`DiscoverError::Ambiguous`]/[`DiscoverError::NotListed`] for the selection.
+pub async fn discover(f: &Fetcher, url: &Url, select: Option<&Url>, s: &Settings) -> Result<Discovered> {
+    let mut candidates: Vec<(Url, Route)> = Vec::new();
+    let mut tried = Vec::new();
+    match fetch_doc(f, url, s).await {
+        Ok(d) if d.header.is_some() => return from_document(f, d, select, s, Route::Direct).await,
+        Ok(d) => {
+            tried.push(format!("{url} (not a ResourceSync document)"));
+            candidates.extend(page_links(&d.doc));
+        }
+        Err(DiscoverError::Fetch(FetchError::Status { status, .. })) if (400..500).contains(&status) => {
+            tried.push(format!("{url} (HTTP {status})"));
+        }
+        Err(e) => return Err(e),
+    }
+    if let Ok(wk) = url.join("/.well-known/resourcesync") {
+        candidates.push((wk, Route::WellKnown));
+    }
+    match f.robots_sitemaps(url, s).await {
+        Ok(maps) => candidates.extend(maps.into_iter().map(|u| (u, Route::RobotsSitemap))),
+        Err(e) => tried.push(format!("robots.txt ({e})")),
+    }
+    for (cand, route) in candidates {
+        if cand == *url || tried.iter().any(|t| t.starts_with(&format!("{cand} "))) {
+            continue;
+        }
+        match fetch_doc(f, &cand, s).await {
+            Ok(d) if d.header.is_some() => return from_document(f, d, select, s, route).await,
+            Ok(_) => tried.push(format!("{cand} (not a ResourceSync document)")),
+            Err(e) => tried.push(format!("{cand} ({e})")),
+        }
+    }
+    Err(DiscoverError::NotFound { url: url.to_string(), tried })
+}
+
+/// `rel="resourcesync"` targets of a non-ResourceSync response: its Link header, then (for
+/// HTML) its `<link>` elements, resolved against the response URL.
+fn page_links(doc: &Document) -> Vec<(Url, Route)> {
+    let mut out = Vec::new();
+    for value in doc.headers.get_all(reqwest::header::LINK).iter().filter_map(|v| v.to_str().ok()) {
+        for t in link_header_targets(value, "resourcesync") {
+            out.extend(doc.url.join(&t).ok().map(|u| (u, Route::LinkHeader)));
+        }
+    }
+    let looks_html = doc.content_type.as_deref().is_some_and(|c| c.contains("html"))
+        || doc.body.iter().take(1024).any(|&b| b == b'<');
+    if looks_html {
+        let text = String::from_utf8_lossy(&doc.body);
+        for t in html_link_targets(&text, "resourcesync") {
+            out.extend(doc.url.join(&t).ok().map(|u| (u, Route::HtmlLink)));
+        }
+    }
+    out
+}
+
+async fn from_document(
+    f: &Fetcher,
+    d: FetchedDoc,
+    select: Option<&Url>,
+    s: &Settings,
+    route: Route,
+) -> Result<Discovered> {
+    let kind = d.header.as_ref().and_then(Header::kind).ok_or_else(|| wrong_kind(&d, "a ResourceSync document"))?;
+    match kind {
+        DocumentKind::SourceDescription => {
+            let cl_url = choose_capability_list(&d, select, s)?;
+            let cl = fetch_doc(f, &cl_url, s).await?;
+            let mut found = from_capability_list(&cl, s)?;
+            found.source_description = Some(d.doc.url.clone());
+            Ok(Discovered { route, ..found })
+        }
+        DocumentKind::CapabilityList => Ok(Discovered { route, ..from_capability_list(&d, s)? }),
+        k if list_capability(k).is_some() => from_list(f, d, k, s, route).await,
+        _ => Err(wrong_kind(&d, "a Source Description, Capability List, list, dump or index")),
+    }
+}
+
+/// The Capability List to use from a Source Description.
+fn choose_capability_list(d: &FetchedDoc, select: Option<&Url>, s: &Settings) -> Result<Url> {
+    let choices: Vec<Url> = entries(d, s)?
+        .iter()
+        .filter(|e| e.md.as_ref().and_then(|m| m.capability).is_none_or(|c| c == Capability::CapabilityList))
+        .filter_map(|e| d.doc.url.join(&e.loc).ok())
+        .collect();
+    let names = || choices.iter().map(Url::to_string).collect::<Vec<_>>();
+    match (select, choices.as_slice()) {
+        (Some(want), _) if choices.contains(want) => Ok(want.clone()),
+        (Some(want), _) => {
+            Err(DiscoverError::NotListed { url: d.doc.url.to_string(), wanted: want.to_string(), choices: names() })
+        }
+        (None, [only]) => Ok(only.clone()),
+        (None, _) => Err(DiscoverError::Ambiguous { url: d.doc.url.to_string(), choices: names() }),
+    }
+}
+
+fn from_capability_list(d: &FetchedDoc, s: &Settings) -> Result<Discovered> {
+    if d.header.as_ref().and_then(Header::kind) != Some(DocumentKind::CapabilityList) {
+        return Err(wrong_kind(d, "a Capability List"));
+    }
+    let mut caps = Capabilities::default();
+    for e in entries(d, s)? {
+        let Some(cap) = e.md.as_ref().and_then(|m| m.capability) else { continue };
+        let Some(slot) = slot(&mut caps, cap) else { continue };
+        if slot.is_none() {
+            *slot = d.doc.url.join(&e.loc).ok();
+        }
+    }
+    let up = d.header.as_ref().and_then(|h| h.link("up")).and_then(|l| d.doc.url.join(&l.href).ok());
+    Ok(Discovered {
+        source_description: up,
+        capability_list: Some(d.doc.url.clone()),
+        capabilities: caps,
+        route: Route::Direct,
+    })
+}
+
+/// From a list, dump or index up to its Capability List (via `index` first, then `up`).
+async fn from_list(
+    f: &Fetcher,
+    given: FetchedDoc,
+    kind: DocumentKind,
+    s: &Settings,
+    route: Route,
+) -> Result<Discovered> {
+    let given_url = given.doc.url.clone();
+    let mut current = given;
+    for _ in 0..MAX_UP_HOPS {
+        let header = current.header.as_ref();
+        let next = header.and_then(|h| h.link("index").or_else(|| h.link("up")));
+        let Some(next) = next.and_then(|l| current.doc.url.join(&l.href).ok()) else { break };
+        current = fetch_doc(f, &next, s).await?;
+        if current.header.as_ref().and_then(Header::kind) == Some(DocumentKind::CapabilityList) {
+            let mut found = from_capability_list(&current, s)?;
+            fill_if_missing(&mut found.capabilities, kind, &given_url);
+            return Ok(Discovered { route, ..found });
+        }
+    }
+    tracing::warn!(url = %given_url, "list has no up link to a Capability List; using it alone");
+    let mut capabilities = Capabilities::default();
+    fill_if_missing(&mut capabilities, kind, &given_url);
+    Ok(Discovered { source_description: None, capability_list: None, capabilities, route })
+}
+
+fn fill_if_missing(caps: &mut Capabilities, kind: DocumentKind, url: &Url) {
+    if let Some(slot) = list_capability(kind).and_then(|c| slot(caps, c)) {
+        slot.get_or_insert_with(|| url.clone());
+    }
+}
+
+/// The capability a list, dump or index document provides.
+fn list_capability(kind: DocumentKind) -> Option<Capability> {
+    use DocumentKind as K;
+    Some(match kind {
+        K::ResourceList | K::ResourceListIndex => Capability::ResourceList,
+        K::ChangeList | K::ChangeListIndex => Capability::ChangeList,
+        K::ResourceDump | K::ResourceDumpIndex => Capability::ResourceDump,
+        K::ChangeDump | K::ChangeDumpIndex => Capability::ChangeDump,
+        _ => return None,
+    })
+}
+
+fn slot(caps: &mut Capabilities, cap: Capability) -> Option<&mut Option<Url>> {
+    match cap {
+        Capability::ResourceList => Some(&mut caps.resourcelist),
+        Capability::ChangeList => Some(&mut caps.changelist),
+        Capability::ResourceDump => Some(&mut caps.resourcedump),
+        Capability::ChangeDump => Some(&mut caps.changedump),
+        _ => None,
+    }
+}
+
+pub(crate) fn wrong_kind(d: &FetchedDoc, expected: &str) -> DiscoverError {
+    let found =
+        d.header.as_ref().and_then(Header::kind).map_or("no ResourceSync document".to_owned(), |k| k.to_string());
+    DiscoverError::WrongKind { url: d.doc.url.to_string(), expected: expected.to_owned(), found }
+}

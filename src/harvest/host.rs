@@ -1,0 +1,310 @@
+//! Politeness lives in one object per host (origin): a governor rate limiter, a concurrency
+//! cap, backoff after failures and a not-before time from `Retry-After`, plus counters for the
+//! dashboard. Every request, robots.txt and redirect hops included, passes [`Host::acquire`].
+//!
+//! Several sources may share a host; the strictest rate and concurrency any of them asks for
+//! wins, because the host's operator sees one harvester, not our configuration.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime};
+
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::error::{FetchError, Phase};
+use super::robots::{RobotsEntry, RobotsStatus};
+use crate::config::{Rate, Settings};
+
+/// First backoff step; doubled per consecutive failure up to the source's `max_backoff`.
+const BACKOFF_BASE: Duration = Duration::from_millis(500);
+
+/// Counters of one host, as plain numbers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostCounters {
+    /// HTTP requests sent (robots.txt and redirect hops included).
+    pub requests: u64,
+    /// Body bytes received (as transferred, before decompression).
+    pub bytes: u64,
+    /// Requests that failed (status ≥ 400, except 404/410, or a transport error).
+    pub failures: u64,
+    /// `304 Not Modified` answers.
+    pub not_modified: u64,
+    /// Attempts repeated after a failure or `Retry-After`.
+    pub retries: u64,
+}
+
+/// The state of one host, for a dashboard.
+#[derive(Debug, Clone)]
+pub struct HostSnapshot {
+    /// `scheme://host:port`.
+    pub origin: String,
+    /// Counters since the host was first contacted (or re-added after eviction).
+    pub counters: HostCounters,
+    /// Failures in a row since the last success.
+    pub consecutive_failures: u32,
+    /// When the host may next be contacted, if it is being backed off.
+    pub backing_off_until: Option<SystemTime>,
+    /// The rate in force (configured rate, lowered by robots.txt `Crawl-delay`).
+    pub rate: Rate,
+    /// Requests allowed in flight.
+    pub concurrency: u32,
+    /// Requests in flight now.
+    pub in_flight: u32,
+    /// robots.txt state, when known (and not being refreshed at this instant).
+    pub robots: Option<RobotsStatus>,
+}
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) requests: AtomicU64,
+    pub(crate) bytes: AtomicU64,
+    pub(crate) failures: AtomicU64,
+    pub(crate) not_modified: AtomicU64,
+    pub(crate) retries: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn snapshot(&self) -> HostCounters {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        HostCounters {
+            requests: get(&self.requests),
+            bytes: get(&self.bytes),
+            failures: get(&self.failures),
+            not_modified: get(&self.not_modified),
+            retries: get(&self.retries),
+        }
+    }
+}
+
+struct Gate {
+    configured: Rate,
+    crawl_delay: Option<Duration>,
+    limiter: Option<Arc<DefaultDirectRateLimiter>>,
+    used: bool,
+}
+
+impl Gate {
+    fn effective(&self) -> Rate {
+        self.crawl_delay.map_or(self.configured, |d| self.configured.stricter(Rate::Every(d)))
+    }
+
+    /// Rebuilds the limiter after the rate changed; when the host was already contacted, the
+    /// new limiter's one-request burst is used up so the change cannot let two requests
+    /// through back to back.
+    fn rebuild(&mut self) {
+        self.limiter = self.effective().interval().and_then(Quota::with_period).map(|q| {
+            let limiter = Arc::new(RateLimiter::direct(q));
+            if self.used {
+                let _ = limiter.check();
+            }
+            limiter
+        });
+    }
+}
+
+#[derive(Default)]
+struct Backoff {
+    failures: u32,
+    not_before: Option<Instant>,
+}
+
+/// One host's politeness state. See the module docs.
+pub(crate) struct Host {
+    pub(crate) origin: String,
+    gate: Mutex<Gate>,
+    semaphore: Arc<Semaphore>,
+    cap: Mutex<u32>,
+    backoff: Mutex<Backoff>,
+    pub(crate) robots: tokio::sync::Mutex<Option<RobotsEntry>>,
+    pub(crate) counters: Counters,
+    last_used: Mutex<Instant>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic elsewhere while holding one of these short locks leaves plain data behind.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Host {
+    fn new(origin: String, settings: &Settings) -> Host {
+        let mut gate = Gate { configured: settings.rate, crawl_delay: None, limiter: None, used: false };
+        gate.rebuild();
+        let cap = settings.concurrency.get();
+        Host {
+            origin,
+            gate: Mutex::new(gate),
+            semaphore: Arc::new(Semaphore::new(cap as usize)),
+            cap: Mutex::new(cap),
+            backoff: Mutex::new(Backoff::default()),
+            robots: tokio::sync::Mutex::new(None),
+            counters: Counters::default(),
+            last_used: Mutex::new(Instant::now()),
+        }
+    }
+
+    /// Tightens rate and concurrency to what `settings` asks, if stricter.
+    pub(crate) fn configure(&self, settings: &Settings) {
+        let mut gate = lock(&self.gate);
+        let stricter = gate.configured.stricter(settings.rate);
+        if stricter != gate.configured {
+            gate.configured = stricter;
+            gate.rebuild();
+        }
+        drop(gate);
+        let mut cap = lock(&self.cap);
+        let wanted = settings.concurrency.get();
+        if wanted < *cap {
+            self.semaphore.forget_permits((*cap - wanted) as usize);
+            *cap = wanted;
+        }
+    }
+
+    /// Applies a robots.txt `Crawl-delay` (already capped).
+    pub(crate) fn set_crawl_delay(&self, delay: Option<Duration>) {
+        let mut gate = lock(&self.gate);
+        if gate.crawl_delay != delay {
+            gate.crawl_delay = delay;
+            gate.rebuild();
+        }
+    }
+
+    /// Waits for the host's turn: any backoff or `Retry-After` time, a concurrency slot, and
+    /// the rate limiter, in that order. The permit is held until the response body is done.
+    ///
+    /// # Errors
+    /// [`FetchError::Timeout`] (phase `Total`) when the turn would come after `deadline`.
+    pub(crate) async fn acquire(&self, url: &str, deadline: Instant) -> Result<OwnedSemaphorePermit, FetchError> {
+        let late = || FetchError::Timeout { url: url.to_owned(), phase: Phase::Total };
+        let deadline = tokio::time::Instant::from_std(deadline);
+        // Bounded: a concurrent failure can push not_before again while we wait, a few times.
+        for _ in 0..8 {
+            if let Some(t) = self.not_before().filter(|t| *t > Instant::now()) {
+                let t = tokio::time::Instant::from_std(t);
+                if t > deadline {
+                    return Err(late());
+                }
+                tokio::time::sleep_until(t).await;
+            }
+            let permit = tokio::time::timeout_at(deadline, self.semaphore.clone().acquire_owned()).await;
+            let permit = permit.map_err(|_| late())?.map_err(|_| late())?;
+            let limiter = lock(&self.gate).limiter.clone();
+            if let Some(l) = limiter {
+                tokio::time::timeout_at(deadline, l.until_ready()).await.map_err(|_| late())?;
+            }
+            if self.not_before().is_none_or(|t| t <= Instant::now()) {
+                lock(&self.gate).used = true;
+                *lock(&self.last_used) = Instant::now();
+                return Ok(permit);
+            }
+        }
+        Err(late())
+    }
+
+    fn not_before(&self) -> Option<Instant> {
+        lock(&self.backoff).not_before
+    }
+
+    /// Records a retryable failure and returns the backoff wait it imposes on the host.
+    pub(crate) fn record_failure(&self, max_backoff: Duration) -> Duration {
+        let mut b = lock(&self.backoff);
+        b.failures = b.failures.saturating_add(1);
+        let exp = BACKOFF_BASE.saturating_mul(1u32 << (b.failures - 1).min(20));
+        let ceiling = exp.min(max_backoff);
+        // Full jitter over the upper half: spreads retries of many harvesters apart while
+        // keeping at least half the nominal wait.
+        let wait = ceiling.mul_f64(rand::random_range(0.5..=1.0));
+        push_not_before(&mut b, wait);
+        wait
+    }
+
+    /// Honours a server's `Retry-After` (already capped).
+    pub(crate) fn record_retry_after(&self, wait: Duration) {
+        push_not_before(&mut lock(&self.backoff), wait);
+    }
+
+    /// A success ends the backoff.
+    pub(crate) fn record_success(&self) {
+        lock(&self.backoff).failures = 0;
+    }
+
+    pub(crate) fn is_idle(self: &Arc<Self>) -> bool {
+        Arc::strong_count(self) == 1
+    }
+
+    pub(crate) fn snapshot(&self) -> HostSnapshot {
+        let backoff = lock(&self.backoff);
+        let until = backoff.not_before.filter(|t| *t > Instant::now());
+        let cap = *lock(&self.cap);
+        HostSnapshot {
+            origin: self.origin.clone(),
+            counters: self.counters.snapshot(),
+            consecutive_failures: backoff.failures,
+            backing_off_until: until.map(|t| SystemTime::now() + (t - Instant::now())),
+            rate: lock(&self.gate).effective(),
+            concurrency: cap,
+            in_flight: cap.saturating_sub(self.semaphore.available_permits() as u32),
+            robots: self.robots.try_lock().ok().and_then(|r| r.as_ref().map(RobotsEntry::status)),
+        }
+    }
+}
+
+fn push_not_before(b: &mut Backoff, wait: Duration) {
+    let t = Instant::now() + wait;
+    b.not_before = Some(b.not_before.map_or(t, |old| old.max(t)));
+}
+
+/// The bounded map of hosts. When full, the least recently used idle host is forgotten (its
+/// robots.txt and counters go with it); hosts with requests in flight are never evicted, so
+/// the map may exceed its bound while every host is busy.
+pub(crate) struct Hosts {
+    map: Mutex<HashMap<String, Arc<Host>>>,
+    max: usize,
+}
+
+impl Hosts {
+    pub(crate) fn new(max: usize) -> Hosts {
+        Hosts { map: Mutex::new(HashMap::new()), max: max.max(1) }
+    }
+
+    /// The host for `origin`, created (or tightened) with `settings`.
+    pub(crate) fn get(&self, origin: &str, settings: &Settings) -> Arc<Host> {
+        let mut map = lock(&self.map);
+        if let Some(h) = map.get(origin) {
+            let h = h.clone();
+            drop(map);
+            h.configure(settings);
+            return h;
+        }
+        if map.len() >= self.max {
+            evict_one(&mut map);
+        }
+        let host = Arc::new(Host::new(origin.to_owned(), settings));
+        map.insert(origin.to_owned(), host.clone());
+        host
+    }
+
+    pub(crate) fn snapshots(&self) -> Vec<HostSnapshot> {
+        let hosts: Vec<Arc<Host>> = lock(&self.map).values().cloned().collect();
+        let mut out: Vec<HostSnapshot> = hosts.iter().map(|h| h.snapshot()).collect();
+        out.sort_by(|a, b| a.origin.cmp(&b.origin));
+        out
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        lock(&self.map).len()
+    }
+}
+
+fn evict_one(map: &mut HashMap<String, Arc<Host>>) {
+    let victim =
+        map.iter().filter(|(_, h)| h.is_idle()).min_by_key(|(_, h)| *lock(&h.last_used)).map(|(k, _)| k.clone());
+    if let Some(k) = victim {
+        map.remove(&k);
+    }
+}

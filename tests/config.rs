@@ -1,0 +1,171 @@
+//! `sources.toml`: the shipped file loads, settings merge, and every kind of mistake is
+//! reported with file, line and key.
+
+use std::path::Path;
+use std::time::Duration;
+
+use tributary::config::{Config, ConfigError, Rate};
+
+const HEAD: &str = r#"[aggregator]
+base_url = "http://127.0.0.1:8080/"
+listen = "127.0.0.1:8080"
+data_dir = "store"
+user_agent = "Tributary/0.1 (+mailto:ops@example.org)"
+"#;
+
+fn parse(text: &str) -> Result<Config, ConfigError> {
+    Config::parse(text, Path::new("conf/sources.toml"), None)
+}
+
+/// Asserts an `Invalid` error at `line` about `key` whose message contains `needle`, and that
+/// the rendered message starts with `file:line:`.
+fn assert_invalid(text: &str, line: usize, key: &str, needle: &str) {
+    let err = parse(text).expect_err("should be rejected");
+    let shown = err.to_string();
+    match &err {
+        ConfigError::Invalid { line: l, key: k, message, .. } => {
+            assert_eq!((*l, k.as_str()), (line, key), "{shown}");
+            assert!(message.contains(needle), "{shown}");
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert!(shown.starts_with(&format!("conf/sources.toml:{line}:")), "{shown}");
+    assert!(shown.contains(&format!("`{key}`")), "{shown}");
+}
+
+#[test]
+fn shipped_sources_toml_loads() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("sources.toml");
+    let c = Config::load(&path, None).unwrap();
+    assert!(c.aggregator.user_agent.contains("mailto:"));
+    assert_eq!(c.aggregator.base_url.as_str(), "http://127.0.0.1:8080/");
+    assert!(c.sources.len() >= 2);
+    assert!(c.sources.iter().all(|s| s.settings.allow_private));
+    assert_eq!(c.sources[0].settings.rate, Rate::Every(Duration::from_millis(200)));
+    assert!(!c.sets.is_empty());
+    assert_eq!(c.aggregator.data_dir, path.parent().unwrap().join("store"));
+}
+
+#[test]
+fn contract_example_loads_and_merges_overrides() {
+    let text = format!(
+        "{HEAD}[defaults]\nrate = \"5/s\"\nconcurrency = 4\npoll = \"10m\"\ndeletes = true\n\
+         [[source]]\nid = \"museum-a\"\nurl = \"https://museum-a.example.org/.well-known/resourcesync\"\nallow_private = false\n\
+         [[source]]\nid = \"museum-b\"\nurl = \"https://b.example.org/\"\nrate = \"30/min\"\ndeletes = false\nmax_document_bytes = 1000\n\
+         [[set]]\nid = \"art\"\nsources = [\"museum-a\", \"museum-b\"]\n"
+    );
+    let c = parse(&text).unwrap();
+    let (a, b) = (&c.sources[0].settings, &c.sources[1].settings);
+    assert_eq!(
+        (a.rate, a.concurrency.get(), a.poll, a.deletes),
+        (Rate::Every(Duration::from_millis(200)), 4, Duration::from_secs(600), true)
+    );
+    assert_eq!(
+        (b.rate, b.concurrency.get(), b.deletes, b.max_document_bytes),
+        (Rate::Every(Duration::from_secs(2)), 4, false, 1000)
+    );
+    assert_eq!(c.sets[0].sources, ["museum-a", "museum-b"]);
+    assert_eq!(c.sets_containing("museum-b"), ["museum-b", "art"]);
+    assert_eq!(c.aggregator.data_dir, Path::new("conf/store"));
+}
+
+#[test]
+fn data_dir_override_wins() {
+    let c = Config::parse(HEAD, Path::new("x.toml"), Some(Path::new("/tmp/elsewhere"))).unwrap();
+    assert_eq!(c.aggregator.data_dir, Path::new("/tmp/elsewhere"));
+}
+
+#[test]
+fn missing_file_is_a_read_error() {
+    let err = Config::load(Path::new("/nonexistent/sources.toml"), None).unwrap_err();
+    assert!(matches!(err, ConfigError::Read { .. }));
+    assert!(err.to_string().contains("/nonexistent/sources.toml"));
+}
+
+#[test]
+fn syntax_error() {
+    assert_invalid(&format!("{HEAD}[defaults]\nrate = \"5/s\n"), 7, "rate", "");
+}
+
+#[test]
+fn unknown_keys_everywhere() {
+    assert_invalid(&format!("{HEAD}[defaults]\nrat = \"5/s\"\n"), 7, "rat", "unknown field");
+    assert_invalid(&format!("{HEAD}colour = \"red\"\n"), 6, "colour", "unknown field");
+    let src = "[[source]]\nid = \"a\"\nurl = \"http://a.example/\"\nallow_privat = true\n";
+    assert_invalid(&format!("{HEAD}{src}"), 9, "allow_privat", "unknown field");
+    assert_invalid(&format!("{HEAD}[extra]\nx = 1\n"), 6, "extra", "unknown field");
+}
+
+#[test]
+fn user_agent_is_required_with_contact() {
+    let no_ua = "[aggregator]\nbase_url = \"http://127.0.0.1:8080/\"\n";
+    assert_invalid(no_ua, 1, "user_agent", "contact");
+    let bare = "[aggregator]\nbase_url = \"http://x.example/\"\nuser_agent = \"Tributary/0.1\"\n";
+    assert_invalid(bare, 3, "user_agent", "contact URL or e-mail");
+    assert_invalid("[defaults]\nrate = \"5/s\"\n", 1, "aggregator", "missing");
+    for ok in ["T/1 (+https://x.example/bot)", "T/1 (mailto:a@b.example)", "T/1 ops@b.example"] {
+        let text = format!("[aggregator]\nbase_url = \"http://x.example/\"\nuser_agent = \"{ok}\"\n");
+        assert!(parse(&text).is_ok(), "{ok}");
+    }
+}
+
+#[test]
+fn bad_values_point_at_their_line() {
+    assert_invalid(&format!("{HEAD}[defaults]\npoll = \"ten minutes\"\n"), 7, "poll", "invalid duration");
+    assert_invalid(
+        &format!("{HEAD}[defaults]\n\nrate = \"5/hour\"\n"),
+        8,
+        "rate",
+        "\"N/s\", \"N/min\" or \"unlimited\"",
+    );
+    assert_invalid(&format!("{HEAD}[defaults]\nconcurrency = 0\n"), 7, "concurrency", "out of range");
+    assert_invalid(
+        &format!("{HEAD}[defaults]\nmax_document_bytes = \"5 XB\"\n"),
+        7,
+        "max_document_bytes",
+        "invalid size",
+    );
+    assert_invalid(&format!("{HEAD}[defaults]\nconcurrency = \"4\"\n"), 7, "concurrency", "invalid type");
+    let src = "[[source]]\nid = \"a\"\nurl = \"ftp://a.example/\"\n";
+    assert_invalid(&format!("{HEAD}{src}"), 8, "url", "not an http or https URL");
+    let src = "[[source]]\nid = \"a\"\nurl = \"http://a.example/\"\nheader_timeout = \"soon\"\n";
+    assert_invalid(&format!("{HEAD}{src}"), 9, "header_timeout", "invalid duration");
+    assert_invalid(
+        &format!("{HEAD}listen = \"localhost\"\n").replace("listen = \"127.0.0.1:8080\"\n", ""),
+        5,
+        "listen",
+        "IP:port",
+    );
+    let both = format!("{HEAD}[defaults]\nkeep_links = [\"canonical\"]\n");
+    assert_invalid(&both, 7, "keep_links", "both keep_links and drop_links");
+}
+
+#[test]
+fn ids_are_checked_and_unique_across_sources_and_sets() {
+    let two =
+        "[[source]]\nid = \"a\"\nurl = \"http://a.example/\"\n[[source]]\nid = \"a\"\nurl = \"http://b.example/\"\n";
+    assert_invalid(&format!("{HEAD}{two}"), 10, "id", "duplicate id \"a\"");
+    let clash = "[[source]]\nid = \"a\"\nurl = \"http://a.example/\"\n[[set]]\nid = \"a\"\nsources = [\"a\"]\n";
+    assert_invalid(&format!("{HEAD}{clash}"), 10, "id", "unique across sources and sets");
+    let bad = "[[source]]\nid = \"Museum A\"\nurl = \"http://a.example/\"\n";
+    assert_invalid(&format!("{HEAD}{bad}"), 7, "id", "invalid id");
+}
+
+#[test]
+fn set_naming_an_unknown_source() {
+    let text =
+        "[[source]]\nid = \"a\"\nurl = \"http://a.example/\"\n[[set]]\nid = \"s\"\nsources = [\"a\",\n  \"ghost\"]\n";
+    assert_invalid(&format!("{HEAD}{text}"), 12, "sources", "unknown source \"ghost\"");
+}
+
+#[test]
+fn missing_required_source_keys() {
+    let text = format!("{HEAD}[[source]]\nid = \"a\"\n");
+    let err = parse(&text).unwrap_err().to_string();
+    assert!(err.starts_with("conf/sources.toml:6:") && err.contains("missing field `url`"), "{err}");
+}
+
+#[test]
+fn duplicate_keys_are_syntax_errors() {
+    assert_invalid(&format!("{HEAD}[defaults]\nrate = \"5/s\"\nrate = \"1/s\"\n"), 8, "rate", "duplicate key");
+}

@@ -1,0 +1,351 @@
+//! The fetcher against real misbehaving servers on 127.0.0.1: retries, Retry-After, timeouts,
+//! truncation, robots.txt, redirects, the SSRF guard, gzip, size caps and conditional GET.
+
+mod common;
+
+use std::io::Write;
+use std::num::NonZeroU32;
+use std::time::{Duration, Instant};
+
+use common::upstream::{Reply, Upstream};
+use tributary::config::{Rate, Settings};
+use tributary::harvest::{Document, FetchError, Fetched, Fetcher, FetcherOptions, Phase, Validators};
+use url::Url;
+
+fn settings() -> Settings {
+    Settings {
+        allow_private: true,
+        rate: Rate::Unlimited,
+        concurrency: NonZeroU32::new(8).unwrap(),
+        max_retries: 0,
+        max_backoff: Duration::from_millis(50),
+        header_timeout: Duration::from_secs(3),
+        idle_timeout: Duration::from_secs(3),
+        total_timeout: Duration::from_secs(15),
+        ..Settings::default()
+    }
+}
+
+fn fetcher() -> Fetcher {
+    Fetcher::new(FetcherOptions::new("TributaryTest/0.1 (+mailto:test@example.org)")).unwrap()
+}
+
+async fn doc(url: &Url, s: &Settings) -> Result<Document, FetchError> {
+    match fetcher().get_document(url, s, None).await? {
+        Fetched::Modified(d) => Ok(d),
+        Fetched::NotModified => panic!("unexpected 304"),
+    }
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    enc.write_all(data).unwrap();
+    enc.finish().unwrap()
+}
+
+fn gap(up: &Upstream, path: &str) -> Duration {
+    let hits: Vec<Instant> = up.hits().iter().filter(|h| h.path == path).map(|h| h.at).collect();
+    hits[1] - hits[0]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_errors_then_success_are_retried() {
+    let up = Upstream::routes(vec![("/doc", vec![Reply::status(503), Reply::status(500), Reply::ok("fine")])]).await;
+    let f = fetcher();
+    let s = Settings { max_retries: 3, ..settings() };
+    let Fetched::Modified(d) = f.get_document(&up.url("/doc"), &s, None).await.unwrap() else { panic!() };
+    assert_eq!(&d.body[..], b"fine");
+    assert_eq!(up.count("/doc"), 3);
+    let host = &f.hosts()[0];
+    assert_eq!((host.counters.retries, host.counters.failures, host.consecutive_failures), (2, 2, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_are_bounded() {
+    let up = Upstream::routes(vec![("/doc", vec![Reply::status(502)])]).await;
+    let s = Settings { max_retries: 2, ..settings() };
+    let err = doc(&up.url("/doc"), &s).await.unwrap_err();
+    assert!(matches!(err, FetchError::Status { status: 502, .. }), "{err}");
+    assert_eq!(up.count("/doc"), 3);
+    // A 404 is not retried.
+    let up = Upstream::routes(vec![]).await;
+    assert!(matches!(doc(&up.url("/x"), &s).await, Err(FetchError::Status { status: 404, .. })));
+    assert_eq!(up.count("/x"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_after_seconds_is_waited() {
+    let first = Reply::status(429).header("Retry-After", "1");
+    let up = Upstream::routes(vec![("/doc", vec![first, Reply::ok("ok")])]).await;
+    let s = Settings { max_retries: 1, ..settings() };
+    assert_eq!(&doc(&up.url("/doc"), &s).await.unwrap().body[..], b"ok");
+    assert!(gap(&up, "/doc") >= Duration::from_millis(1000), "{:?}", gap(&up, "/doc"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_after_http_date_is_waited() {
+    let at = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(2));
+    let up =
+        Upstream::routes(vec![("/doc", vec![Reply::status(503).header("Retry-After", &at), Reply::ok("ok")])]).await;
+    let s = Settings { max_retries: 1, ..settings() };
+    assert_eq!(&doc(&up.url("/doc"), &s).await.unwrap().body[..], b"ok");
+    // The date has one-second resolution: at least one second remained when it was sent.
+    assert!(gap(&up, "/doc") >= Duration::from_millis(900), "{:?}", gap(&up, "/doc"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_after_is_capped() {
+    let up =
+        Upstream::routes(vec![("/doc", vec![Reply::status(503).header("Retry-After", "3600"), Reply::ok("ok")])]).await;
+    // Without the cap the 15 s total timeout would fail the request.
+    let s = Settings { max_retries: 1, retry_after_cap: Duration::from_millis(700), ..settings() };
+    assert_eq!(&doc(&up.url("/doc"), &s).await.unwrap().body[..], b"ok");
+    assert!(gap(&up, "/doc") >= Duration::from_millis(700));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_server_hits_the_header_timeout() {
+    let up = Upstream::routes(vec![("/doc", vec![Reply::Hang])]).await;
+    let s = Settings { header_timeout: Duration::from_millis(400), ..settings() };
+    let err = doc(&up.url("/doc"), &s).await.unwrap_err();
+    assert!(matches!(err, FetchError::Timeout { phase: Phase::Header, .. }), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trickling_server_fails_on_throughput_and_total() {
+    let trickle = Reply::Trickle { body: vec![b'x'; 60], every: Duration::from_millis(250) };
+    let up = Upstream::routes(vec![("/doc", vec![trickle])]).await;
+    let s = Settings { min_throughput: 100, throughput_window: Duration::from_secs(1), ..settings() };
+    let err = doc(&up.url("/doc"), &s).await.unwrap_err();
+    assert!(matches!(err, FetchError::Timeout { phase: Phase::Throughput, .. }), "{err}");
+    let s = Settings { min_throughput: 0, total_timeout: Duration::from_millis(1500), ..settings() };
+    let err = doc(&up.url("/doc"), &s).await.unwrap_err();
+    assert!(matches!(err, FetchError::Timeout { phase: Phase::Total, .. }), "{err}");
+    let s = Settings { idle_timeout: Duration::from_millis(100), ..settings() };
+    let err = doc(&up.url("/doc"), &s).await.unwrap_err();
+    assert!(matches!(err, FetchError::Timeout { phase: Phase::Idle, .. }), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_cut_short_are_errors_not_short_bodies() {
+    let up = Upstream::routes(vec![
+        ("/cl", vec![Reply::CutShort { declared: 1000, body: vec![b'a'; 100] }]),
+        ("/chunked", vec![Reply::ChunkedCut { body: vec![b'b'; 100] }]),
+    ])
+    .await;
+    for path in ["/cl", "/chunked"] {
+        let err = doc(&up.url(path), &settings()).await.unwrap_err();
+        assert!(matches!(err, FetchError::Truncated { .. }), "{path}: {err}");
+        let Fetched::Modified(mut r) = fetcher().get_stream(&up.url(path), &settings(), None).await.unwrap() else {
+            panic!()
+        };
+        let mut got = 0;
+        let err = loop {
+            match r.chunk().await {
+                Ok(Some(c)) => got += c.len(),
+                Ok(None) => panic!("{path}: a cut body ended cleanly after {got} bytes"),
+                Err(e) => break e,
+            }
+        };
+        assert!(matches!(err, FetchError::Truncated { .. }), "{path}: {err}");
+    }
+    // A gzip stream cut before its trailer is truncated too.
+    let gz = gzip(&vec![b'z'; 5000]);
+    let cut = gz[..gz.len() - 6].to_vec();
+    let up = Upstream::routes(vec![("/gz", vec![Reply::ok(cut)])]).await;
+    assert!(matches!(doc(&up.url("/gz"), &settings()).await, Err(FetchError::Truncated { .. })));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn robots_disallow_is_honoured_without_requesting() {
+    // RFC 9309: only the most specific matching group applies, so `*`'s "Disallow: /" does not.
+    let robots = "User-agent: *\nDisallow: /\n\nUser-agent: TributaryTest\nDisallow: /private\nDisallow: /mine\n";
+    let up = Upstream::routes(vec![
+        ("/robots.txt", vec![Reply::ok(robots)]),
+        ("/private/x", vec![Reply::ok("secret")]),
+        ("/public", vec![Reply::ok("hello")]),
+    ])
+    .await;
+    let f = fetcher();
+    for path in ["/private/x", "/mine/y"] {
+        let err = f.get_document(&up.url(path), &settings(), None).await.unwrap_err();
+        assert!(matches!(err, FetchError::RobotsDisallowed { .. }), "{err}");
+    }
+    assert!(f.get_document(&up.url("/public"), &settings(), None).await.is_ok());
+    assert_eq!((up.count("/private/x"), up.count("/mine/y"), up.count("/robots.txt")), (0, 0, 1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn robots_5xx_disallows_and_4xx_allows() {
+    let up = Upstream::routes(vec![("/robots.txt", vec![Reply::status(503)]), ("/a", vec![Reply::ok("a")])]).await;
+    let err = doc(&up.url("/a"), &settings()).await.unwrap_err();
+    assert!(matches!(err, FetchError::RobotsUnavailable { .. }), "{err}");
+    assert_eq!(up.count("/a"), 0);
+    let up = Upstream::routes(vec![("/robots.txt", vec![Reply::status(403)]), ("/a", vec![Reply::ok("a")])]).await;
+    assert!(doc(&up.url("/a"), &settings()).await.is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redirects_are_followed_checked_and_bounded() {
+    let up = Upstream::routes(vec![
+        ("/moved", vec![Reply::redirect(301, "/final")]),
+        ("/final", vec![Reply::ok("here")]),
+        ("/loop-a", vec![Reply::redirect(302, "/loop-b")]),
+        ("/loop-b", vec![Reply::redirect(307, "/loop-a")]),
+        ("/file", vec![Reply::redirect(302, "file:///etc/passwd")]),
+    ])
+    .await;
+    let d = doc(&up.url("/moved"), &settings()).await.unwrap();
+    assert_eq!((d.url.path(), &d.body[..]), ("/final", &b"here"[..]));
+    let err = doc(&up.url("/loop-a"), &settings()).await.unwrap_err();
+    assert!(matches!(err, FetchError::TooManyRedirects { max: 10, .. }), "{err}");
+    assert_eq!(up.count("/loop-a") + up.count("/loop-b"), 11);
+    let err = doc(&up.url("/file"), &settings()).await.unwrap_err();
+    assert!(matches!(err, FetchError::BadScheme { ref url } if url.starts_with("file:")), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redirect_to_a_private_address_is_refused() {
+    // 127.0.0.1 stands in for a public upstream (allowed by network); its redirect to another
+    // loopback address must be refused before any connection.
+    let up = Upstream::routes(vec![]).await;
+    let target = format!("http://127.0.0.2:{}/secret", up.addr.port());
+    let up = Upstream::routes(vec![("/r", vec![Reply::redirect(302, &target)])]).await;
+    let s = Settings { allow_private: false, allow_networks: vec!["127.0.0.1/32".parse().unwrap()], ..settings() };
+    let err = doc(&up.url("/r"), &s).await.unwrap_err();
+    assert!(matches!(err, FetchError::Refused { ref url, .. } if url.contains("127.0.0.2")), "{err}");
+    assert_eq!(up.count("/r"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn private_targets_and_numeric_tricks_are_refused() {
+    let up = Upstream::routes(vec![("/x", vec![Reply::ok("x")])]).await;
+    let port = up.addr.port();
+    let s = Settings { allow_private: false, ..settings() };
+    let forms = ["127.0.0.1", "2130706433", "0x7f.1", "017700000001", "127.1", "[::ffff:127.0.0.1]", "localhost"];
+    for host in forms {
+        let url = Url::parse(&format!("http://{host}:{port}/x")).unwrap();
+        let err = doc(&url, &s).await.unwrap_err();
+        assert!(matches!(err, FetchError::Refused { .. }), "{host}: {err}");
+    }
+    assert!(up.hits().is_empty(), "a refused target was contacted");
+    assert!(doc(&up.url("/x"), &settings()).await.is_ok(), "allow_private lets it through");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gzip_is_decoded_when_advertised_or_sniffed() {
+    let xml = b"<urlset>hello</urlset>".repeat(100);
+    let up = Upstream::routes(vec![
+        ("/adv.xml", vec![Reply::ok(gzip(&xml)).header("Content-Encoding", "gzip")]),
+        ("/sniff.xml.gz", vec![Reply::ok(gzip(&xml)).header("Content-Type", "application/gzip")]),
+    ])
+    .await;
+    for path in ["/adv.xml", "/sniff.xml.gz"] {
+        assert_eq!(&doc(&up.url(path), &settings()).await.unwrap().body[..], &xml[..], "{path}");
+    }
+    assert_eq!(up.hits()[0].headers.get("accept-encoding").map(String::as_str), Some("gzip"));
+    // A bitstream keeps the bytes as published: a .gz file is not unpacked.
+    let Fetched::Modified(mut r) = fetcher().get_stream(&up.url("/sniff.xml.gz"), &settings(), None).await.unwrap()
+    else {
+        panic!()
+    };
+    let mut raw = Vec::new();
+    while let Some(c) = r.chunk().await.unwrap() {
+        raw.extend_from_slice(&c);
+    }
+    assert_eq!(raw, gzip(&xml));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gzip_bomb_fails_fast() {
+    let bomb = gzip(&vec![0u8; 10_000_000]);
+    assert!(bomb.len() < 100_000);
+    let up = Upstream::routes(vec![
+        ("/bomb.xml.gz", vec![Reply::ok(bomb.clone())]),
+        ("/bomb", vec![Reply::ok(bomb).header("Content-Encoding", "gzip")]),
+    ])
+    .await;
+    let s = Settings { max_document_bytes: 1_000_000, max_resource_bytes: 1_000_000, ..settings() };
+    let err = doc(&up.url("/bomb.xml.gz"), &s).await.unwrap_err();
+    assert!(matches!(err, FetchError::DecompressionBomb { limit: 1_000_000, .. }), "{err}");
+    let Fetched::Modified(mut r) = fetcher().get_stream(&up.url("/bomb"), &s, None).await.unwrap() else { panic!() };
+    let mut out = 0;
+    let err = loop {
+        match r.chunk().await {
+            Ok(Some(c)) => out += c.len(),
+            Ok(None) => panic!("bomb decoded in full"),
+            Err(e) => break e,
+        }
+    };
+    assert!(matches!(err, FetchError::DecompressionBomb { .. }), "{err}");
+    assert!(out <= 1_000_000);
+    // The ratio cap catches a bomb under the size cap too.
+    let s = Settings { max_decompressed_ratio: 20, ..settings() };
+    assert!(matches!(doc(&up.url("/bomb.xml.gz"), &s).await, Err(FetchError::DecompressionBomb { .. })));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_responses_fail_and_are_never_truncated() {
+    let up = Upstream::routes(vec![
+        ("/declared", vec![Reply::ok(vec![b'a'; 5000])]),
+        ("/chunked", vec![Reply::Chunked { headers: vec![], body: vec![b'b'; 50_000] }]),
+    ])
+    .await;
+    let s = Settings { max_document_bytes: 4096, ..settings() };
+    for path in ["/declared", "/chunked"] {
+        let err = doc(&up.url(path), &s).await.unwrap_err();
+        assert!(matches!(err, FetchError::TooLarge { limit: 4096, .. }), "{path}: {err}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conditional_get_returns_not_modified() {
+    let lm = "Mon, 01 Jan 2024 00:00:00 GMT";
+    let up = Upstream::start(move |hit, _| match hit.headers.get("if-none-match").map(String::as_str) {
+        Some("\"v1\"") => Reply::status(304),
+        _ => Reply::ok("body").header("ETag", "\"v1\"").header("Last-Modified", lm),
+    })
+    .await;
+    let f = fetcher();
+    let Fetched::Modified(d) = f.get_document(&up.url("/doc"), &settings(), None).await.unwrap() else { panic!() };
+    assert_eq!(d.validators, Validators { etag: Some("\"v1\"".into()), last_modified: Some(lm.into()) });
+    let again = f.get_document(&up.url("/doc"), &settings(), Some(&d.validators)).await.unwrap();
+    assert!(matches!(again, Fetched::NotModified));
+    let seen = &up.hits()[2].headers; // robots.txt, first GET, conditional GET
+    assert_eq!(seen.get("if-none-match").map(String::as_str), Some("\"v1\""));
+    assert_eq!(seen.get("if-modified-since").map(String::as_str), Some(lm));
+    assert_eq!(f.hosts()[0].counters.not_modified, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_arrive_in_chunks_with_counters() {
+    let body: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+    let up = Upstream::routes(vec![("/big", vec![Reply::Chunked { headers: vec![], body: body.clone() }])]).await;
+    let f = fetcher();
+    let Fetched::Modified(mut r) = f.get_stream(&up.url("/big"), &settings(), None).await.unwrap() else { panic!() };
+    let (mut chunks, mut got) = (0, Vec::new());
+    while let Some(c) = r.chunk().await.unwrap() {
+        chunks += 1;
+        got.extend_from_slice(&c);
+    }
+    assert!(chunks > 1);
+    assert_eq!(got, body);
+    let host = &f.hosts()[0];
+    assert_eq!(host.counters.requests, 2); // robots.txt and the stream
+    assert!(host.counters.bytes >= 3_000_000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_connections_back_off_the_host() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = Url::parse(&format!("http://127.0.0.1:{port}/x")).unwrap();
+    let f = fetcher();
+    let s = Settings { max_retries: 1, max_backoff: Duration::from_millis(300), ..settings() };
+    let err = f.get_document(&url, &s, None).await.unwrap_err();
+    // robots.txt is unreachable first, so the host counts as disallowed (RFC 9309).
+    assert!(matches!(err, FetchError::RobotsUnavailable { .. }), "{err}");
+    let host = &f.hosts()[0];
+    assert!(host.consecutive_failures >= 1 && host.backing_off_until.is_some(), "{host:?}");
+    let err = f.get_stream(&Url::parse(&format!("http://127.0.0.1:{port}/robots.txt")).unwrap(), &s, None).await;
+    assert!(matches!(err, Err(FetchError::Connect { .. })), "{err:?}");
+}
