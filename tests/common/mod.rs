@@ -2,6 +2,6 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod http;
-pub(crate) mod sim;
 pub mod rs;
+pub(crate) mod sim;
 pub mod upstream;
