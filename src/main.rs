@@ -94,16 +94,23 @@ fn init_tracing(json: bool) {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Check(args) => run_check(args),
-        Command::Store(cmd) => run_store(cmd, data_dir(&cli.global)),
+        Command::Store(cmd) => run_store(cmd, data_dir(&cli.global)?),
         Command::Simulate(args) => run_simulate(*args),
     }
 }
 
-/// Until `sources.toml` is parsed (issue "Harvest I"), the data directory is `--data-dir` or
-/// the default `store/`.
-fn data_dir(global: &Global) -> PathBuf {
-    let _ = &global.config;
-    global.data_dir.clone().unwrap_or_else(|| PathBuf::from("store"))
+/// The data directory: `--data-dir`, else `data_dir` from the configuration. Maintenance
+/// commands still work without a configuration file (then `store/`), but a configuration
+/// that exists and is broken is an error, not silently ignored.
+fn data_dir(global: &Global) -> anyhow::Result<PathBuf> {
+    if let Some(dir) = &global.data_dir {
+        return Ok(dir.clone());
+    }
+    if !global.config.exists() {
+        return Ok(PathBuf::from("store"));
+    }
+    let config = tributary::config::Config::load(&global.config, None)?;
+    Ok(config.aggregator.data_dir)
 }
 
 fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
