@@ -130,16 +130,25 @@ async fn good_resource_dump_stores_every_bitstream_verified() {
         let files = part
             .iter()
             .enumerate()
-            .map(|(i, (_, d))| if i % 2 == 0 { deflated(&format!("resources/r{i}"), d) } else { stored(&format!("resources/r{i}"), d) })
+            .map(|(i, (_, d))| {
+                if i % 2 == 0 { deflated(&format!("resources/r{i}"), d) } else { stored(&format!("resources/r{i}"), d) }
+            })
             .collect();
         package(&rd_manifest(&m), files)
     };
     let site = Site::new("resourcedump", vec![mk(&res[..2]), mk(&res[2..])]).await;
     let mut seen = Vec::new();
-    let summary = process_dump(&fetcher(), &site.store, site.up.url("/dump.xml"), &settings(), DumpOptions::new(&settings(), None), |p| {
-        seen.push(p);
-        std::ops::ControlFlow::Continue(())
-    })
+    let summary = process_dump(
+        &fetcher(),
+        &site.store,
+        site.up.url("/dump.xml"),
+        &settings(),
+        DumpOptions::new(&settings(), None),
+        |p| {
+            seen.push(p);
+            std::ops::ControlFlow::Continue(())
+        },
+    )
     .await
     .unwrap();
     assert_eq!((summary.packages, summary.stored, summary.failed, summary.deleted), (2, 4, 0, 0));
@@ -159,7 +168,8 @@ async fn good_resource_dump_stores_every_bitstream_verified() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn change_dump_is_applied_in_forward_chronological_order_with_deletes() {
     let (v1, v2, r9) = (b"res7 version 1".to_vec(), b"res7 version 2!".to_vec(), b"pdf".to_vec());
-    let ch = |change: &str, at: &str, md: String| format!("change=\"{change}\" datetime=\"2024-01-02T{at}:00:00Z\" {md}");
+    let ch =
+        |change: &str, at: &str, md: String| format!("change=\"{change}\" datetime=\"2024-01-02T{at}:00:00Z\" {md}");
     // Written out of order: the two res7 entries swapped; datetimes put them right.
     let m = manifest(
         "changedump-manifest",
@@ -193,12 +203,15 @@ async fn change_dump_is_applied_in_forward_chronological_order_with_deletes() {
         other => panic!("{other:?}"),
     };
     assert_eq!((blob(0), blob(1), blob(3)), (sha(&v1), sha(&r9), sha(&v2)));
-    assert!(matches!(&p.items[2].outcome, Ok(Content::Deleted { url }) if url.as_str() == "http://example.org/res5.tiff"));
+    assert!(
+        matches!(&p.items[2].outcome, Ok(Content::Deleted { url }) if url.as_str() == "http://example.org/res5.tiff")
+    );
 }
 
 /// A package with one good entry plus `bad`, whose manifest entry is `(loc, md)`.
 fn with_good(bad_md: String, bad: Vec<RawEntry>) -> Vec<u8> {
-    let m = rd_manifest(&[("http://example.org/good", md_for("/ok/good", b"good")), ("http://example.org/bad", bad_md)]);
+    let m =
+        rd_manifest(&[("http://example.org/good", md_for("/ok/good", b"good")), ("http://example.org/bad", bad_md)]);
     let mut files = vec![stored("ok/good", b"good")];
     files.extend(bad);
     package(&m, files)
@@ -260,11 +273,15 @@ async fn zip_bombs_fail_fast_whether_declared_or_lying() {
     let site = Site::new("resourcedump", vec![honest, liar]).await;
     let mut results = site.walk().await.into_iter();
     match results.next().unwrap() {
-        Err(DumpError::Bomb { name, detail, .. }) => assert!(name == "/ok/bomb" && detail.contains("ratio"), "{detail}"),
+        Err(DumpError::Bomb { name, detail, .. }) => {
+            assert!(name == "/ok/bomb" && detail.contains("ratio"), "{detail}")
+        }
         other => panic!("{other:?}"),
     }
     match results.next().unwrap() {
-        Err(DumpError::Bomb { name, detail, .. }) => assert!(name == "/ok/bomb" && detail.contains("declares"), "{detail}"),
+        Err(DumpError::Bomb { name, detail, .. }) => {
+            assert!(name == "/ok/bomb" && detail.contains("declares"), "{detail}")
+        }
         // The ZIP reader itself stops at the declared size; the CRC then fails.
         Ok(p) => {
             let e = bad_entry(p);
@@ -310,10 +327,7 @@ async fn entry_count_and_authority_are_enforced() {
     // `http://example.org/good` as authority covers `/`: both are inside. A foreign host is not.
     let _ = p;
     let foreign = zipkit::build(&[
-        deflated(
-            "manifest.xml",
-            rd_manifest(&[("http://elsewhere.test/x", md_for("/ok/good", b"good"))]).as_bytes(),
-        ),
+        deflated("manifest.xml", rd_manifest(&[("http://elsewhere.test/x", md_for("/ok/good", b"good"))]).as_bytes()),
         stored("ok/good", b"good"),
     ]);
     let site = Site::new("resourcedump", vec![foreign]).await;

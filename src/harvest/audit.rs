@@ -200,10 +200,10 @@ pub async fn audit_source(
     // Bounded by the walk's document and entry limits.
     while let Some(entry) = walker.next_entry().await? {
         let base = walker.leaf().map(|(u, _)| u.clone());
-        if let Some(target) = audit.entry(&entry, base.as_ref()) {
-            if fetch {
-                fetches.spawn(fetcher, settings, target, &mut audit).await?;
-            }
+        if let Some(target) = audit.entry(&entry, base.as_ref())
+            && fetch
+        {
+            fetches.spawn(fetcher, settings, target, &mut audit).await?;
         }
     }
     audit.list_at = walker.root_header().and_then(|h| h.md.as_ref()).and_then(|m| m.at).map(|t| t.to_string());
@@ -222,7 +222,14 @@ async fn load_held(store: &Store, naming: &Naming, source_id: &str) -> Result<Ha
             if r.is_deleted() {
                 continue;
             }
-            let h = Held { sha256: r.sha256, md5: r.md5, length: r.length, declared: r.declared, lastmod: r.lastmod, seen: false };
+            let h = Held {
+                sha256: r.sha256,
+                md5: r.md5,
+                length: r.length,
+                declared: r.declared,
+                lastmod: r.lastmod,
+                seen: false,
+            };
             held.insert(r.upstream, h);
         }
         Ok(held)
@@ -367,7 +374,13 @@ struct Fetches {
 }
 
 impl Fetches {
-    async fn spawn(&mut self, fetcher: &Fetcher, settings: &Settings, t: Target, audit: &mut Audit) -> Result<(), AuditError> {
+    async fn spawn(
+        &mut self,
+        fetcher: &Fetcher,
+        settings: &Settings,
+        t: Target,
+        audit: &mut Audit,
+    ) -> Result<(), AuditError> {
         while self.set.len() >= self.max.max(1) {
             self.join_one(audit).await?;
         }

@@ -230,14 +230,19 @@ impl DumpWalker {
             other => {
                 self.aborted = true;
                 let url = other.map_or_else(String::new, |(u, _)| u.to_string());
-                Err(DumpError::WrongManifest { url, expected: "a Resource Dump or Change Dump", found: "another document".into() })
+                Err(DumpError::WrongManifest {
+                    url,
+                    expected: "a Resource Dump or Change Dump",
+                    found: "another document".into(),
+                })
             }
         }
     }
 
     async fn package(&self, url: Url, entry: &Entry, expect: DocumentKind) -> Result<Package, DumpError> {
         let (file, final_url, length) = self.download(&url, entry).await?;
-        let input = PackageFile { url: final_url.clone(), file, length, expect, authority: self.options.authority.clone() };
+        let input =
+            PackageFile { url: final_url.clone(), file, length, expect, authority: self.options.authority.clone() };
         let (store, limits) = (self.store.clone(), self.options.limits.clone());
         let (manifest, items) = tokio::task::spawn_blocking(move || read_package(input, &store, &limits))
             .await
@@ -314,10 +319,10 @@ impl PackageCheck {
             (HashAlgorithm::Md5, self.md5.map(|h| hex::encode(h.finalize()))),
         ];
         for (alg, value) in actual {
-            if let (Some(v), Some(want)) = (value, self.declared.get(&alg)) {
-                if v != want {
-                    return mismatch(format!("{} is {v}, but the dump declares {want}", alg.as_str()));
-                }
+            if let (Some(v), Some(want)) = (value, self.declared.get(&alg))
+                && v != want
+            {
+                return mismatch(format!("{} is {v}, but the dump declares {want}", alg.as_str()));
             }
         }
         Ok(self.read)

@@ -13,8 +13,8 @@
 //! Depends on [`crate::model`] (pure parsing) and [`crate::config`]; the store and the
 //! publisher never depend on it.
 
-mod body;
 pub mod audit;
+mod body;
 pub mod discover;
 pub mod dump;
 mod error;

@@ -111,7 +111,8 @@ fn common_fields(out: &mut Vec<u8>, e: &RawEntry) {
 /// A manifest: `capability` is `resourcedump-manifest` or `changedump-manifest`; each entry
 /// is `(loc, attributes of <rs:md>)`.
 pub fn manifest(capability: &str, entries: &[(&str, String)]) -> String {
-    let times = if capability.starts_with("change") { "from=\"2024-01-01T00:00:00Z\"" } else { "at=\"2024-01-01T00:00:00Z\"" };
+    let times =
+        if capability.starts_with("change") { "from=\"2024-01-01T00:00:00Z\"" } else { "at=\"2024-01-01T00:00:00Z\"" };
     let mut s = format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\" \
          xmlns:rs=\"http://www.openarchives.org/rs/terms/\">\n  <rs:ln rel=\"up\" href=\"/capabilitylist.xml\"/>\n  \

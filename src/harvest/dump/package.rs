@@ -46,7 +46,8 @@ pub(super) type PackageItems = (Header, Vec<DumpItem>);
 /// Opens the package, reads its manifest and stores each bitstream.
 pub(super) fn read_package(p: PackageFile, store: &Store, limits: &DumpLimits) -> Result<PackageItems, DumpError> {
     let url = p.url.to_string();
-    let mut archive = ZipArchive::new(p.file).map_err(|e| DumpError::NotZip { url: url.clone(), detail: e.to_string() })?;
+    let mut archive =
+        ZipArchive::new(p.file).map_err(|e| DumpError::NotZip { url: url.clone(), detail: e.to_string() })?;
     if archive.len() > limits.max_entries {
         return Err(DumpError::TooManyEntries { url, count: archive.len(), max: limits.max_entries });
     }
@@ -169,10 +170,13 @@ impl Budget {
         if declared > max_entry {
             return Err(bomb(format!("declares {declared} bytes, more than the limit of {max_entry}")));
         }
-        let by_ratio = compressed.min(self.package_len).saturating_mul(u64::from(self.limits.max_ratio)).max(RATIO_FLOOR);
+        let by_ratio =
+            compressed.min(self.package_len).saturating_mul(u64::from(self.limits.max_ratio)).max(RATIO_FLOOR);
         if declared > by_ratio {
             let ratio = self.limits.max_ratio;
-            return Err(bomb(format!("declares {declared} bytes from {compressed} compressed, beyond the ratio {ratio}")));
+            return Err(bomb(format!(
+                "declares {declared} bytes from {compressed} compressed, beyond the ratio {ratio}"
+            )));
         }
         let left = self.limits.max_total_bytes.saturating_sub(self.total);
         if declared > left {
