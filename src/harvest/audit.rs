@@ -199,8 +199,7 @@ pub async fn audit_source(
     let mut fetches = Fetches { set: JoinSet::new(), max: settings.concurrency.get() as usize };
     // Bounded by the walk's document and entry limits.
     while let Some(entry) = walker.next_entry().await? {
-        let base = walker.leaf().map(|(u, _)| u.clone());
-        if let Some(target) = audit.entry(&entry, base.as_ref())
+        if let Some(target) = audit.entry(&entry, walker.leaf().map(|(u, _)| u))
             && fetch
         {
             fetches.spawn(fetcher, settings, target, &mut audit).await?;
@@ -277,11 +276,13 @@ impl Audit {
 
     /// Compares one list entry; returns what to re-download under `fetch`.
     fn entry(&mut self, entry: &Entry, base: Option<&Url>) -> Option<Target> {
-        let resolved = base.and_then(|b| b.join(&entry.loc).ok());
+        // Resolving costs a URL parse per entry; only pay it when the `<loc>` as written
+        // is not a key, or when the resource is to be fetched.
+        let resolve = || base.and_then(|b| b.join(&entry.loc).ok());
         let key = if self.held.contains_key(&entry.loc) {
             entry.loc.clone()
         } else {
-            resolved.as_ref().map_or_else(|| entry.loc.clone(), Url::to_string)
+            resolve().map_or_else(|| entry.loc.clone(), |u| u.to_string())
         };
         let Some(held) = self.held.get_mut(&key) else {
             self.report.missing.push(key);
@@ -292,7 +293,7 @@ impl Audit {
         }
         self.report.counts.listed += 1;
         if self.fetch {
-            let url = resolved.or_else(|| Url::parse(&key).ok());
+            let url = resolve().or_else(|| Url::parse(&key).ok());
             let Some(url) = url else {
                 self.report.fetch_errors.push(FetchFailure { uri: key, error: "not a URL".into() });
                 return None;

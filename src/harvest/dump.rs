@@ -257,7 +257,10 @@ impl DumpWalker {
         let temp_err = |source| DumpError::TempFile { url: url.to_string(), source };
         let mut resp = match self.fetcher.get_stream(url, &self.settings, None).await.map_err(fetch_err)? {
             Fetched::Modified(r) => r,
-            Fetched::NotModified => unreachable!("no validators were sent"),
+            Fetched::NotModified => {
+                let detail = "304 Not Modified to an unconditional request".to_owned();
+                return Err(DumpError::PackageMismatch { url: url.to_string(), detail });
+            }
         };
         let file = match &self.options.temp_dir {
             Some(dir) => tempfile::tempfile_in(dir),
