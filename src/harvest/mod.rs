@@ -7,11 +7,16 @@
 //! - [`mod@discover`]: from whatever URL the operator gave to a Capability List and its
 //!   capabilities (spec §6), and the walk of list indexes down to their entries.
 //!
+//! - [`dump`]: Resource and Change Dumps (spec §11, §13): ZIP packages streamed into the store.
+//! - [`audit`]: compares the store with a Source's current Resource List (spec §5.2).
+//!
 //! Depends on [`crate::model`] (pure parsing) and [`crate::config`]; the store and the
 //! publisher never depend on it.
 
+pub mod audit;
 mod body;
 pub mod discover;
+pub mod dump;
 mod error;
 pub mod fetch;
 mod guard;

@@ -5,3 +5,4 @@ pub mod http;
 pub mod rs;
 pub(crate) mod sim;
 pub mod upstream;
+pub(crate) mod zipkit;

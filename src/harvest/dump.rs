@@ -1,0 +1,380 @@
+//! Resource Dumps and Change Dumps (spec §11, §13): bulk transfer in ZIP packages.
+//!
+//! A dump document (or an index of them) lists packages; [`DumpWalker`] walks it with the
+//! [`IndexWalker`] and, for each package in document order, downloads it through the
+//! [`Fetcher`] into an anonymous temporary file (never memory; bounded by
+//! `max_resource_bytes`), checks it against the length and hash the dump declares, reads its
+//! top-level `manifest.xml` and streams each bitstream straight from the archive into the
+//! store, verified against the manifest (see `package` for the ZIP safety rules). What comes
+//! back per package is one [`DumpItem`] per manifest entry with everything the caller needs
+//! to build a `NewRecord`; records, change events and the source state are the caller's.
+//!
+//! Blast radius: an [`EntryError`] loses one entry (missing path, symlink, hash mismatch…);
+//! a [`DumpError`] loses the whole package (no manifest, unsafe names, a zip bomb, a failing
+//! store) and the caller gets no item of it.
+//!
+//! # Architecture
+//! Depends on the fetcher, the model and the store; never on the publisher or the web server.
+//! ZIP reading and hashing are blocking and run on tokio's blocking pool.
+
+mod error;
+mod package;
+
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+
+use sha2::Digest as _;
+use tokio::io::AsyncWriteExt;
+use url::Url;
+
+pub use error::{DumpError, EntryError};
+
+use super::discover::{IndexWalker, WalkLimits};
+use super::fetch::{Fetched, Fetcher};
+use crate::config::Settings;
+use crate::model::{Change, DocumentKind, Entry, HashAlgorithm, HashList, Header, Link, W3cDateTime};
+use crate::store::{BlobInfo, Store};
+use package::{PackageFile, manifest_kind, read_package};
+
+/// Caps on what one package may contain. Defaults follow the source's [`Settings`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DumpLimits {
+    /// ZIP entries per package (and manifest entries).
+    pub max_entries: usize,
+    /// Decompressed bytes of one bitstream (`max_resource_bytes`).
+    pub max_entry_bytes: u64,
+    /// Decompressed bytes of one whole package.
+    pub max_total_bytes: u64,
+    /// Decompressed bytes per compressed byte, past the first MiB of an entry
+    /// (`max_decompressed_ratio`).
+    pub max_ratio: u32,
+    /// Decompressed bytes of `manifest.xml` (`max_document_bytes`).
+    pub max_manifest_bytes: u64,
+}
+
+impl DumpLimits {
+    /// Limits for a source: one bitstream as large as a fetched resource may be, a package
+    /// eight times that, 100,000 entries.
+    pub fn from_settings(settings: &Settings) -> Self {
+        DumpLimits {
+            max_entries: 100_000,
+            max_entry_bytes: settings.max_resource_bytes,
+            max_total_bytes: settings.max_resource_bytes.saturating_mul(8),
+            max_ratio: settings.max_decompressed_ratio,
+            max_manifest_bytes: settings.max_document_bytes,
+        }
+    }
+}
+
+/// How to run a dump walk.
+#[derive(Debug, Clone)]
+pub struct DumpOptions {
+    /// Package caps.
+    pub limits: DumpLimits,
+    /// When set (and the source does not allow resources outside its authority), each
+    /// `<loc>` must be within the authority of this URL (the configured source URL).
+    pub authority: Option<Url>,
+    /// Directory for the temporary package files (the system's by default).
+    pub temp_dir: Option<PathBuf>,
+    /// Bounds of the walk over the dump document and its indexes.
+    pub walk: WalkLimits,
+}
+
+impl DumpOptions {
+    /// Options for a source's settings and URL.
+    pub fn new(settings: &Settings, source_url: Option<&Url>) -> Self {
+        DumpOptions {
+            limits: DumpLimits::from_settings(settings),
+            authority: source_url.filter(|_| !settings.allow_outside_authority).cloned(),
+            temp_dir: None,
+            walk: WalkLimits::default(),
+        }
+    }
+}
+
+/// What became of one manifest entry that did not fail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Content {
+    /// The bitstream is in the store, verified.
+    Stored {
+        /// `<loc>` resolved against the package URL.
+        url: Url,
+        /// The stored blob (sha-256, length, md5/sha-1 when declared).
+        blob: BlobInfo,
+    },
+    /// A `change="deleted"` entry of a Change Dump Manifest: nothing to store.
+    Deleted {
+        /// `<loc>` resolved against the package URL.
+        url: Url,
+    },
+}
+
+/// One manifest entry and its outcome.
+#[derive(Debug)]
+pub struct DumpItem {
+    /// Position in the manifest document (0-based).
+    pub position: usize,
+    /// The manifest entry as read (`<loc>`, `<lastmod>`, `<rs:md>`, `<rs:ln>`s).
+    pub entry: Entry,
+    /// The stored bitstream or deletion, or why the entry was skipped.
+    pub outcome: Result<Content, EntryError>,
+}
+
+impl DumpItem {
+    /// `change`: `Some` in Change Dump Manifests; Resource Dump entries are `None` (upserts).
+    pub fn change(&self) -> Option<Change> {
+        self.entry.md.as_ref().and_then(|m| m.change)
+    }
+
+    /// `datetime` of the change, if given.
+    pub fn datetime(&self) -> Option<W3cDateTime> {
+        self.entry.md.as_ref().and_then(|m| m.datetime)
+    }
+
+    /// `<lastmod>`.
+    pub fn lastmod(&self) -> Option<W3cDateTime> {
+        self.entry.lastmod
+    }
+
+    /// The hashes the manifest declares (empty when none).
+    pub fn declared(&self) -> HashList {
+        self.entry.md.as_ref().and_then(|m| m.hash.clone()).unwrap_or_default()
+    }
+
+    /// The length the manifest declares.
+    pub fn length(&self) -> Option<u64> {
+        self.entry.md.as_ref().and_then(|m| m.length)
+    }
+
+    /// The media type the manifest declares.
+    pub fn media_type(&self) -> Option<&str> {
+        self.entry.md.as_ref().and_then(|m| m.media_type.as_deref())
+    }
+
+    /// The entry's `<rs:ln>` links, unfiltered (link policy is the caller's).
+    pub fn links(&self) -> &[Link] {
+        &self.entry.links
+    }
+}
+
+/// One package, read in full.
+#[derive(Debug)]
+pub struct Package {
+    /// The package URL (after redirects).
+    pub url: Url,
+    /// [`DocumentKind::ResourceDumpManifest`] or [`DocumentKind::ChangeDumpManifest`].
+    pub kind: DocumentKind,
+    /// The manifest's root metadata (`at`/`completed` or `from`/`until`).
+    pub manifest: Header,
+    /// One item per manifest entry: document order for Resource Dumps, forward chronological
+    /// order for Change Dumps.
+    pub items: Vec<DumpItem>,
+}
+
+/// Walks a Resource Dump or Change Dump (or an index of them) package by package.
+pub struct DumpWalker {
+    walker: IndexWalker,
+    fetcher: Fetcher,
+    store: Store,
+    settings: Settings,
+    options: DumpOptions,
+    aborted: bool,
+}
+
+impl DumpWalker {
+    /// A walk starting at the dump document (or dump index) at `url`.
+    pub fn new(fetcher: &Fetcher, store: &Store, url: Url, settings: &Settings, options: DumpOptions) -> Self {
+        DumpWalker {
+            walker: IndexWalker::new(fetcher, url, settings, options.walk),
+            fetcher: fetcher.clone(),
+            store: store.clone(),
+            settings: settings.clone(),
+            options,
+            aborted: false,
+        }
+    }
+
+    /// The next package, downloaded and stored; `Ok(None)` once the dump was read in full.
+    ///
+    /// # Errors
+    /// A [`DumpError`]. When [`DumpError::is_package_local`] is true only that package was
+    /// lost and the walk may go on (for a Change Dump, stop anyway: its changes are missing);
+    /// otherwise the walk is over and further calls return [`DumpError::WalkAborted`].
+    pub async fn next_package(&mut self) -> Result<Option<Package>, DumpError> {
+        if self.aborted {
+            return Err(DumpError::WalkAborted);
+        }
+        let entry = match self.walker.next_entry().await {
+            Ok(Some(e)) => e,
+            Ok(None) => return Ok(None),
+            Err(e) => {
+                self.aborted = true;
+                return Err(e.into());
+            }
+        };
+        let (base, expect) = self.leaf_context()?;
+        let url = base.join(&entry.loc).map_err(|e| DumpError::PackageMismatch {
+            url: entry.loc.clone(),
+            detail: format!("package <loc> is not a URL: {e}"),
+        })?;
+        self.package(url, &entry, expect).await.map(Some).inspect_err(|e| {
+            self.aborted |= !e.is_package_local();
+        })
+    }
+
+    /// The URL of the dump document the entry came from and the manifest kind it calls for.
+    fn leaf_context(&mut self) -> Result<(Url, DocumentKind), DumpError> {
+        let leaf = self.walker.leaf().map(|(u, h)| (u.clone(), h.capability().and_then(manifest_kind)));
+        match leaf {
+            Some((url, Some(kind))) => Ok((url, kind)),
+            other => {
+                self.aborted = true;
+                let url = other.map_or_else(String::new, |(u, _)| u.to_string());
+                Err(DumpError::WrongManifest {
+                    url,
+                    expected: "a Resource Dump or Change Dump",
+                    found: "another document".into(),
+                })
+            }
+        }
+    }
+
+    async fn package(&self, url: Url, entry: &Entry, expect: DocumentKind) -> Result<Package, DumpError> {
+        let (file, final_url, length) = self.download(&url, entry).await?;
+        let input =
+            PackageFile { url: final_url.clone(), file, length, expect, authority: self.options.authority.clone() };
+        let (store, limits) = (self.store.clone(), self.options.limits.clone());
+        let (manifest, items) = tokio::task::spawn_blocking(move || read_package(input, &store, &limits))
+            .await
+            .map_err(|e| DumpError::TempFile { url: url.to_string(), source: std::io::Error::other(e) })??;
+        Ok(Package { url: final_url, kind: expect, manifest, items })
+    }
+
+    /// Streams the package into an anonymous temporary file, checking the dump's declared
+    /// length and hashes on the way.
+    async fn download(&self, url: &Url, entry: &Entry) -> Result<(std::fs::File, Url, u64), DumpError> {
+        let fetch_err = |source| DumpError::Fetch { url: url.to_string(), source };
+        let temp_err = |source| DumpError::TempFile { url: url.to_string(), source };
+        let mut resp = match self.fetcher.get_stream(url, &self.settings, None).await.map_err(fetch_err)? {
+            Fetched::Modified(r) => r,
+            Fetched::NotModified => {
+                let detail = "304 Not Modified to an unconditional request".to_owned();
+                return Err(DumpError::PackageMismatch { url: url.to_string(), detail });
+            }
+        };
+        let file = match &self.options.temp_dir {
+            Some(dir) => tempfile::tempfile_in(dir),
+            None => tempfile::tempfile(),
+        }
+        .map_err(temp_err)?;
+        let mut out = tokio::io::BufWriter::with_capacity(256 * 1024, tokio::fs::File::from_std(file));
+        let mut check = PackageCheck::new(entry);
+        // Bounded by the fetcher's size cap and deadlines.
+        while let Some(chunk) = resp.chunk().await.map_err(fetch_err)? {
+            check.update(&chunk);
+            out.write_all(&chunk).await.map_err(temp_err)?;
+        }
+        out.flush().await.map_err(temp_err)?;
+        let length = check.finish(url)?;
+        Ok((out.into_inner().into_std().await, resp.url, length))
+    }
+}
+
+/// The length and hashes a dump declares for a package, checked as it downloads.
+struct PackageCheck {
+    length: Option<u64>,
+    declared: HashList,
+    read: u64,
+    sha256: Option<sha2::Sha256>,
+    md5: Option<md5::Md5>,
+}
+
+impl PackageCheck {
+    fn new(entry: &Entry) -> Self {
+        let md = entry.md.clone().unwrap_or_default();
+        let declared = md.hash.unwrap_or_default();
+        PackageCheck {
+            length: md.length,
+            sha256: declared.get(&HashAlgorithm::Sha256).map(|_| sha2::Sha256::new()),
+            md5: declared.get(&HashAlgorithm::Md5).map(|_| md5::Md5::new()),
+            declared,
+            read: 0,
+        }
+    }
+
+    fn update(&mut self, data: &[u8]) {
+        self.read += data.len() as u64;
+        if let Some(h) = &mut self.sha256 {
+            h.update(data);
+        }
+        if let Some(h) = &mut self.md5 {
+            h.update(data);
+        }
+    }
+
+    fn finish(self, url: &Url) -> Result<u64, DumpError> {
+        let mismatch = |detail| Err(DumpError::PackageMismatch { url: url.to_string(), detail });
+        if let Some(len) = self.length.filter(|&l| l != self.read) {
+            return mismatch(format!("{} bytes, but the dump declares {len}", self.read));
+        }
+        let actual = [
+            (HashAlgorithm::Sha256, self.sha256.map(|h| hex::encode(h.finalize()))),
+            (HashAlgorithm::Md5, self.md5.map(|h| hex::encode(h.finalize()))),
+        ];
+        for (alg, value) in actual {
+            if let (Some(v), Some(want)) = (value, self.declared.get(&alg))
+                && v != want
+            {
+                return mismatch(format!("{} is {v}, but the dump declares {want}", alg.as_str()));
+            }
+        }
+        Ok(self.read)
+    }
+}
+
+/// Counts over a whole dump walk.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DumpSummary {
+    /// Packages read.
+    pub packages: usize,
+    /// Bitstreams stored.
+    pub stored: usize,
+    /// Deletions reported.
+    pub deleted: usize,
+    /// Entries that failed.
+    pub failed: usize,
+}
+
+/// Walks the dump at `url` and hands each package, in order, to `on_package`, which builds
+/// and applies the records (returning `Break` stops the walk).
+///
+/// # Errors
+/// The first [`DumpError`]: a Change Dump must not skip a package, and a Resource Dump with a
+/// failed package is incomplete, so this convenience stops at any failure. Use
+/// [`DumpWalker`] to continue past package-local errors.
+pub async fn process_dump(
+    fetcher: &Fetcher,
+    store: &Store,
+    url: Url,
+    settings: &Settings,
+    options: DumpOptions,
+    mut on_package: impl FnMut(Package) -> ControlFlow<()>,
+) -> Result<DumpSummary, DumpError> {
+    let mut walker = DumpWalker::new(fetcher, store, url, settings, options);
+    let mut summary = DumpSummary::default();
+    // Bounded by the walk's document limit and each document's entry limit.
+    while let Some(package) = walker.next_package().await? {
+        summary.packages += 1;
+        for item in &package.items {
+            match &item.outcome {
+                Ok(Content::Stored { .. }) => summary.stored += 1,
+                Ok(Content::Deleted { .. }) => summary.deleted += 1,
+                Err(_) => summary.failed += 1,
+            }
+        }
+        if on_package(package).is_break() {
+            break;
+        }
+    }
+    Ok(summary)
+}
