@@ -35,6 +35,8 @@ struct Global {
 enum Command {
     /// Read a ResourceSync document and report its kind, entries, times and every violation.
     Check(CheckArgs),
+    /// Compare the store with each Source's current Resource List; exit 1 unless all in sync.
+    Audit(AuditArgs),
     /// Inspect and maintain the data directory.
     #[command(subcommand)]
     Store(StoreCommand),
@@ -56,6 +58,19 @@ struct CheckArgs {
     /// Print only the summary and errors, not warnings.
     #[arg(long, short)]
     quiet: bool,
+}
+
+#[derive(Debug, Args)]
+struct AuditArgs {
+    /// Audit only this source (repeatable).
+    #[arg(long = "source", value_name = "ID")]
+    sources: Vec<String>,
+    /// Re-download and re-hash every resource instead of trusting the list.
+    #[arg(long)]
+    fetch: bool,
+    /// Print the reports as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -94,6 +109,7 @@ fn init_tracing(json: bool) {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Check(args) => run_check(args),
+        Command::Audit(args) => run_audit(args, &cli.global),
         Command::Store(cmd) => run_store(cmd, data_dir(&cli.global)?),
         Command::Simulate(args) => run_simulate(*args),
     }
@@ -148,6 +164,21 @@ fn run_simulate(args: tributary::simulate::cli::SimulateArgs) -> anyhow::Result<
         let _ = tokio::signal::ctrl_c().await;
     }))?;
     Ok(ExitCode::SUCCESS)
+}
+
+fn run_audit(args: AuditArgs, global: &Global) -> anyhow::Result<ExitCode> {
+    let config = tributary::config::Config::load(&global.config, global.data_dir.as_deref())?;
+    let store = tributary::store::Store::open_existing(&config.aggregator.data_dir)?;
+    let rt = tokio::runtime::Runtime::new()?;
+    let reports = rt.block_on(tributary::harvest::audit::audit_sources(&config, &store, &args.sources, args.fetch))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&reports)?);
+    } else {
+        for report in &reports {
+            println!("{report}");
+        }
+    }
+    Ok(if reports.iter().all(|r| r.is_in_sync()) { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
 fn run_store(cmd: StoreCommand, dir: PathBuf) -> anyhow::Result<ExitCode> {

@@ -46,6 +46,15 @@ pub enum AuditError {
     /// A background task failed (a panic or shutdown).
     #[error("audit task failed: {0}")]
     Task(String),
+    /// `--source` named a source that is not in the configuration.
+    #[error("no source `{0}` in the configuration")]
+    UnknownSource(String),
+    /// The Source offers no Resource List to audit against.
+    #[error("source `{0}` offers no Resource List to audit against")]
+    NoResourceList(String),
+    /// The HTTP client could not be built.
+    #[error("cannot set up the HTTP client: {0}")]
+    Client(#[from] super::FetchError),
 }
 
 /// Why a resource counts as changed.
@@ -176,6 +185,32 @@ struct Held {
     declared: HashList,
     lastmod: Option<W3cDateTime>,
     seen: bool,
+}
+
+/// Audits each configured source (or only those in `only`): discovers its Resource List and
+/// compares it with the store. One report per source, in configuration order.
+///
+/// # Errors
+/// An unknown source id, a source without a Resource List, or any [`audit_source`] error.
+pub async fn audit_sources(
+    config: &crate::config::Config,
+    store: &Store,
+    only: &[String],
+    fetch: bool,
+) -> Result<Vec<AuditReport>, AuditError> {
+    if let Some(unknown) = only.iter().find(|id| config.source(id).is_none()) {
+        return Err(AuditError::UnknownSource(unknown.clone()));
+    }
+    let fetcher = Fetcher::from_config(config)?;
+    let naming = Naming::new(&config.aggregator.base_url);
+    let mut reports = Vec::new();
+    for source in config.sources.iter().filter(|s| only.is_empty() || only.contains(&s.id)) {
+        let found =
+            super::discover::discover(&fetcher, &source.url, source.capability_list.as_ref(), &source.settings).await?;
+        let list = found.capabilities.resourcelist.ok_or_else(|| AuditError::NoResourceList(source.id.clone()))?;
+        reports.push(audit_source(&source.settings, store, &fetcher, &naming, &source.id, &list, fetch).await?);
+    }
+    Ok(reports)
 }
 
 /// Audits source `source_id` against its Resource List (or Resource List Index) at
