@@ -6,17 +6,27 @@
 //!   conditional GET, gzip, size caps and timeouts. Typed [`FetchError`]s.
 //! - [`mod@discover`]: from whatever URL the operator gave to a Capability List and its
 //!   capabilities (spec §6), and the walk of list indexes down to their entries.
+//! - [`daemon`]: baseline synchronization of every source into the store (`baseline`,
+//!   verified streaming in `resource`, batched commits in `commit`), one pass
+//!   ([`harvest_once`]) or the long-running service ([`run`]) with per-source status.
 //!
-//! Depends on [`crate::model`] (pure parsing) and [`crate::config`]; the store and the
-//! publisher never depend on it.
+//! Depends on [`crate::model`] (pure parsing), [`crate::config`], [`crate::store`] and
+//! [`crate::naming`]; never on the publisher or the web server, and neither the store nor the
+//! publisher depends on it.
 
+mod baseline;
 mod body;
+mod commit;
+pub mod daemon;
 pub mod discover;
 mod error;
 pub mod fetch;
 mod guard;
 mod host;
 mod index;
+mod listed;
+mod report;
+mod resource;
 mod request;
 mod robots;
 
@@ -26,3 +36,4 @@ pub use fetch::{Document, FetchResponse, Fetched, Fetcher, FetcherOptions, MAX_R
 pub use guard::{non_public_reason, within_authority};
 pub use host::{HostCounters, HostSnapshot};
 pub use robots::RobotsStatus;
+pub use daemon::{HarvestError, NoProgress, Progress, ResourceOutcome, SourceReport, Summary, harvest_once, harvest_once_until, run};
