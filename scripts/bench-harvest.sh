@@ -6,7 +6,7 @@
 # RUNS runs) and the ratio.
 #
 # Usage: scripts/bench-harvest.sh [RUNS]     env: N (resources, 10000), PORT (8099),
-#        CONCURRENCY (64), TRIBUTARY (binary; default target/release/tributary, built if missing)
+#        CONCURRENCY (64), SETUP_ONLY=1 (start nginx, print WORK, exit), TRIBUTARY (binary; default target/release/tributary, built if missing)
 # Needs: nginx (apt-get install -y nginx), python3 with resync (pip install resync), /usr/bin/time.
 set -euo pipefail
 
@@ -18,6 +18,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 BIN=${TRIBUTARY:-$TARGET/release/tributary}
 WORK=$(mktemp -d /tmp/bench-harvest.XXXXXX)
+chmod 755 "$WORK" # nginx workers run unprivileged and must read the site
 BASE="http://127.0.0.1:$PORT"
 
 cleanup() {
@@ -88,6 +89,13 @@ id = "bench"
 url = "$BASE/.well-known/resourcesync"
 allow_private = true
 EOF
+
+if [[ ${SETUP_ONLY:-0} == 1 ]]; then
+    # For profiling: leave nginx and the files in place (stop with: kill $(cat $WORK/nginx.pid)).
+    trap - EXIT
+    echo "WORK=$WORK"
+    exit 0
+fi
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 

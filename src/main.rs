@@ -193,7 +193,7 @@ fn load(global: &Global) -> anyhow::Result<(tributary::config::Config, tributary
 fn run_harvest(global: &Global, args: HarvestArgs) -> anyhow::Result<ExitCode> {
     let (config, store, fetcher) = load(global)?;
     let _ = args.once; // `harvest` always makes one pass; the flag is accepted for scripts.
-    let rt = tokio::runtime::Runtime::new()?;
+    let rt = harvest_runtime()?;
     let progress = progress::for_terminal();
     let summary = rt.block_on(harvest::harvest_once_until(&config, &store, &fetcher, &args.sources, progress.clone(), shutdown_signal()))?;
     progress.finish();
@@ -203,12 +203,21 @@ fn run_harvest(global: &Global, args: HarvestArgs) -> anyhow::Result<ExitCode> {
 
 fn run_service(global: &Global) -> anyhow::Result<ExitCode> {
     let (config, store, fetcher) = load(global)?;
-    let rt = tokio::runtime::Runtime::new()?;
+    let rt = harvest_runtime()?;
     // Hook for the web UI: it will be served here alongside the harvester, sharing `store`
     // and a clone of the same shutdown signal.
     rt.block_on(harvest::run(&config, &store, &fetcher, shutdown_signal()))?;
     Ok(ExitCode::SUCCESS)
 }
+
+/// The harvester's runtime. Blocking threads (store writes) are capped: each one costs a
+/// malloc arena and a stack, and more threads than cores do not write to sled any faster.
+fn harvest_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().max_blocking_threads(BLOCKING_THREADS).build()
+}
+
+/// See [`harvest_runtime`].
+const BLOCKING_THREADS: usize = 8;
 
 /// Completes on SIGINT or SIGTERM.
 async fn shutdown_signal() {
