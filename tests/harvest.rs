@@ -240,3 +240,33 @@ async fn a_failing_source_does_not_stop_another_and_outside_uris_are_skipped() {
     assert_eq!(h.content("good", srv.url("/in").as_str()), Some(body));
     assert_eq!(other.count("/x"), 0, "outside the Source's authority: never fetched");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_polls_until_shutdown_and_a_restart_fetches_nothing_again() {
+    let s = sim(|c| c.resources = 50).await;
+    let h = Harness::new(&[("a", well_known(&s), "poll = \"1h\"")]);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let (config, store, fetcher) = (h.config.clone(), h.store.clone(), h.fetcher.clone());
+    let service = tokio::spawn(async move {
+        tributary::harvest::run(&config, &store, &fetcher, async {
+            let _ = stopped.await;
+        })
+        .await
+    });
+    // Bounded: 200 × 50 ms.
+    for _ in 0..200 {
+        let done = h.store.source_state("a").unwrap().is_some_and(|st| st.status.last_success.is_some());
+        if done {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let status = h.store.source_state("a").unwrap().unwrap().status;
+    assert_eq!((status.state, status.resources), (HarvestState::Idle, 50));
+    assert!(status.next_attempt.is_some());
+    stop.send(()).unwrap();
+    let stopped = tokio::time::timeout(std::time::Duration::from_secs(10), service).await;
+    stopped.expect("run returns promptly after shutdown").unwrap().unwrap();
+    let again = h.pass().await;
+    assert_eq!(again.fetched(), 0, "{again}");
+}
