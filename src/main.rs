@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
 use anyhow::Context as _;
+use clap::{Args, Parser, Subcommand};
 use tributary::check::{self, CheckReport};
 use tributary::harvest::{self, Fetcher};
 use tributary::model::ReadOptions;
@@ -195,10 +195,21 @@ fn run_harvest(global: &Global, args: HarvestArgs) -> anyhow::Result<ExitCode> {
     let _ = args.once; // `harvest` always makes one pass; the flag is accepted for scripts.
     let rt = harvest_runtime()?;
     let progress = progress::for_terminal();
-    let summary = rt.block_on(harvest::harvest_once_until(&config, &store, &fetcher, &args.sources, progress.clone(), shutdown_signal()))?;
+    let summary = rt.block_on(harvest::harvest_once_until(
+        &config,
+        &store,
+        &fetcher,
+        &args.sources,
+        progress.clone(),
+        shutdown_signal(),
+    ))?;
     progress.finish();
     println!("{summary}");
-    Ok(if summary.failed_sources().next().is_some() || summary.failed() > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if summary.failed_sources().next().is_some() || summary.failed() > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn run_service(global: &Global) -> anyhow::Result<ExitCode> {

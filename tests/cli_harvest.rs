@@ -14,7 +14,14 @@ fn a_bad_configuration_exits_non_zero_before_fetching() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("sources.toml");
     std::fs::write(&cfg, "[aggregator]\nbase_url = \"http://127.0.0.1:8080/\"\nbogus = 1\n").unwrap();
-    let out = tributary(&["--config", cfg.to_str().unwrap(), "--data-dir", dir.path().join("store").to_str().unwrap(), "harvest", "--once"]);
+    let out = tributary(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "--data-dir",
+        dir.path().join("store").to_str().unwrap(),
+        "harvest",
+        "--once",
+    ]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("sources.toml"), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(!dir.path().join("store").exists(), "nothing was created");
@@ -33,7 +40,9 @@ async fn harvest_once_prints_a_summary() {
     );
     std::fs::write(&cfg, text).unwrap();
     let cfg = cfg.to_str().unwrap().to_owned();
-    let out = tokio::task::spawn_blocking(move || tributary(&["--config", &cfg, "harvest", "--source", "a", "--once"])).await.unwrap();
+    let out = tokio::task::spawn_blocking(move || tributary(&["--config", &cfg, "harvest", "--source", "a", "--once"]))
+        .await
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("fetched 30, unchanged 0, failed 0, deleted 0"), "{stdout}");

@@ -130,7 +130,10 @@ async fn changes_become_exactly_the_right_events() {
     let after: HashMap<String, ResourceInfo> = s.sim.resources().into_iter().map(|r| (r.url.clone(), r)).collect();
     let created = after.keys().filter(|u| !before.contains_key(*u)).count() as u64;
     let deleted = before.keys().filter(|u| !after.contains_key(*u)).count() as u64;
-    let updated = after.iter().filter(|(u, r)| before.get(*u).is_some_and(|b| b.sha256 != r.sha256 || b.lastmod != r.lastmod)).count() as u64;
+    let updated = after
+        .iter()
+        .filter(|(u, r)| before.get(*u).is_some_and(|b| b.sha256 != r.sha256 || b.lastmod != r.lastmod))
+        .count() as u64;
     assert!(created + deleted + updated > 0);
 
     let pass = h.pass().await;
@@ -232,7 +235,8 @@ async fn a_failing_source_does_not_stop_another_and_outside_uris_are_skipped() {
         }
     })
     .await;
-    let h = Harness::new(&[("dead", "http://127.0.0.1:1/rl.xml".into(), ""), ("good", srv.url("/rl.xml").to_string(), "")]);
+    let h =
+        Harness::new(&[("dead", "http://127.0.0.1:1/rl.xml".into(), ""), ("good", srv.url("/rl.xml").to_string(), "")]);
     let pass = h.pass().await;
     let (dead, good) = (&pass.sources[0], &pass.sources[1]);
     assert!(dead.error.is_some(), "{pass}");

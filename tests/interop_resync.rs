@@ -23,7 +23,10 @@ use tributary::store::Store;
 fn resync_available() -> bool {
     let ok = Command::new("python3").args(["-c", "import resync"]).status().is_ok_and(|s| s.success());
     if !ok {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true but `python3 -c 'import resync'` fails: install resync");
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true but `python3 -c 'import resync'` fails: install resync"
+        );
         eprintln!("NOTICE: skipping interop_resync: the Python `resync` package is not installed (pip install resync)");
     }
     ok
@@ -36,7 +39,8 @@ fn write_files(root: &Path) -> Vec<(String, Vec<u8>)> {
         let dir = if i % 3 == 0 { "files/deep/er" } else { "files" };
         let rel = format!("{dir}/item-{i}.dat");
         let len = 10 + (i as usize * 1_777) % 20_000;
-        let body: Vec<u8> = (0..len).map(|j| ((j as u32).wrapping_mul(2_654_435_761).wrapping_add(i) >> 13) as u8).collect();
+        let body: Vec<u8> =
+            (0..len).map(|j| ((j as u32).wrapping_mul(2_654_435_761).wrapping_add(i) >> 13) as u8).collect();
         std::fs::create_dir_all(root.join(dir)).unwrap();
         std::fs::write(root.join(&rel), &body).unwrap();
         out.push((rel, body));
@@ -76,9 +80,33 @@ async fn harvests_a_source_built_by_the_reference_implementation() {
     let srv = serve(site.clone()).await;
     let base = format!("http://{}/", srv.addr);
     let (cl, rl) = (format!("{base}capabilitylist.xml"), format!("{base}resourcelist.xml"));
-    resync_build(&site, &["--write-resourcelist", "--hash", "md5", "--hash", "sha-256", "--capabilitylist-link", &cl, "--outfile", "resourcelist.xml", &format!("{base}files/=files")]);
+    resync_build(
+        &site,
+        &[
+            "--write-resourcelist",
+            "--hash",
+            "md5",
+            "--hash",
+            "sha-256",
+            "--capabilitylist-link",
+            &cl,
+            "--outfile",
+            "resourcelist.xml",
+            &format!("{base}files/=files"),
+        ],
+    );
     let sd = format!("{base}.well-known/resourcesync");
-    resync_build(&site, &["--write-capabilitylist", &format!("resourcelist={rl}"), "--sourcedescription-link", &sd, "--outfile", "capabilitylist.xml"]);
+    resync_build(
+        &site,
+        &[
+            "--write-capabilitylist",
+            &format!("resourcelist={rl}"),
+            "--sourcedescription-link",
+            &sd,
+            "--outfile",
+            "capabilitylist.xml",
+        ],
+    );
     std::fs::create_dir_all(site.join(".well-known")).unwrap();
     resync_build(&site, &["--write-sourcedescription", &cl, "--outfile", ".well-known/resourcesync"]);
 

@@ -43,7 +43,12 @@ enum End {
 type TaskResult = Result<u64, (String, ResourceError)>;
 
 /// One pass over one Source; see the module docs.
-pub(crate) async fn baseline(ctx: &Ctx, source: &Source, sets: &[String], mut state: SourceState) -> Result<SourceReport, HarvestError> {
+pub(crate) async fn baseline(
+    ctx: &Ctx,
+    source: &Source,
+    sets: &[String],
+    mut state: SourceState,
+) -> Result<SourceReport, HarvestError> {
     let mut report = SourceReport::new(&source.id);
     let (list_url, mut walker, first) = open_list(ctx, source, &state).await?;
     if walker.not_modified() {
@@ -54,7 +59,18 @@ pub(crate) async fn baseline(ctx: &Ctx, source: &Source, sets: &[String], mut st
     }
     let held = load_held(&ctx.store, &ctx.naming.resource_prefix(&source.id)).await?;
     let (tx, committer) = commit::spawn(ctx.store.clone(), source.id.clone(), sets.to_vec());
-    let mut pass = Pass { ctx, source, list_url: &list_url, held: &held, seen: HashSet::new(), tasks: JoinSet::new(), sem: Arc::new(Semaphore::new(concurrency(source))), tx, report, store_error: None };
+    let mut pass = Pass {
+        ctx,
+        source,
+        list_url: &list_url,
+        held: &held,
+        seen: HashSet::new(),
+        tasks: JoinSet::new(),
+        sem: Arc::new(Semaphore::new(concurrency(source))),
+        tx,
+        report,
+        store_error: None,
+    };
     let end = pass.walk(&mut walker, first).await;
     pass.drain(matches!(end, End::Interrupted)).await?;
     let Pass { seen, tx, mut report, .. } = pass;
@@ -87,20 +103,31 @@ fn concurrency(source: &Source) -> usize {
 
 /// Opens the walk at the Resource List remembered from the last pass (one conditional GET
 /// when nothing changed), or discovers it when there is none or it no longer answers.
-async fn open_list(ctx: &Ctx, source: &Source, state: &SourceState) -> Result<(Url, IndexWalker, Option<Entry>), HarvestError> {
+async fn open_list(
+    ctx: &Ctx,
+    source: &Source,
+    state: &SourceState,
+) -> Result<(Url, IndexWalker, Option<Entry>), HarvestError> {
     let s = &source.settings;
     if let Some(cached) = state.resource_list.as_deref().and_then(|u| Url::parse(u).ok()) {
-        let validators = state.documents.get(cached.as_str()).map(|v| super::fetch::Validators { etag: v.etag.clone(), last_modified: v.last_modified.clone() });
+        let validators = state
+            .documents
+            .get(cached.as_str())
+            .map(|v| super::fetch::Validators { etag: v.etag.clone(), last_modified: v.last_modified.clone() });
         let mut w = IndexWalker::new(&ctx.fetcher, cached.clone(), s, WalkLimits::default()).conditional(validators);
         match w.next_entry().await {
             Ok(first) => return Ok((cached, w, first)),
-            Err(e) => tracing::warn!(source.id = %source.id, error = %e, "remembered Resource List failed; discovering again"),
+            Err(e) => {
+                tracing::warn!(source.id = %source.id, error = %e, "remembered Resource List failed; discovering again")
+            }
         }
     }
     let found = discover(&ctx.fetcher, &source.url, source.capability_list.as_ref(), s).await?;
-    let url = found.capabilities.resourcelist.ok_or_else(|| HarvestError::NoResourceList { source_id: source.id.clone() })?;
+    let url =
+        found.capabilities.resourcelist.ok_or_else(|| HarvestError::NoResourceList { source_id: source.id.clone() })?;
     let mut w = IndexWalker::new(&ctx.fetcher, url.clone(), s, WalkLimits::default());
-    let first = w.next_entry().await.map_err(|e| HarvestError::List { source_id: source.id.clone(), detail: e.to_string() })?;
+    let first =
+        w.next_entry().await.map_err(|e| HarvestError::List { source_id: source.id.clone(), detail: e.to_string() })?;
     Ok((url, w, first))
 }
 
@@ -108,7 +135,11 @@ async fn open_list(ctx: &Ctx, source: &Source, state: &SourceState) -> Result<(U
 async fn load_held(store: &Store, prefix: &str) -> Result<HashMap<String, Record>, HarvestError> {
     let (store, prefix) = (store.clone(), prefix.to_owned());
     let held = tokio::task::spawn_blocking(move || {
-        store.records_with_prefix(&prefix).filter(|r| r.as_ref().map_or(true, |r| !r.is_deleted())).map(|r| r.map(|r| (r.uri.clone(), r))).collect::<Result<HashMap<_, _>, StoreError>>()
+        store
+            .records_with_prefix(&prefix)
+            .filter(|r| r.as_ref().map_or(true, |r| !r.is_deleted()))
+            .map(|r| r.map(|r| (r.uri.clone(), r)))
+            .collect::<Result<HashMap<_, _>, StoreError>>()
     })
     .await
     .map_err(commit::join_error)??;
@@ -118,7 +149,8 @@ async fn load_held(store: &Store, prefix: &str) -> Result<HashMap<String, Record
 fn update_state(state: &mut SourceState, list_url: &Url, walker: &IndexWalker, report: &SourceReport) {
     state.resource_list = Some(list_url.to_string());
     if report.complete && report.failed == 0 {
-        state.resource_list_at = walker.root_header().and_then(|h| h.md.as_ref()).and_then(|md| md.at).or(state.resource_list_at);
+        state.resource_list_at =
+            walker.root_header().and_then(|h| h.md.as_ref()).and_then(|md| md.at).or(state.resource_list_at);
         if let Some(v) = walker.root_validators() {
             let dv = crate::store::DocumentValidators { etag: v.etag.clone(), last_modified: v.last_modified.clone() };
             state.documents.insert(list_url.to_string(), dv);
@@ -245,7 +277,8 @@ impl Pass<'_> {
 
     /// Waits for in-flight fetches; after a shutdown request, for at most [`SHUTDOWN_GRACE`].
     async fn drain(&mut self, interrupted: bool) -> Result<(), HarvestError> {
-        let deadline = tokio::time::Instant::now() + if interrupted { SHUTDOWN_GRACE } else { Duration::from_secs(365 * 86_400) };
+        let deadline =
+            tokio::time::Instant::now() + if interrupted { SHUTDOWN_GRACE } else { Duration::from_secs(365 * 86_400) };
         loop {
             match tokio::time::timeout_at(deadline, self.tasks.join_next()).await {
                 Ok(Some(done)) => self.count(done),

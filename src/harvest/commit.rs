@@ -61,7 +61,12 @@ pub(crate) fn spawn(
     (tx, tokio::spawn(run(store, source, sets, rx)))
 }
 
-async fn run(store: Store, source: String, sets: Vec<String>, mut rx: mpsc::Receiver<Msg>) -> Result<Tally, StoreError> {
+async fn run(
+    store: Store,
+    source: String,
+    sets: Vec<String>,
+    mut rx: mpsc::Receiver<Msg>,
+) -> Result<Tally, StoreError> {
     let mut tally = Tally::default();
     let mut batch = Batch::new();
     let mut inflight: Option<JoinHandle<Result<Applied, StoreError>>> = None;
@@ -101,7 +106,10 @@ async fn run(store: Store, source: String, sets: Vec<String>, mut rx: mpsc::Rece
     Ok(tally)
 }
 
-async fn wait(inflight: &mut Option<JoinHandle<Result<Applied, StoreError>>>, tally: &mut Tally) -> Result<(), StoreError> {
+async fn wait(
+    inflight: &mut Option<JoinHandle<Result<Applied, StoreError>>>,
+    tally: &mut Tally,
+) -> Result<(), StoreError> {
     if let Some(h) = inflight.take() {
         tally.add(&h.await.map_err(join_error)??);
     }

@@ -225,8 +225,17 @@ pub(crate) async fn harvest_source(ctx: &Ctx, source: &Source, sets: &[String]) 
         tracing::error!(error = %e, "could not save the source's status");
     }
     match &report.error {
-        None => tracing::info!(fetched = report.fetched, unchanged = report.unchanged, failed = report.failed, deleted = report.deleted, size_bytes = report.bytes, "source harvested"),
-        Some(e) => tracing::warn!(error = %e, fetched = report.fetched, failed = report.failed, "source harvest failed"),
+        None => tracing::info!(
+            fetched = report.fetched,
+            unchanged = report.unchanged,
+            failed = report.failed,
+            deleted = report.deleted,
+            size_bytes = report.bytes,
+            "source harvested"
+        ),
+        Some(e) => {
+            tracing::warn!(error = %e, fetched = report.fetched, failed = report.failed, "source harvest failed")
+        }
     }
     ctx.progress.source_done(&report);
     report
@@ -234,12 +243,17 @@ pub(crate) async fn harvest_source(ctx: &Ctx, source: &Source, sets: &[String]) 
 
 async fn load_state(ctx: &Ctx, id: &str) -> Result<SourceState, StoreError> {
     let (store, id) = (ctx.store.clone(), id.to_owned());
-    tokio::task::spawn_blocking(move || store.source_state(&id)).await.map_err(super::commit::join_error)?.map(Option::unwrap_or_default)
+    tokio::task::spawn_blocking(move || store.source_state(&id))
+        .await
+        .map_err(super::commit::join_error)?
+        .map(Option::unwrap_or_default)
 }
 
 async fn save_state(ctx: &Ctx, id: &str, state: SourceState) -> Result<(), StoreError> {
     let (store, id) = (ctx.store.clone(), id.to_owned());
-    tokio::task::spawn_blocking(move || store.save_source_state(&id, &state)).await.map_err(super::commit::join_error)?
+    tokio::task::spawn_blocking(move || store.save_source_state(&id, &state))
+        .await
+        .map_err(super::commit::join_error)?
 }
 
 /// Marks the source as harvesting and returns its state.
@@ -272,7 +286,12 @@ async fn count_live(ctx: &Ctx, id: &str) -> Result<u64, StoreError> {
 fn update_status(status: &mut SourceStatus, report: &SourceReport, resources: u64, poll: Duration) {
     status.resources = resources;
     status.failures += report.failed;
-    status.last_pass = PassCounts { fetched: report.fetched, unchanged: report.unchanged, failed: report.failed, deleted: report.deleted };
+    status.last_pass = PassCounts {
+        fetched: report.fetched,
+        unchanged: report.unchanged,
+        failed: report.failed,
+        deleted: report.deleted,
+    };
     match &report.error {
         // Resume at the next start, without counting a failure.
         None if report.interrupted => {

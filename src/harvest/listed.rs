@@ -35,14 +35,34 @@ impl Listed {
         let (origin, via) = match via_links.into_iter().next() {
             Some(v) => (
                 loc.join(&v.href).map_or(v.href.clone(), String::from),
-                Via { modified: v.modified, hash: v.hash.unwrap_or_default(), length: v.length, media_type: v.media_type },
+                Via {
+                    modified: v.modified,
+                    hash: v.hash.unwrap_or_default(),
+                    length: v.length,
+                    media_type: v.media_type,
+                },
             ),
             None => (
                 loc.to_string(),
-                Via { modified: entry.lastmod, hash: declared.clone(), length: md.length, media_type: md.media_type.clone() },
+                Via {
+                    modified: entry.lastmod,
+                    hash: declared.clone(),
+                    length: md.length,
+                    media_type: md.media_type.clone(),
+                },
             ),
         };
-        Listed { uri, loc, origin, declared, length: md.length, media_type: md.media_type, lastmod: entry.lastmod, via, links }
+        Listed {
+            uri,
+            loc,
+            origin,
+            declared,
+            length: md.length,
+            media_type: md.media_type,
+            lastmod: entry.lastmod,
+            via,
+            links,
+        }
     }
 
     /// What the stored content must match.

@@ -26,14 +26,16 @@ mod host;
 mod index;
 mod listed;
 mod report;
-mod resource;
 mod request;
+mod resource;
 mod robots;
 
+pub use daemon::{
+    HarvestError, NoProgress, Progress, ResourceOutcome, SourceReport, Summary, harvest_once, harvest_once_until, run,
+};
 pub use discover::{Capabilities, DiscoverError, Discovered, IndexWalker, Route, WalkLimits, discover};
 pub use error::{FetchError, Phase};
 pub use fetch::{Document, FetchResponse, Fetched, Fetcher, FetcherOptions, MAX_REDIRECTS, Validators};
 pub use guard::{non_public_reason, within_authority};
 pub use host::{HostCounters, HostSnapshot};
 pub use robots::RobotsStatus;
-pub use daemon::{HarvestError, NoProgress, Progress, ResourceOutcome, SourceReport, Summary, harvest_once, harvest_once_until, run};

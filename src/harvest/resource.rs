@@ -122,12 +122,10 @@ async fn write_blocking(writer: Option<BlobWriter>, chunks: Vec<Bytes>) -> Resul
     if chunks.is_empty() {
         return Ok(w);
     }
-    tokio::task::spawn_blocking(move || {
-        chunks.iter().try_for_each(|c| w.write(c)).map(|()| w)
-    })
-    .await
-    .map_err(join_error)?
-    .map_err(classify)
+    tokio::task::spawn_blocking(move || chunks.iter().try_for_each(|c| w.write(c)).map(|()| w))
+        .await
+        .map_err(join_error)?
+        .map_err(classify)
 }
 
 fn classify(e: StoreError) -> Attempt {
