@@ -162,10 +162,15 @@ fn context(
 ) -> Arc<Ctx> {
     let (tx, rx) = watch::channel(false);
     tokio::spawn(async move {
-        shutdown.await;
-        let _ = tx.send(true);
-        // Keep the sender so receivers see `true`, not a closed channel, until they are gone.
-        tx.closed().await;
+        // Ends when the pass is over (every receiver gone) even if `shutdown` never completes.
+        tokio::select! {
+            _ = shutdown => {
+                let _ = tx.send(true);
+                // Keep the sender so receivers see `true`, not a closed channel, until they are gone.
+                tx.closed().await;
+            }
+            _ = tx.closed() => {}
+        }
     });
     let naming = Naming::new(&config.aggregator.base_url);
     Arc::new(Ctx { store: store.clone(), fetcher: fetcher.clone(), naming, shutdown: rx, progress })
