@@ -4,9 +4,13 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use tributary::check::{self, CheckReport};
+use tributary::harvest::{self, Fetcher};
 use tributary::model::ReadOptions;
+
+mod progress;
 
 /// Tributary: a ResourceSync aggregator.
 #[derive(Debug, Parser)]
@@ -43,6 +47,21 @@ enum Command {
     /// Serve a changing, simulated ResourceSync Source on a loopback port (for demos, tests
     /// and benchmarks).
     Simulate(Box<tributary::simulate::cli::SimulateArgs>),
+    /// Harvest the configured Sources once (baseline synchronization) and print a summary.
+    Harvest(HarvestArgs),
+    /// The long-running service: harvest every Source on its poll schedule until SIGINT or
+    /// SIGTERM.
+    Run,
+}
+
+#[derive(Debug, Args)]
+struct HarvestArgs {
+    /// Harvest only this source (repeatable); default: every source.
+    #[arg(long = "source", value_name = "ID")]
+    sources: Vec<String>,
+    /// One pass, then exit (the only mode of `harvest`; `run` is the service).
+    #[arg(long)]
+    once: bool,
 }
 
 #[derive(Debug, Args)]
@@ -112,6 +131,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Audit(args) => run_audit(args, &cli.global),
         Command::Store(cmd) => run_store(cmd, data_dir(&cli.global)?),
         Command::Simulate(args) => run_simulate(*args),
+        Command::Harvest(args) => run_harvest(&cli.global, args),
+        Command::Run => run_service(&cli.global),
     }
 }
 
@@ -196,4 +217,72 @@ fn run_store(cmd: StoreCommand, dir: PathBuf) -> anyhow::Result<ExitCode> {
         StoreCommand::Gc => println!("{}", store.gc()?),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Loads and validates `sources.toml` before anything else happens: a bad file stops here.
+fn load(global: &Global) -> anyhow::Result<(tributary::config::Config, tributary::store::Store, Fetcher)> {
+    let config = tributary::config::Config::load(&global.config, global.data_dir.as_deref())?;
+    let store = tributary::store::Store::open(&config.aggregator.data_dir)
+        .with_context(|| format!("opening the store at {}", config.aggregator.data_dir.display()))?;
+    let fetcher = Fetcher::from_config(&config)?;
+    Ok((config, store, fetcher))
+}
+
+fn run_harvest(global: &Global, args: HarvestArgs) -> anyhow::Result<ExitCode> {
+    let (config, store, fetcher) = load(global)?;
+    let _ = args.once; // `harvest` always makes one pass; the flag is accepted for scripts.
+    let rt = harvest_runtime()?;
+    let progress = progress::for_terminal();
+    let summary = rt.block_on(harvest::harvest_once_until(
+        &config,
+        &store,
+        &fetcher,
+        &args.sources,
+        progress.clone(),
+        shutdown_signal(),
+    ))?;
+    progress.finish();
+    println!("{summary}");
+    Ok(if summary.failed_sources().next().is_some() || summary.failed() > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn run_service(global: &Global) -> anyhow::Result<ExitCode> {
+    let (config, store, fetcher) = load(global)?;
+    let rt = harvest_runtime()?;
+    // Hook for the web UI: it will be served here alongside the harvester, sharing `store`
+    // and a clone of the same shutdown signal.
+    rt.block_on(harvest::run(&config, &store, &fetcher, shutdown_signal()))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The harvester's runtime. Blocking threads (store writes) are capped: each one costs a
+/// malloc arena and a stack, and more threads than cores do not write to sled any faster.
+fn harvest_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().max_blocking_threads(BLOCKING_THREADS).build()
+}
+
+/// See [`harvest_runtime`].
+const BLOCKING_THREADS: usize = 8;
+
+/// Completes on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let Ok(mut term) = signal(SignalKind::terminate()) else {
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+    tracing::info!("shutdown requested: finishing in-flight work");
 }

@@ -99,6 +99,11 @@ impl Naming {
         Some(out)
     }
 
+    /// The prefix every resource URI of `source` starts with.
+    pub fn resource_prefix(&self, source: &str) -> String {
+        format!("{}r/{source}/", self.base)
+    }
+
     /// The (source, upstream URI) a Tributary resource URI was made from.
     pub fn parse_resource(&self, uri: &str) -> Option<(String, String)> {
         let rest = uri.strip_prefix(&self.base)?.strip_prefix("r/")?;

@@ -156,13 +156,26 @@ pub(crate) struct FetchedDoc {
 
 /// Fetches `url` as a document; `header` is `Some` when it is a ResourceSync document.
 pub(crate) async fn fetch_doc(f: &Fetcher, url: &Url, s: &Settings) -> Result<FetchedDoc> {
-    let doc = match f.get_document(url, s, None).await? {
+    // Without validators a 304 is the server answering wrongly: `None` becomes that error.
+    fetch_doc_conditional(f, url, s, None)
+        .await?
+        .ok_or_else(|| FetchError::Status { url: url.to_string(), status: 304 }.into())
+}
+
+/// As [`fetch_doc`], sending `validators`; `None` when the server answered 304.
+pub(crate) async fn fetch_doc_conditional(
+    f: &Fetcher,
+    url: &Url,
+    s: &Settings,
+    validators: Option<&super::fetch::Validators>,
+) -> Result<Option<FetchedDoc>> {
+    let doc = match f.get_document(url, s, validators).await? {
         Fetched::Modified(d) => d,
-        // Unreachable without validators; a server sending 304 anyway is answering wrongly.
+        Fetched::NotModified if validators.is_some() => return Ok(None),
         Fetched::NotModified => return Err(FetchError::Status { url: url.to_string(), status: 304 }.into()),
     };
     let header = reader(&doc.url, doc.body.clone(), s).ok().map(|r| r.header().clone()).filter(|h| h.kind().is_some());
-    Ok(FetchedDoc { doc, header })
+    Ok(Some(FetchedDoc { doc, header }))
 }
 
 pub(crate) fn reader(url: &Url, body: Bytes, s: &Settings) -> Result<DocumentReader<Cursor<Bytes>>> {

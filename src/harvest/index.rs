@@ -16,8 +16,8 @@ use std::io::Cursor;
 use bytes::Bytes;
 use url::Url;
 
-use super::discover::{DiscoverError, FetchedDoc, fetch_doc, reader, wrong_kind};
-use super::fetch::Fetcher;
+use super::discover::{DiscoverError, FetchedDoc, fetch_doc_conditional, reader, wrong_kind};
+use super::fetch::{Fetcher, Validators};
 use crate::config::Settings;
 use crate::model::{Capability, DocumentReader, Entry, Header, RootFormat};
 
@@ -55,6 +55,10 @@ pub struct IndexWalker {
     leaf: Option<Leaf>,
     root_header: Option<Header>,
     leaves_done: usize,
+    /// Validators sent with the root's GET (a conditional walk), and those it answered with.
+    root_validators: Option<Validators>,
+    root_answer: Option<Validators>,
+    not_modified: bool,
 }
 
 impl IndexWalker {
@@ -70,7 +74,28 @@ impl IndexWalker {
             leaf: None,
             root_header: None,
             leaves_done: 0,
+            root_validators: None,
+            root_answer: None,
+            not_modified: false,
         }
+    }
+
+    /// Makes the root's GET conditional: when the server answers `304 Not Modified` the walk
+    /// ends at once with no entries and [`IndexWalker::not_modified`] is true. (Only the root
+    /// is conditional: an index whose parts changed is expected to change too.)
+    pub fn conditional(mut self, validators: Option<Validators>) -> Self {
+        self.root_validators = validators.filter(|v| !v.is_empty());
+        self
+    }
+
+    /// True when a conditional walk found the root unchanged.
+    pub fn not_modified(&self) -> bool {
+        self.not_modified
+    }
+
+    /// The validators of the root document's response, once fetched.
+    pub fn root_validators(&self) -> Option<&Validators> {
+        self.root_answer.as_ref()
     }
 
     /// The next entry of a leaf list, in document order; `Ok(None)` once every document was
@@ -131,7 +156,14 @@ impl IndexWalker {
         if !self.visited.insert(without_fragment(&url)) {
             return Err(DiscoverError::IndexLoop { url: url.to_string() });
         }
-        let d = fetch_doc(&self.fetcher, &url, &self.settings).await?;
+        let validators = if depth == 0 { self.root_validators.as_ref() } else { None };
+        let Some(d) = fetch_doc_conditional(&self.fetcher, &url, &self.settings, validators).await? else {
+            self.not_modified = true;
+            return Ok(());
+        };
+        if depth == 0 {
+            self.root_answer = Some(d.doc.validators.clone());
+        }
         // A redirect to a document already visited is a loop too.
         if d.doc.url != url && !self.visited.insert(without_fragment(&d.doc.url)) {
             return Err(DiscoverError::IndexLoop { url: d.doc.url.to_string() });

@@ -6,15 +6,21 @@
 //!   conditional GET, gzip, size caps and timeouts. Typed [`FetchError`]s.
 //! - [`mod@discover`]: from whatever URL the operator gave to a Capability List and its
 //!   capabilities (spec §6), and the walk of list indexes down to their entries.
-//!
+//! - [`daemon`]: baseline synchronization of every source into the store (`baseline`,
+//!   verified streaming in `resource`, batched commits in `commit`), one pass
+//!   ([`harvest_once`]) or the long-running service ([`run`]) with per-source status.
 //! - [`dump`]: Resource and Change Dumps (spec §11, §13): ZIP packages streamed into the store.
 //! - [`audit`]: compares the store with a Source's current Resource List (spec §5.2).
 //!
-//! Depends on [`crate::model`] (pure parsing) and [`crate::config`]; the store and the
-//! publisher never depend on it.
+//! Depends on [`crate::model`] (pure parsing), [`crate::config`], [`crate::store`] and
+//! [`crate::naming`]; never on the publisher or the web server, and neither the store nor the
+//! publisher depends on it.
 
 pub mod audit;
+mod baseline;
 mod body;
+mod commit;
+pub mod daemon;
 pub mod discover;
 pub mod dump;
 mod error;
@@ -22,9 +28,15 @@ pub mod fetch;
 mod guard;
 mod host;
 mod index;
+mod listed;
+mod report;
 mod request;
+mod resource;
 mod robots;
 
+pub use daemon::{
+    HarvestError, NoProgress, Progress, ResourceOutcome, SourceReport, Summary, harvest_once, harvest_once_until, run,
+};
 pub use discover::{Capabilities, DiscoverError, Discovered, IndexWalker, Route, WalkLimits, discover};
 pub use error::{FetchError, Phase};
 pub use fetch::{Document, FetchResponse, Fetched, Fetcher, FetcherOptions, MAX_REDIRECTS, Validators};

@@ -47,7 +47,7 @@ pub use log::{Event, EventIter, SetInfo};
 pub use open::StoreOptions;
 pub use record::{NewRecord, Record, RecordIter, Via};
 pub use report::{GcReport, Problem, SetStats, Stats, VerifyReport};
-pub use state::{DocumentValidators, SourceState, SourceStatus};
+pub use state::{DocumentValidators, HarvestState, PassCounts, SourceState, SourceStatus};
 pub use writer::BlobWriter;
 
 /// Bitstreams up to this many bytes are stored inside the database rather than as files: a

@@ -33,6 +33,8 @@ pub struct SourceState {
     pub last_change: Option<W3cDateTime>,
     /// Conditional-GET validators per document URL.
     pub documents: BTreeMap<String, DocumentValidators>,
+    /// The Resource List (or Index) discovery last found, so a poll need not rediscover.
+    pub resource_list: Option<String>,
     /// Dashboard status.
     pub status: SourceStatus,
 }
@@ -63,6 +65,44 @@ pub struct SourceStatus {
     pub resources: u64,
     /// Bitstreams that failed verification or fetching in total.
     pub failures: u64,
+    /// What the harvester is doing with the source now.
+    pub state: HarvestState,
+    /// Attempts in a row that ended in an error (0 after a success).
+    pub consecutive_failures: u32,
+    /// When the next attempt is due (`tributary run`).
+    #[serde(with = "w3c_opt")]
+    pub next_attempt: Option<W3cDateTime>,
+    /// Counts of the last completed attempt.
+    pub last_pass: PassCounts,
+}
+
+/// What a source is doing, for the dashboard.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HarvestState {
+    /// Waiting for its next poll; the last attempt succeeded (or none was made yet).
+    #[default]
+    Idle,
+    /// A harvest is running.
+    Harvesting,
+    /// The last attempt failed; waiting longer than the poll interval before retrying.
+    BackingOff,
+    /// Several attempts in a row failed.
+    Failing,
+}
+
+/// Resource counts of one harvest attempt.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PassCounts {
+    /// Resources fetched, verified and stored (created or updated).
+    pub fetched: u64,
+    /// Resources already held in their listed state.
+    pub unchanged: u64,
+    /// Resources that failed fetching or verification.
+    pub failed: u64,
+    /// Resources marked deleted.
+    pub deleted: u64,
 }
 
 pub(super) fn encode(state: &SourceState) -> Result<Vec<u8>, StoreError> {

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Baseline harvest benchmark: 10,000 resources of 1–4 KiB served by a local nginx on
+# 127.0.0.1, harvested by `tributary harvest` with rate limits lifted (verified against md5
+# and sha-256, committed to a fresh store), then by the Python reference client
+# `resync-sync --baseline` on the same files. Prints resources/s and peak RSS (medians over
+# RUNS runs) and the ratio.
+#
+# Usage: scripts/bench-harvest.sh [RUNS]     env: N (resources, 10000), PORT (8099),
+#        CONCURRENCY (64), SETUP_ONLY=1 (start nginx, print WORK, exit), TRIBUTARY (binary; default target/release/tributary, built if missing)
+# Needs: nginx (apt-get install -y nginx), python3 with resync (pip install resync), /usr/bin/time.
+set -euo pipefail
+
+RUNS=${1:-3}
+N=${N:-10000}
+PORT=${PORT:-8099}
+CONCURRENCY=${CONCURRENCY:-64}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+BIN=${TRIBUTARY:-$TARGET/release/tributary}
+WORK=$(mktemp -d /tmp/bench-harvest.XXXXXX)
+chmod 755 "$WORK" # nginx workers run unprivileged and must read the site
+BASE="http://127.0.0.1:$PORT"
+
+cleanup() {
+    if [[ -f $WORK/nginx.pid ]]; then kill "$(cat "$WORK/nginx.pid")" 2>/dev/null || true; fi
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+command -v nginx >/dev/null || { echo "nginx missing: apt-get install -y nginx" >&2; exit 2; }
+python3 -c 'import resync' || { echo "resync missing: pip install resync" >&2; exit 2; }
+[[ -x $BIN ]] || (cd "$ROOT" && cargo build --release --bin tributary)
+
+echo "== generating $N files of 1-4 KiB in $WORK/site"
+python3 - "$WORK/site/files" "$N" <<'EOF'
+import os, random, sys
+root, n = sys.argv[1], int(sys.argv[2])
+rng = random.Random(42)
+for i in range(n):
+    d = os.path.join(root, f"{i // 1000:02d}")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, f"r{i:05d}.bin"), "wb") as f:
+        f.write(rng.randbytes(rng.randint(1024, 4096)))
+EOF
+(cd "$WORK/site" &&
+    resync-build --write-resourcelist --hash md5 --hash sha-256 --capabilitylist-link "$BASE/capabilitylist.xml" \
+        --outfile resourcelist.xml "$BASE/files/=files" &&
+    resync-build --write-capabilitylist "resourcelist=$BASE/resourcelist.xml" \
+        --sourcedescription-link "$BASE/.well-known/resourcesync" --outfile capabilitylist.xml &&
+    mkdir -p .well-known &&
+    resync-build --write-sourcedescription "$BASE/capabilitylist.xml" --outfile .well-known/resourcesync) 2>/dev/null
+
+echo "== starting nginx on 127.0.0.1:$PORT"
+mkdir -p "$WORK/nginx/logs"
+cat >"$WORK/nginx.conf" <<EOF
+worker_processes 1;
+pid $WORK/nginx.pid;
+error_log $WORK/nginx/logs/error.log warn;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    sendfile on;
+    keepalive_requests 100000;
+    types { application/xml xml; }
+    default_type application/octet-stream;
+    server {
+        listen 127.0.0.1:$PORT;
+        root $WORK/site;
+        location = /.well-known/resourcesync { default_type application/xml; }
+    }
+}
+EOF
+nginx -p "$WORK/nginx" -c "$WORK/nginx.conf"
+for _ in $(seq 50); do curl -sf "$BASE/resourcelist.xml" -o /dev/null && break; sleep 0.1; done
+
+cat >"$WORK/sources.toml" <<EOF
+[aggregator]
+base_url = "http://127.0.0.1:8080/"
+listen = "127.0.0.1:8080"
+data_dir = "store"
+user_agent = "TributaryBench/0.1 (+mailto:ops@example.org)"
+
+[defaults]
+rate = "unlimited"
+concurrency = $CONCURRENCY
+
+[[source]]
+id = "bench"
+url = "$BASE/.well-known/resourcesync"
+allow_private = true
+EOF
+
+if [[ ${SETUP_ONLY:-0} == 1 ]]; then
+    # For profiling: leave nginx and the files in place (stop with: kill $(cat $WORK/nginx.pid)).
+    trap - EXIT
+    echo "WORK=$WORK"
+    exit 0
+fi
+
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+
+: >"$WORK/trib.rate"; : >"$WORK/trib.rss"
+for run in $(seq "$RUNS"); do
+    rm -rf "$WORK/store"
+    /usr/bin/time -v -o "$WORK/time.txt" "$BIN" --config "$WORK/sources.toml" --data-dir "$WORK/store" \
+        harvest --once >"$WORK/summary.txt" 2>"$WORK/log.txt" || { cat "$WORK/summary.txt" "$WORK/log.txt" >&2; exit 1; }
+    wall=$(awk -F': ' '/Elapsed \(wall clock\)/ {n=split($2,t,":"); s=0; for(i=1;i<=n;i++) s=s*60+t[i]; print s}' "$WORK/time.txt")
+    rss=$(awk -F': ' '/Maximum resident set size/ {printf "%.1f", $2/1024}' "$WORK/time.txt")
+    fetched=$(grep -o 'fetched [0-9]*' "$WORK/summary.txt" | head -1 | awk '{print $2}')
+    [[ $fetched == "$N" ]] || { echo "run $run fetched $fetched of $N" >&2; cat "$WORK/summary.txt" >&2; exit 1; }
+    rate=$(awk -v n="$N" -v w="$wall" 'BEGIN {printf "%.0f", n / w}')
+    echo "tributary run $run: $(cat "$WORK/summary.txt" | head -1)"
+    echo "tributary run $run: process wall ${wall}s, ${rate} resources/s end to end, peak RSS ${rss} MiB"
+    echo "$rate" >>"$WORK/trib.rate"; echo "$rss" >>"$WORK/trib.rss"
+done
+
+: >"$WORK/py.rate"
+for run in $(seq "$RUNS"); do
+    rm -rf "$WORK/dst"; mkdir -p "$WORK/dst"
+    start=$(date +%s.%N)
+    resync-sync --baseline --hash md5 --noauth --sitemap "$BASE/resourcelist.xml" "$BASE/files/=$WORK/dst" >/dev/null 2>&1
+    end=$(date +%s.%N)
+    got=$(find "$WORK/dst" -type f | wc -l)
+    rate=$(awk -v n="$got" -v s="$start" -v e="$end" 'BEGIN {printf "%.0f", n / (e - s)}')
+    echo "resync-sync run $run: $got files in $(awk -v s="$start" -v e="$end" 'BEGIN {printf "%.2f", e - s}')s, $rate resources/s"
+    echo "$rate" >>"$WORK/py.rate"
+done
+
+t=$(median <"$WORK/trib.rate"); r=$(median <"$WORK/trib.rss"); p=$(median <"$WORK/py.rate")
+echo
+echo "median over $RUNS runs, $N resources:"
+echo "  tributary harvest:     $t resources/s, peak RSS $r MiB (targets: >= 15000/s, < 100 MiB)"
+echo "  resync-sync --baseline: $p resources/s"
+echo "  ratio: $(awk -v a="$t" -v b="$p" 'BEGIN {printf "%.1f", a / b}')x"

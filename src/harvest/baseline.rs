@@ -1,0 +1,294 @@
+//! Baseline synchronization of one Source (spec §5.2, §10): walk its Resource List (or
+//! Index), fetch every listed resource not already held in its current state, verify it into
+//! the store, and — only after a complete read of the list — delete what the list no longer
+//! names.
+//!
+//! Completeness is the rule everything hangs on: a walk that ended in an error, was
+//! interrupted by shutdown, or answered `304 Not Modified` produces no deletions, and its
+//! validators are kept only when the whole list was read and every resource stored, so a
+//! conditional GET never hides a resource that still needs fetching. Verified records are
+//! committed as they arrive ([`super::commit`]); a restart resumes without refetching them.
+//!
+//! Depends on the fetcher, discovery, the store and the naming scheme; never on the publisher.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{Semaphore, mpsc};
+use tokio::task::JoinSet;
+use url::Url;
+
+use super::commit::{self, Msg};
+use super::daemon::{Ctx, HarvestError, SourceReport};
+use super::discover::{IndexWalker, WalkLimits, discover};
+use super::guard::within_authority;
+use super::listed::Listed;
+use super::resource::{self, ResourceError};
+use crate::config::Source;
+use crate::model::Entry;
+use crate::store::{Record, SourceState, Store, StoreError};
+
+/// How long in-flight fetches may finish after shutdown was requested before they are
+/// abandoned (an abandoned fetch stores nothing).
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// How the walk of the list ended.
+enum End {
+    Complete,
+    Interrupted,
+    Incomplete(String),
+}
+
+type TaskResult = Result<u64, (String, ResourceError)>;
+
+/// One pass over one Source; see the module docs.
+pub(crate) async fn baseline(
+    ctx: &Ctx,
+    source: &Source,
+    sets: &[String],
+    mut state: SourceState,
+) -> Result<SourceReport, HarvestError> {
+    let mut report = SourceReport::new(&source.id);
+    let (list_url, mut walker, first) = open_list(ctx, source, &state).await?;
+    if walker.not_modified() {
+        report.not_modified = true;
+        report.unchanged = state.status.resources;
+        report.complete = true;
+        return Ok(report);
+    }
+    let held = load_held(&ctx.store, &ctx.naming.resource_prefix(&source.id)).await?;
+    let (tx, committer) = commit::spawn(ctx.store.clone(), source.id.clone(), sets.to_vec());
+    let mut pass = Pass {
+        ctx,
+        source,
+        list_url: &list_url,
+        held: &held,
+        seen: HashSet::new(),
+        tasks: JoinSet::new(),
+        sem: Arc::new(Semaphore::new(concurrency(source))),
+        tx,
+        report,
+        store_error: None,
+    };
+    let end = pass.walk(&mut walker, first).await;
+    pass.drain(matches!(end, End::Interrupted)).await?;
+    let Pass { seen, tx, mut report, .. } = pass;
+    let deletes = match &end {
+        End::Complete if source.settings.deletes => held.keys().filter(|u| !seen.contains(*u)).cloned().collect(),
+        _ => Vec::new(),
+    };
+    report.complete = matches!(end, End::Complete);
+    report.interrupted = matches!(end, End::Interrupted);
+    report.error = match end {
+        End::Incomplete(e) => Some(e),
+        End::Interrupted => None,
+        End::Complete => None,
+    };
+    update_state(&mut state, &list_url, &walker, &report);
+    let _ = tx.send(Msg::Finish { deletes, state: Box::new(state) }).await;
+    drop(tx);
+    let tally = committer.await.map_err(commit::join_error)??;
+    report.created = tally.created;
+    report.updated = tally.updated;
+    report.deleted = tally.deleted;
+    Ok(report)
+}
+
+/// Per-source in-flight resource fetches: the per-host cap bounds requests to one host, this
+/// bounds memory and tasks when a list names many hosts.
+fn concurrency(source: &Source) -> usize {
+    (source.settings.concurrency.get() as usize).clamp(1, 256)
+}
+
+/// Opens the walk at the Resource List remembered from the last pass (one conditional GET
+/// when nothing changed), or discovers it when there is none or it no longer answers.
+async fn open_list(
+    ctx: &Ctx,
+    source: &Source,
+    state: &SourceState,
+) -> Result<(Url, IndexWalker, Option<Entry>), HarvestError> {
+    let s = &source.settings;
+    if let Some(cached) = state.resource_list.as_deref().and_then(|u| Url::parse(u).ok()) {
+        let validators = state
+            .documents
+            .get(cached.as_str())
+            .map(|v| super::fetch::Validators { etag: v.etag.clone(), last_modified: v.last_modified.clone() });
+        let mut w = IndexWalker::new(&ctx.fetcher, cached.clone(), s, WalkLimits::default()).conditional(validators);
+        match w.next_entry().await {
+            Ok(first) => return Ok((cached, w, first)),
+            Err(e) => {
+                tracing::warn!(source.id = %source.id, error = %e, "remembered Resource List failed; discovering again")
+            }
+        }
+    }
+    let found = discover(&ctx.fetcher, &source.url, source.capability_list.as_ref(), s).await?;
+    let url =
+        found.capabilities.resourcelist.ok_or_else(|| HarvestError::NoResourceList { source_id: source.id.clone() })?;
+    let mut w = IndexWalker::new(&ctx.fetcher, url.clone(), s, WalkLimits::default());
+    let first =
+        w.next_entry().await.map_err(|e| HarvestError::List { source_id: source.id.clone(), detail: e.to_string() })?;
+    Ok((url, w, first))
+}
+
+/// The live records of a source, by URI: what the list is compared with.
+async fn load_held(store: &Store, prefix: &str) -> Result<HashMap<String, Record>, HarvestError> {
+    let (store, prefix) = (store.clone(), prefix.to_owned());
+    let held = tokio::task::spawn_blocking(move || {
+        store
+            .records_with_prefix(&prefix)
+            .filter(|r| r.as_ref().map_or(true, |r| !r.is_deleted()))
+            .map(|r| r.map(|r| (r.uri.clone(), r)))
+            .collect::<Result<HashMap<_, _>, StoreError>>()
+    })
+    .await
+    .map_err(commit::join_error)??;
+    Ok(held)
+}
+
+fn update_state(state: &mut SourceState, list_url: &Url, walker: &IndexWalker, report: &SourceReport) {
+    state.resource_list = Some(list_url.to_string());
+    if report.complete && report.failed == 0 {
+        state.resource_list_at =
+            walker.root_header().and_then(|h| h.md.as_ref()).and_then(|md| md.at).or(state.resource_list_at);
+        if let Some(v) = walker.root_validators() {
+            let dv = crate::store::DocumentValidators { etag: v.etag.clone(), last_modified: v.last_modified.clone() };
+            state.documents.insert(list_url.to_string(), dv);
+        }
+    } else {
+        // Next time the list must be read again in full, not answered by a 304.
+        state.documents.remove(list_url.as_str());
+    }
+}
+
+/// The state of one walk.
+struct Pass<'a> {
+    ctx: &'a Ctx,
+    source: &'a Source,
+    list_url: &'a Url,
+    held: &'a HashMap<String, Record>,
+    seen: HashSet<String>,
+    tasks: JoinSet<TaskResult>,
+    sem: Arc<Semaphore>,
+    tx: mpsc::Sender<Msg>,
+    report: SourceReport,
+    /// The first store failure of a fetch task: it ends the pass.
+    store_error: Option<StoreError>,
+}
+
+impl Pass<'_> {
+    async fn walk(&mut self, walker: &mut IndexWalker, first: Option<Entry>) -> End {
+        let mut next = first;
+        // Bounded by the walker's document and entry limits.
+        loop {
+            let Some(entry) = next else { return End::Complete };
+            if *self.ctx.shutdown.borrow() {
+                return End::Interrupted;
+            }
+            let base = walker.leaf().map_or_else(|| self.list_url.clone(), |(u, _)| u.clone());
+            self.entry(entry, &base).await;
+            while let Some(done) = self.tasks.try_join_next() {
+                self.count(done);
+            }
+            next = match walker.next_entry().await {
+                Ok(e) => e,
+                Err(e) => return End::Incomplete(e.to_string()),
+            };
+        }
+    }
+
+    async fn entry(&mut self, entry: Entry, base: &Url) {
+        let id = &self.source.id;
+        let Some(listed) = self.accept(entry, base) else {
+            self.report.skipped += 1;
+            return;
+        };
+        if !self.seen.insert(listed.uri.clone()) {
+            return;
+        }
+        self.ctx.progress.listed(id);
+        if let Some(held) = self.held.get(&listed.uri).filter(|h| listed.content_held(h)) {
+            if !listed.metadata_held(held) {
+                let _ = self.tx.send(Msg::Upsert(Box::new(listed.record(id, held.sha256)))).await;
+            }
+            self.report.unchanged += 1;
+            self.ctx.progress.resource(id, super::daemon::ResourceOutcome::Unchanged, 0);
+            return;
+        }
+        self.spawn_fetch(listed).await;
+    }
+
+    /// The entry as a resource to harvest, or `None` (with a warning) when it must be skipped.
+    fn accept(&self, entry: Entry, base: &Url) -> Option<Listed> {
+        let id = &self.source.id;
+        let Some(loc) = base.join(entry.loc.trim()).ok().filter(|u| matches!(u.scheme(), "http" | "https")) else {
+            tracing::warn!(source.id = %id, loc = %entry.loc, "skipping an entry whose <loc> is not an http(s) URL");
+            return None;
+        };
+        let inside = within_authority(&self.source.url, &loc) || within_authority(self.list_url, &loc);
+        if !inside && !self.source.settings.allow_outside_authority {
+            tracing::warn!(source.id = %id, resource.uri = %loc, "skipping a resource outside the Source's authority");
+            return None;
+        }
+        let uri = self.ctx.naming.resource(id, loc.as_str())?;
+        Some(Listed::new(entry, loc, uri))
+    }
+
+    async fn spawn_fetch(&mut self, listed: Listed) {
+        let Ok(permit) = self.sem.clone().acquire_owned().await else { return };
+        let (fetcher, store, tx) = (self.ctx.fetcher.clone(), self.ctx.store.clone(), self.tx.clone());
+        let (settings, id) = (self.source.settings.clone(), self.source.id.clone());
+        self.tasks.spawn(async move {
+            let _permit = permit;
+            match resource::fetch_verified(&fetcher, &store, &listed.urls(), &listed.expected(), &settings).await {
+                Ok(stored) => {
+                    if stored.from != listed.loc {
+                        tracing::debug!(source.id = %id, resource.uri = %listed.loc, mirror = %stored.from, "stored from a mirror");
+                    }
+                    let _ = tx.send(Msg::Upsert(Box::new(listed.record(&id, stored.info.id)))).await;
+                    Ok(stored.bytes)
+                }
+                Err(e) => Err((listed.loc.to_string(), e)),
+            }
+        });
+    }
+
+    fn count(&mut self, done: Result<TaskResult, tokio::task::JoinError>) {
+        use super::daemon::ResourceOutcome as O;
+        let id = &self.source.id;
+        match done {
+            Ok(Ok(bytes)) => {
+                self.report.fetched += 1;
+                self.report.bytes += bytes;
+                self.ctx.progress.resource(id, O::Fetched, bytes);
+            }
+            Ok(Err((url, e))) => {
+                tracing::warn!(source.id = %id, resource.uri = %url, error = %e, "resource not stored");
+                if let ResourceError::Store(e) = e {
+                    self.store_error.get_or_insert(e);
+                }
+                self.report.failed += 1;
+                self.ctx.progress.resource(id, O::Failed, 0);
+            }
+            // Aborted at shutdown: nothing was stored, and nothing is counted.
+            Err(_) => {}
+        }
+    }
+
+    /// Waits for in-flight fetches; after a shutdown request, for at most [`SHUTDOWN_GRACE`].
+    async fn drain(&mut self, interrupted: bool) -> Result<(), HarvestError> {
+        let deadline =
+            tokio::time::Instant::now() + if interrupted { SHUTDOWN_GRACE } else { Duration::from_secs(365 * 86_400) };
+        loop {
+            match tokio::time::timeout_at(deadline, self.tasks.join_next()).await {
+                Ok(Some(done)) => self.count(done),
+                Ok(None) => break,
+                Err(_) => self.tasks.abort_all(),
+            }
+        }
+        match self.store_error.take() {
+            Some(e) => Err(HarvestError::Store(e)),
+            None => Ok(()),
+        }
+    }
+}

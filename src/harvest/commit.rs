@@ -1,0 +1,146 @@
+//! The committer: gathers verified records into large batches and applies them on a blocking
+//! thread while the fetches go on.
+//!
+//! The store commits ~10k records/s in batches and an apply flushes, so one apply per
+//! resource would cap a harvest at a few hundred per second. Batches of [`BATCH`] records (or
+//! whatever arrived within [`LINGER`]) are applied while the next one fills; at most one apply
+//! is in flight, which keeps the order of a source's writes and bounds memory. Records are
+//! committed as they are verified, not at the end of a pass, so an interrupted pass resumes
+//! without fetching them again.
+
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::store::{Applied, Batch, NewRecord, Outcome, SourceState, Store, StoreError};
+
+/// Records per applied batch.
+pub(crate) const BATCH: usize = 1000;
+
+/// Longest the change events of applied batches stay unflushed (invisible to readers).
+const FLUSH_EVERY: Duration = Duration::from_secs(1);
+
+/// Longest a verified record waits for its batch to fill.
+const LINGER: Duration = Duration::from_millis(200);
+
+/// What the committer is sent.
+#[derive(Debug)]
+pub(crate) enum Msg {
+    /// A verified record (or a metadata update of a held one).
+    Upsert(Box<NewRecord>),
+    /// The end of the pass: deletions and the source's state, committed together.
+    Finish { deletes: Vec<String>, state: Box<SourceState> },
+}
+
+/// Store outcomes of one pass.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Tally {
+    pub(crate) created: u64,
+    pub(crate) updated: u64,
+    pub(crate) deleted: u64,
+}
+
+impl Tally {
+    fn add(&mut self, applied: &Applied) {
+        for op in &applied.ops {
+            match op.outcome {
+                Outcome::Created => self.created += 1,
+                Outcome::Updated => self.updated += 1,
+                Outcome::Deleted => self.deleted += 1,
+                Outcome::Unchanged => {}
+            }
+        }
+    }
+}
+
+/// Starts a committer for `source`; send it [`Msg`]s, drop the sender, await the handle.
+pub(crate) fn spawn(
+    store: Store,
+    source: String,
+    sets: Vec<String>,
+) -> (mpsc::Sender<Msg>, JoinHandle<Result<Tally, StoreError>>) {
+    let (tx, rx) = mpsc::channel(BATCH * 2);
+    (tx, tokio::spawn(run(store, source, sets, rx)))
+}
+
+async fn run(
+    store: Store,
+    source: String,
+    sets: Vec<String>,
+    mut rx: mpsc::Receiver<Msg>,
+) -> Result<Tally, StoreError> {
+    let mut tally = Tally::default();
+    let mut batch = Batch::new();
+    let mut inflight: Option<JoinHandle<Result<Applied, StoreError>>> = None;
+    let mut last_flush = Instant::now();
+    let set_refs = || -> Vec<&str> { sets.iter().map(String::as_str).collect() };
+    // Ends when every sender is gone; each turn consumes a message or a linger timeout.
+    loop {
+        let msg = match tokio::time::timeout(LINGER, rx.recv()).await {
+            Ok(Some(m)) => Some(m),
+            Ok(None) => break,
+            Err(_) => None,
+        };
+        let finish = match msg {
+            Some(Msg::Upsert(r)) => {
+                batch.upsert(&set_refs(), *r);
+                false
+            }
+            Some(Msg::Finish { deletes, state }) => {
+                for uri in &deletes {
+                    batch.delete(&set_refs(), uri);
+                }
+                batch.source_state(&source, *state);
+                true
+            }
+            None => !batch.is_empty(),
+        };
+        if finish || batch.len() >= BATCH {
+            wait(&mut inflight, &mut tally).await?;
+            let b = std::mem::take(&mut batch);
+            let s = store.clone();
+            // Full batches in a fast stream skip the flush (an fsync each) unless a second has
+            // passed: they survive a process crash, and a batch lost to a power cut is only
+            // fetched again. Everything else — and the source state — is applied durably.
+            let durable = finish || b.len() < BATCH || last_flush.elapsed() >= FLUSH_EVERY;
+            if durable {
+                last_flush = Instant::now();
+            }
+            inflight = Some(tokio::task::spawn_blocking(move || {
+                let started = Instant::now();
+                let applied = if durable { s.apply(&b) } else { s.apply_unflushed(&b) };
+                tracing::debug!(
+                    records = b.len(),
+                    durable,
+                    duration_ms = started.elapsed().as_millis() as u64,
+                    "batch applied"
+                );
+                applied
+            }));
+        }
+    }
+    wait(&mut inflight, &mut tally).await?;
+    // Also flushes any batch applied unflushed above.
+    tally.add(&blocking_apply(&store, batch).await?);
+    Ok(tally)
+}
+
+async fn wait(
+    inflight: &mut Option<JoinHandle<Result<Applied, StoreError>>>,
+    tally: &mut Tally,
+) -> Result<(), StoreError> {
+    if let Some(h) = inflight.take() {
+        tally.add(&h.await.map_err(join_error)??);
+    }
+    Ok(())
+}
+
+async fn blocking_apply(store: &Store, batch: Batch) -> Result<Applied, StoreError> {
+    let s = store.clone();
+    tokio::task::spawn_blocking(move || s.apply(&batch)).await.map_err(join_error)?
+}
+
+pub(crate) fn join_error(e: tokio::task::JoinError) -> StoreError {
+    StoreError::Io { path: "store".into(), source: std::io::Error::other(e.to_string()) }
+}

@@ -1,0 +1,328 @@
+//! Passes over all sources: one pass (`tributary harvest`) and the long-running service
+//! (`tributary run`), with per-source status kept in the store for the dashboard.
+//!
+//! Each source is harvested by its own task, so one failing (or panicking) source never
+//! stops the others; a semaphore bounds how many sources are harvested at once. Shutdown is a
+//! `watch` flag every pass polls between entries: it stops taking work, lets in-flight
+//! fetches finish for a moment, commits what was verified, and returns. The schedule lives in
+//! the store (`next_attempt`), so a restart keeps it.
+//!
+//! Depends on the configuration, the fetcher and the store; never on the publisher or web.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinSet;
+
+pub use super::report::{NoProgress, Progress, ResourceOutcome, SourceReport, Summary};
+
+use super::baseline::baseline;
+use super::discover::DiscoverError;
+use super::fetch::Fetcher;
+use crate::config::{Config, Source};
+use crate::model::W3cDateTime;
+use crate::naming::Naming;
+use crate::store::{HarvestState, PassCounts, SourceState, SourceStatus, Store, StoreError};
+
+/// Sources harvested at the same time.
+const MAX_CONCURRENT_SOURCES: usize = 8;
+
+/// Failed attempts in a row after which a source counts as failing, not just backing off.
+const FAILING_AFTER: u32 = 3;
+
+/// Why a source's pass failed before its resources could be dealt with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HarvestError {
+    /// Discovery found no Capability List or list.
+    #[error(transparent)]
+    Discover(#[from] DiscoverError),
+    /// The Capability List offers no Resource List.
+    #[error("source {source_id}: the Capability List offers no Resource List")]
+    NoResourceList {
+        /// The source id.
+        source_id: String,
+    },
+    /// The Resource List could not be read at all.
+    #[error("source {source_id}: the Resource List could not be read: {detail}")]
+    List {
+        /// The source id.
+        source_id: String,
+        /// The reason.
+        detail: String,
+    },
+    /// `--source` named a source that is not configured.
+    #[error("no source {0:?} in the configuration")]
+    UnknownSource(String),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What every pass shares.
+pub(crate) struct Ctx {
+    pub(crate) store: Store,
+    pub(crate) fetcher: Fetcher,
+    pub(crate) naming: Naming,
+    pub(crate) shutdown: watch::Receiver<bool>,
+    pub(crate) progress: Arc<dyn Progress>,
+}
+
+/// One pass over the configured sources (all of them, or those in `only`).
+///
+/// # Errors
+/// [`HarvestError::UnknownSource`] when `only` names an unconfigured source (nothing is
+/// fetched). A failing source does not fail the pass: its report carries the error.
+pub async fn harvest_once(
+    config: &Config,
+    store: &Store,
+    fetcher: &Fetcher,
+    only: &[String],
+    progress: Arc<dyn Progress>,
+) -> Result<Summary, HarvestError> {
+    harvest_once_until(config, store, fetcher, only, progress, std::future::pending()).await
+}
+
+/// As [`harvest_once`], stopping early (cleanly, with what was verified committed) when
+/// `shutdown` completes.
+///
+/// # Errors
+/// As [`harvest_once`].
+pub async fn harvest_once_until(
+    config: &Config,
+    store: &Store,
+    fetcher: &Fetcher,
+    only: &[String],
+    progress: Arc<dyn Progress>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<Summary, HarvestError> {
+    if let Some(unknown) = only.iter().find(|id| config.source(id).is_none()) {
+        return Err(HarvestError::UnknownSource(unknown.clone()));
+    }
+    let started = Instant::now();
+    let ctx = context(config, store, fetcher, progress, shutdown);
+    let chosen = config.sources.iter().filter(|s| only.is_empty() || only.contains(&s.id));
+    let sem = Arc::new(Semaphore::new(MAX_CONCURRENT_SOURCES));
+    let mut tasks = JoinSet::new();
+    for (i, source) in chosen.enumerate() {
+        let (ctx, sem, source, sets) = (ctx.clone(), sem.clone(), source.clone(), sets_of(config, &source.id));
+        tasks.spawn(async move {
+            let _permit = sem.acquire_owned().await;
+            (i, harvest_source(&ctx, &source, &sets).await)
+        });
+    }
+    let mut reports = Vec::new();
+    while let Some(done) = tasks.join_next().await {
+        match done {
+            Ok(r) => reports.push(r),
+            Err(e) => tracing::error!(error = %e, "a source's harvest task panicked"),
+        }
+    }
+    reports.sort_by_key(|(i, _)| *i);
+    Ok(Summary { sources: reports.into_iter().map(|(_, r)| r).collect(), duration: started.elapsed() })
+}
+
+/// The long-running service: every source on its own poll schedule until `shutdown`
+/// completes; then in-flight work is wound down and the store flushed.
+///
+/// # Errors
+/// [`HarvestError::Store`] when the final flush fails.
+pub async fn run(
+    config: &Config,
+    store: &Store,
+    fetcher: &Fetcher,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), HarvestError> {
+    let ctx = context(config, store, fetcher, Arc::new(NoProgress), shutdown);
+    let sem = Arc::new(Semaphore::new(MAX_CONCURRENT_SOURCES));
+    let mut tasks = JoinSet::new();
+    for source in &config.sources {
+        let (ctx, sem, source, sets) = (ctx.clone(), sem.clone(), source.clone(), sets_of(config, &source.id));
+        tasks.spawn(async move { poll_loop(&ctx, &source, &sets, &sem).await });
+    }
+    while let Some(done) = tasks.join_next().await {
+        if let Err(e) = done {
+            tracing::error!(error = %e, "a source's poll task panicked; the others go on");
+        }
+    }
+    let s = store.clone();
+    tokio::task::spawn_blocking(move || s.flush()).await.map_err(super::commit::join_error)??;
+    tracing::info!("harvester stopped");
+    Ok(())
+}
+
+fn context(
+    config: &Config,
+    store: &Store,
+    fetcher: &Fetcher,
+    progress: Arc<dyn Progress>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Arc<Ctx> {
+    let (tx, rx) = watch::channel(false);
+    tokio::spawn(async move {
+        // Ends when the pass is over (every receiver gone) even if `shutdown` never completes.
+        tokio::select! {
+            _ = shutdown => {
+                let _ = tx.send(true);
+                // Keep the sender so receivers see `true`, not a closed channel, until they are gone.
+                tx.closed().await;
+            }
+            _ = tx.closed() => {}
+        }
+    });
+    let naming = Naming::new(&config.aggregator.base_url);
+    Arc::new(Ctx { store: store.clone(), fetcher: fetcher.clone(), naming, shutdown: rx, progress })
+}
+
+fn sets_of(config: &Config, source: &str) -> Vec<String> {
+    config.sets_containing(source).into_iter().map(str::to_owned).collect()
+}
+
+/// One source under `run`: wait until due, harvest, repeat, until shutdown.
+async fn poll_loop(ctx: &Ctx, source: &Source, sets: &[String], sem: &Semaphore) {
+    let mut shutdown = ctx.shutdown.clone();
+    let mut due = load_state(ctx, &source.id).await.ok().and_then(|s| s.status.next_attempt);
+    // Ends at shutdown; each turn is one harvest.
+    loop {
+        let wait = due.map_or(Duration::ZERO, |d| until(&d));
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        }
+        let permit = tokio::select! {
+            p = sem.acquire() => p,
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        };
+        let report = harvest_source(ctx, source, sets).await;
+        drop(permit);
+        due = load_state(ctx, &source.id).await.ok().and_then(|s| s.status.next_attempt);
+        if due.is_none() && report.error.is_some() {
+            due = Some(after(source.settings.poll));
+        }
+    }
+}
+
+fn until(t: &W3cDateTime) -> Duration {
+    let nanos = t.unix_nanos() - W3cDateTime::now().unix_nanos();
+    Duration::from_nanos(u64::try_from(nanos.max(0)).unwrap_or(u64::MAX))
+}
+
+fn after(d: Duration) -> W3cDateTime {
+    let t = W3cDateTime::now().unix_timestamp().saturating_add(i64::try_from(d.as_secs()).unwrap_or(i64::MAX / 2));
+    W3cDateTime::from_unix(t, 0).unwrap_or_else(|_| W3cDateTime::now())
+}
+
+/// One pass over one source, with its status kept in the store. Never fails: an error ends
+/// up in the report and the status.
+#[tracing::instrument(skip_all, fields(source.id = %source.id))]
+pub(crate) async fn harvest_source(ctx: &Ctx, source: &Source, sets: &[String]) -> SourceReport {
+    ctx.progress.source_started(&source.id);
+    let report = match begin(ctx, source).await {
+        Ok(state) => match baseline(ctx, source, sets, state).await {
+            Ok(r) => r,
+            Err(e) => SourceReport::failed_with(&source.id, e.to_string()),
+        },
+        Err(e) => SourceReport::failed_with(&source.id, e.to_string()),
+    };
+    if let Err(e) = finish(ctx, source, &report).await {
+        tracing::error!(error = %e, "could not save the source's status");
+    }
+    match &report.error {
+        None => tracing::info!(
+            fetched = report.fetched,
+            unchanged = report.unchanged,
+            failed = report.failed,
+            deleted = report.deleted,
+            size_bytes = report.bytes,
+            "source harvested"
+        ),
+        Some(e) => {
+            tracing::warn!(error = %e, fetched = report.fetched, failed = report.failed, "source harvest failed")
+        }
+    }
+    ctx.progress.source_done(&report);
+    report
+}
+
+async fn load_state(ctx: &Ctx, id: &str) -> Result<SourceState, StoreError> {
+    let (store, id) = (ctx.store.clone(), id.to_owned());
+    tokio::task::spawn_blocking(move || store.source_state(&id))
+        .await
+        .map_err(super::commit::join_error)?
+        .map(Option::unwrap_or_default)
+}
+
+async fn save_state(ctx: &Ctx, id: &str, state: SourceState) -> Result<(), StoreError> {
+    let (store, id) = (ctx.store.clone(), id.to_owned());
+    tokio::task::spawn_blocking(move || store.save_source_state(&id, &state))
+        .await
+        .map_err(super::commit::join_error)?
+}
+
+/// Marks the source as harvesting and returns its state.
+async fn begin(ctx: &Ctx, source: &Source) -> Result<SourceState, StoreError> {
+    let mut state = load_state(ctx, &source.id).await?;
+    state.status.last_attempt = Some(W3cDateTime::now());
+    state.status.state = HarvestState::Harvesting;
+    save_state(ctx, &source.id, state.clone()).await?;
+    Ok(state)
+}
+
+/// Records the pass in the source's status (after the pass's own commit, which saved its
+/// position; this adds the counts, the outcome and the next due time).
+async fn finish(ctx: &Ctx, source: &Source, report: &SourceReport) -> Result<(), StoreError> {
+    let mut state = load_state(ctx, &source.id).await?;
+    let resources = count_live(ctx, &source.id).await?;
+    update_status(&mut state.status, report, resources, source.settings.poll);
+    save_state(ctx, &source.id, state).await
+}
+
+async fn count_live(ctx: &Ctx, id: &str) -> Result<u64, StoreError> {
+    let (store, prefix) = (ctx.store.clone(), ctx.naming.resource_prefix(id));
+    tokio::task::spawn_blocking(move || {
+        store.records_with_prefix(&prefix).try_fold(0u64, |n, r| r.map(|r| n + u64::from(!r.is_deleted())))
+    })
+    .await
+    .map_err(super::commit::join_error)?
+}
+
+fn update_status(status: &mut SourceStatus, report: &SourceReport, resources: u64, poll: Duration) {
+    status.resources = resources;
+    status.failures += report.failed;
+    status.last_pass = PassCounts {
+        fetched: report.fetched,
+        unchanged: report.unchanged,
+        failed: report.failed,
+        deleted: report.deleted,
+    };
+    match &report.error {
+        // Resume at the next start, without counting a failure.
+        None if report.interrupted => {
+            status.state = HarvestState::Idle;
+            status.next_attempt = Some(W3cDateTime::now());
+        }
+        None => {
+            status.last_success = Some(W3cDateTime::now());
+            status.last_error = None;
+            status.consecutive_failures = 0;
+            status.state = HarvestState::Idle;
+            status.next_attempt = Some(after(poll));
+        }
+        Some(e) => {
+            status.last_error = Some(e.clone());
+            status.consecutive_failures += 1;
+            let n = status.consecutive_failures;
+            status.state = if n >= FAILING_AFTER { HarvestState::Failing } else { HarvestState::BackingOff };
+            status.next_attempt = Some(after(retry_delay(poll, n)));
+        }
+    }
+}
+
+/// After `failures` failed attempts in a row: twice the poll interval, doubling, at most 16
+/// times it (and a day) — a failing Source is asked less often, not more.
+pub(crate) fn retry_delay(poll: Duration, failures: u32) -> Duration {
+    let factor = 1u32 << failures.clamp(1, 4);
+    (poll * factor).min(Duration::from_secs(86_400).max(poll))
+}

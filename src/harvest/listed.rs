@@ -1,0 +1,174 @@
+//! What a Resource List entry says about one resource, in the form the store records, and
+//! whether the record already held is its current state.
+//!
+//! Pure: no I/O, so the provenance rules (spec §14.8) are testable on their own. The origin
+//! is the entry's `via` target when the upstream is itself an aggregator, else the `<loc>`;
+//! the entry's other `rs:ln` links are kept as they came (the publisher filters them).
+
+use url::Url;
+
+use crate::model::{Entry, HashAlgorithm, HashList, Link, W3cDateTime};
+use crate::store::{BlobId, Expected, NewRecord, Record, Via};
+
+/// One accepted entry.
+#[derive(Debug, Clone)]
+pub(crate) struct Listed {
+    /// Tributary's URI (the record key).
+    pub(crate) uri: String,
+    /// The absolute `<loc>`.
+    pub(crate) loc: Url,
+    pub(crate) origin: String,
+    pub(crate) declared: HashList,
+    pub(crate) length: Option<u64>,
+    pub(crate) media_type: Option<String>,
+    pub(crate) lastmod: Option<W3cDateTime>,
+    pub(crate) via: Via,
+    pub(crate) links: Vec<Link>,
+}
+
+impl Listed {
+    /// Reads an entry whose `<loc>` was resolved to `loc` and named `uri`.
+    pub(crate) fn new(entry: Entry, loc: Url, uri: String) -> Listed {
+        let md = entry.md.unwrap_or_default();
+        let declared = md.hash.clone().unwrap_or_default();
+        let (via_links, links): (Vec<Link>, Vec<Link>) = entry.links.into_iter().partition(|l| l.rel == "via");
+        let (origin, via) = match via_links.into_iter().next() {
+            Some(v) => (
+                loc.join(&v.href).map_or(v.href.clone(), String::from),
+                Via {
+                    modified: v.modified,
+                    hash: v.hash.unwrap_or_default(),
+                    length: v.length,
+                    media_type: v.media_type,
+                },
+            ),
+            None => (
+                loc.to_string(),
+                Via {
+                    modified: entry.lastmod,
+                    hash: declared.clone(),
+                    length: md.length,
+                    media_type: md.media_type.clone(),
+                },
+            ),
+        };
+        Listed {
+            uri,
+            loc,
+            origin,
+            declared,
+            length: md.length,
+            media_type: md.media_type,
+            lastmod: entry.lastmod,
+            via,
+            links,
+        }
+    }
+
+    /// What the stored content must match.
+    pub(crate) fn expected(&self) -> Expected {
+        Expected::declared(self.length, Some(&self.declared))
+    }
+
+    /// The URLs to try: the `<loc>`, then `duplicate` mirrors by ascending `pri`.
+    pub(crate) fn urls(&self) -> Vec<Url> {
+        let mut mirrors: Vec<&Link> = self.links.iter().filter(|l| l.rel == "duplicate").collect();
+        mirrors.sort_by_key(|l| l.priority());
+        let mut out = vec![self.loc.clone()];
+        out.extend(mirrors.iter().filter_map(|l| self.loc.join(&l.href).ok()));
+        out
+    }
+
+    /// The record for this entry with content `sha256`.
+    pub(crate) fn record(&self, source: &str, sha256: BlobId) -> NewRecord {
+        NewRecord {
+            uri: self.uri.clone(),
+            source: source.to_owned(),
+            origin: self.origin.clone(),
+            upstream: self.loc.to_string(),
+            sha256,
+            declared: self.declared.clone(),
+            media_type: self.media_type.clone(),
+            lastmod: self.lastmod,
+            via: self.via.clone(),
+            links: self.links.clone(),
+        }
+    }
+
+    /// Whether `held` already has this entry's content: every declared digest Tributary can
+    /// compare matches, or — with none — `lastmod` and `length` are the ones recorded.
+    pub(crate) fn content_held(&self, held: &Record) -> bool {
+        if held.is_deleted() {
+            return false;
+        }
+        let mut compared = false;
+        for d in &self.declared.0 {
+            let stored = match &d.algorithm {
+                HashAlgorithm::Sha256 => Some(held.sha256.to_hex()),
+                HashAlgorithm::Md5 => held.md5.clone(),
+                // A sha-1 was verified when the record was stored, so the declared one stands.
+                HashAlgorithm::Sha1 => held.declared.get(&HashAlgorithm::Sha1).map(str::to_owned),
+                HashAlgorithm::Other(_) => None,
+            };
+            if let Some(stored) = stored {
+                if !stored.eq_ignore_ascii_case(&d.value) {
+                    return false;
+                }
+                compared = true;
+            }
+        }
+        if self.length.is_some_and(|l| l != held.length) {
+            return false;
+        }
+        compared || (self.lastmod.is_some() && self.lastmod == held.lastmod)
+    }
+
+    /// Whether the record `held` (with content already current) says everything this entry
+    /// says; if not, an upsert without a fetch brings the metadata up to date.
+    pub(crate) fn metadata_held(&self, held: &Record) -> bool {
+        held.origin == self.origin
+            && held.upstream == self.loc.as_str()
+            && held.declared == self.declared
+            && held.media_type == self.media_type
+            && held.lastmod == self.lastmod
+            && held.via == self.via
+            && held.links == self.links
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Md;
+
+    fn entry(via: bool) -> Entry {
+        let mut e = Entry::new("http://a.example/r/1");
+        e.md = Some(Md { length: Some(3), ..Md::default() });
+        e.links.push(Link::new("describedby", "http://a.example/m/1"));
+        if via {
+            e.links.push(Link { length: Some(3), ..Link::new("via", "http://origin.example/1") });
+        }
+        e
+    }
+
+    #[test]
+    fn origin_is_the_via_target_when_present_else_the_loc() {
+        let loc = Url::parse("http://a.example/r/1").unwrap();
+        let plain = Listed::new(entry(false), loc.clone(), "u".into());
+        assert_eq!(plain.origin, "http://a.example/r/1");
+        let agg = Listed::new(entry(true), loc, "u".into());
+        assert_eq!(agg.origin, "http://origin.example/1");
+        assert_eq!(agg.via.length, Some(3));
+        assert_eq!(agg.links.len(), 1, "the via link becomes the origin, other links stay");
+    }
+
+    #[test]
+    fn mirrors_follow_the_loc_by_priority() {
+        let mut e = entry(false);
+        e.links.push(Link { pri: Some(5), ..Link::new("duplicate", "http://m.example/b") });
+        e.links.push(Link { pri: Some(1), ..Link::new("duplicate", "http://m.example/a") });
+        let l = Listed::new(e, Url::parse("http://a.example/r/1").unwrap(), "u".into());
+        let urls: Vec<String> = l.urls().iter().map(Url::to_string).collect();
+        assert_eq!(urls, ["http://a.example/r/1", "http://m.example/a", "http://m.example/b"]);
+    }
+}

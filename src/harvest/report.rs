@@ -1,0 +1,144 @@
+//! What a harvest reports: per source, per pass, and live to a progress display.
+//!
+//! The [`Progress`] trait keeps the harvester free of any terminal code: the command line
+//! implements it with a progress bar or log lines, tests with nothing.
+
+use std::fmt;
+use std::time::Duration;
+
+/// What happened to one listed resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResourceOutcome {
+    /// Fetched, verified and stored.
+    Fetched,
+    /// Already held in its listed state.
+    Unchanged,
+    /// Fetching or verification failed; nothing was stored.
+    Failed,
+}
+
+/// Live progress of a harvest. Every method has an empty default.
+pub trait Progress: Send + Sync {
+    /// A source's pass started.
+    fn source_started(&self, _source: &str) {}
+    /// A resource was read from a source's list (the total is not known in advance).
+    fn listed(&self, _source: &str) {}
+    /// A listed resource was dealt with.
+    fn resource(&self, _source: &str, _outcome: ResourceOutcome, _bytes: u64) {}
+    /// A source's pass ended.
+    fn source_done(&self, _report: &SourceReport) {}
+}
+
+/// A [`Progress`] that shows nothing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoProgress;
+
+impl Progress for NoProgress {}
+
+/// The outcome of one pass over one source.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SourceReport {
+    /// The source id.
+    pub source: String,
+    /// Resources fetched, verified and stored.
+    pub fetched: u64,
+    /// Resources already held in their listed state.
+    pub unchanged: u64,
+    /// Resources that could not be fetched or verified.
+    pub failed: u64,
+    /// Entries skipped (outside the Source's authority, or not http(s)).
+    pub skipped: u64,
+    /// Records created (new, or deleted ones that came back).
+    pub created: u64,
+    /// Records updated.
+    pub updated: u64,
+    /// Records marked deleted.
+    pub deleted: u64,
+    /// Bitstream bytes received.
+    pub bytes: u64,
+    /// The whole list was read (or was unchanged).
+    pub complete: bool,
+    /// The list answered `304 Not Modified`.
+    pub not_modified: bool,
+    /// Shutdown ended the pass early (not a failure of the source).
+    pub interrupted: bool,
+    /// Why the pass failed or ended early, if it did.
+    pub error: Option<String>,
+}
+
+impl SourceReport {
+    pub(crate) fn new(source: &str) -> Self {
+        SourceReport { source: source.to_owned(), ..SourceReport::default() }
+    }
+
+    pub(crate) fn failed_with(source: &str, error: String) -> Self {
+        SourceReport { error: Some(error), ..SourceReport::new(source) }
+    }
+}
+
+/// The outcome of one pass over several sources (`tributary harvest`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// One report per source, in configuration order.
+    pub sources: Vec<SourceReport>,
+    /// Wall time of the pass.
+    pub duration: Duration,
+}
+
+impl Summary {
+    fn total(&self, f: impl Fn(&SourceReport) -> u64) -> u64 {
+        self.sources.iter().map(f).sum()
+    }
+
+    /// Resources fetched, verified and stored.
+    pub fn fetched(&self) -> u64 {
+        self.total(|r| r.fetched)
+    }
+
+    /// Resources already held.
+    pub fn unchanged(&self) -> u64 {
+        self.total(|r| r.unchanged)
+    }
+
+    /// Resources that failed.
+    pub fn failed(&self) -> u64 {
+        self.total(|r| r.failed)
+    }
+
+    /// Records marked deleted.
+    pub fn deleted(&self) -> u64 {
+        self.total(|r| r.deleted)
+    }
+
+    /// Bitstream bytes received.
+    pub fn bytes(&self) -> u64 {
+        self.total(|r| r.bytes)
+    }
+
+    /// Sources whose pass ended in an error.
+    pub fn failed_sources(&self) -> impl Iterator<Item = &SourceReport> {
+        self.sources.iter().filter(|r| r.error.is_some())
+    }
+}
+
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let secs = self.duration.as_secs_f64();
+        write!(
+            f,
+            "{} sources: fetched {}, unchanged {}, failed {}, deleted {}, {} bytes in {:.2}s ({:.0} resources/s)",
+            self.sources.len(),
+            self.fetched(),
+            self.unchanged(),
+            self.failed(),
+            self.deleted(),
+            self.bytes(),
+            secs,
+            self.fetched() as f64 / secs.max(1e-9),
+        )?;
+        for r in self.failed_sources() {
+            write!(f, "\n  {}: {}", r.source, r.error.as_deref().unwrap_or_default())?;
+        }
+        Ok(())
+    }
+}

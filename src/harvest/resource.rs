@@ -1,0 +1,142 @@
+//! Fetching one listed bitstream into the store, verified while it streams.
+//!
+//! The content goes straight from the response into a [`BlobWriter`], which hashes every
+//! chunk and checks the declared length and digests at commit; a mismatch leaves nothing in
+//! the store. A mismatch or a body cut short is retried once on the same URL (a Source may be
+//! mid-update), then the mirrors (`duplicate` links, lower `pri` first) are tried; the content
+//! must match the declared digests whichever URL served it.
+//!
+//! Depends on the fetcher and the store; never on the publisher.
+
+use bytes::Bytes;
+use url::Url;
+
+use super::error::FetchError;
+use super::fetch::{Fetched, Fetcher};
+use crate::config::Settings;
+use crate::store::{BlobInfo, BlobWriter, Expected, INLINE_MAX, Store, StoreError};
+
+/// Attempts per URL when the content does not verify (the fetcher retries transport errors
+/// on its own).
+const VERIFY_ATTEMPTS: usize = 2;
+
+/// Bytes gathered before a write is handed to a blocking thread (larger bitstreams spill to a
+/// file; one thread hop per chunk would cost more than the write).
+const SPILL_CHUNK: usize = 256 * 1024;
+
+/// A verified, stored bitstream.
+#[derive(Debug)]
+pub(crate) struct Stored {
+    pub(crate) info: BlobInfo,
+    /// The URL that served it (the `<loc>` or a mirror).
+    pub(crate) from: Url,
+    /// Bytes received.
+    pub(crate) bytes: u64,
+}
+
+/// Why a bitstream could not be stored.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ResourceError {
+    /// Every URL failed to deliver matching content; the last reason.
+    #[error("{url}: {reason}")]
+    Failed { url: String, reason: String },
+    /// The store itself failed (disk, database): the source's pass must stop.
+    #[error(transparent)]
+    Store(StoreError),
+}
+
+enum Attempt {
+    Fetch(FetchError),
+    Mismatch(StoreError),
+    Store(StoreError),
+}
+
+/// Fetches the first of `urls` that delivers content matching `expected`.
+pub(crate) async fn fetch_verified(
+    fetcher: &Fetcher,
+    store: &Store,
+    urls: &[Url],
+    expected: &Expected,
+    settings: &Settings,
+) -> Result<Stored, ResourceError> {
+    let mut last = None;
+    for url in urls {
+        for _ in 0..VERIFY_ATTEMPTS {
+            match attempt(fetcher, store, url, expected, settings).await {
+                Ok(s) => return Ok(s),
+                Err(Attempt::Store(e)) => return Err(ResourceError::Store(e)),
+                Err(Attempt::Mismatch(e)) => last = Some((url, e.to_string())),
+                // Retryable transport errors were already retried by the fetcher; a cut-off
+                // body was not (the response had started), so it gets the second attempt.
+                Err(Attempt::Fetch(e @ FetchError::Truncated { .. })) => last = Some((url, e.to_string())),
+                Err(Attempt::Fetch(e)) => {
+                    last = Some((url, e.to_string()));
+                    break;
+                }
+            }
+        }
+    }
+    let (url, reason) = last.map_or_else(|| (String::new(), "no URL to fetch".to_owned()), |(u, r)| (u.to_string(), r));
+    Err(ResourceError::Failed { url, reason })
+}
+
+async fn attempt(
+    fetcher: &Fetcher,
+    store: &Store,
+    url: &Url,
+    expected: &Expected,
+    settings: &Settings,
+) -> Result<Stored, Attempt> {
+    let mut resp = match fetcher.get_stream(url, settings, None).await.map_err(Attempt::Fetch)? {
+        Fetched::Modified(r) => r,
+        Fetched::NotModified => {
+            return Err(Attempt::Fetch(FetchError::Status { url: url.to_string(), status: 304 }));
+        }
+    };
+    let mut writer = Some(store.blob_writer(expected.clone()));
+    let mut pending: Vec<Bytes> = Vec::new();
+    let mut pending_len = 0;
+    let mut bytes = 0u64;
+    while let Some(chunk) = resp.chunk().await.map_err(Attempt::Fetch)? {
+        bytes += chunk.len() as u64;
+        let w = writer.as_mut().expect("writer is put back after every blocking write");
+        // Small content is only hashed and buffered in memory: cheap enough for this thread.
+        if pending.is_empty() && w.written() + chunk.len() as u64 <= INLINE_MAX as u64 {
+            w.write(&chunk).map_err(classify)?;
+            continue;
+        }
+        pending_len += chunk.len();
+        pending.push(chunk);
+        if pending_len >= SPILL_CHUNK {
+            writer = Some(write_blocking(writer.take(), std::mem::take(&mut pending)).await?);
+            pending_len = 0;
+        }
+    }
+    let w = write_blocking(writer.take(), pending).await?;
+    let info = tokio::task::spawn_blocking(move || w.commit()).await.map_err(join_error)?.map_err(classify)?;
+    Ok(Stored { info, from: resp.url, bytes })
+}
+
+async fn write_blocking(writer: Option<BlobWriter>, chunks: Vec<Bytes>) -> Result<BlobWriter, Attempt> {
+    let mut w = writer.expect("writer is present between writes");
+    if chunks.is_empty() {
+        return Ok(w);
+    }
+    tokio::task::spawn_blocking(move || chunks.iter().try_for_each(|c| w.write(c)).map(|()| w))
+        .await
+        .map_err(join_error)?
+        .map_err(classify)
+}
+
+fn classify(e: StoreError) -> Attempt {
+    match e {
+        StoreError::LengthMismatch { .. } | StoreError::TooLong { .. } | StoreError::HashMismatch { .. } => {
+            Attempt::Mismatch(e)
+        }
+        e => Attempt::Store(e),
+    }
+}
+
+fn join_error(e: tokio::task::JoinError) -> Attempt {
+    Attempt::Store(StoreError::Io { path: "tmp".into(), source: std::io::Error::other(e.to_string()) })
+}

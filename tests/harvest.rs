@@ -1,0 +1,276 @@
+//! Baseline synchronization into a real store from real HTTP Sources on 127.0.0.1: the
+//! simulator (content, second pass, changes, aggregator mode) and hand-written Sources for
+//! the faults (truncated list, hash mismatch, failing source, outside authority).
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::Path;
+use std::sync::Arc;
+
+use common::upstream::{Reply, Upstream};
+use md5::{Digest as _, Md5};
+use sha2::Sha256;
+use tributary::config::Config;
+use tributary::harvest::{Fetcher, NoProgress, Summary, harvest_once};
+use tributary::naming::Naming;
+use tributary::simulate::ResourceInfo;
+use tributary::store::{HarvestState, Store};
+
+/// A configuration with `sources` as `(id, url, extra keys)`, rate limits lifted, and a merged
+/// set "all" of every source.
+fn config(dir: &Path, sources: &[(&str, String, &str)]) -> Config {
+    let mut text = format!(
+        "[aggregator]\nbase_url = \"http://agg.example/\"\nlisten = \"127.0.0.1:9\"\ndata_dir = \"{}\"\n\
+         user_agent = \"TributaryTest/0.1 (+mailto:test@example.org)\"\n\
+         [defaults]\nrate = \"unlimited\"\nconcurrency = 8\nmax_retries = 0\ntotal_timeout = \"10s\"\n",
+        dir.join("store").display()
+    );
+    for (id, url, extra) in sources {
+        text.push_str(&format!("[[source]]\nid = \"{id}\"\nurl = \"{url}\"\nallow_private = true\n{extra}\n"));
+    }
+    let ids: Vec<String> = sources.iter().map(|(id, _, _)| format!("\"{id}\"")).collect();
+    text.push_str(&format!("[[set]]\nid = \"all\"\nsources = [{}]\n", ids.join(", ")));
+    Config::parse(&text, &dir.join("sources.toml"), None).unwrap()
+}
+
+struct Harness {
+    _dir: tempfile::TempDir,
+    config: Config,
+    store: Store,
+    fetcher: Fetcher,
+}
+
+impl Harness {
+    fn new(sources: &[(&str, String, &str)]) -> Harness {
+        let dir = tempfile::tempdir().unwrap();
+        let config = config(dir.path(), sources);
+        let store = Store::open(&config.aggregator.data_dir).unwrap();
+        let fetcher = Fetcher::from_config(&config).unwrap();
+        Harness { _dir: dir, config, store, fetcher }
+    }
+
+    async fn pass(&self) -> Summary {
+        harvest_once(&self.config, &self.store, &self.fetcher, &[], Arc::new(NoProgress)).await.unwrap()
+    }
+
+    fn uri(&self, source: &str, upstream: &str) -> String {
+        Naming::new(&self.config.aggregator.base_url).resource(source, upstream).unwrap()
+    }
+
+    fn content(&self, source: &str, upstream: &str) -> Option<Vec<u8>> {
+        let rec = self.store.record(&self.uri(source, upstream)).unwrap()?;
+        if rec.is_deleted() {
+            return None;
+        }
+        let mut out = Vec::new();
+        self.store.get(&rec.sha256).unwrap().read_to_end(&mut out).unwrap();
+        Some(out)
+    }
+
+    fn events(&self, set: &str) -> Vec<(String, String)> {
+        let events = self.store.events_after(set, 0).unwrap();
+        events.map(|e| e.unwrap()).map(|e| (format!("{:?}", e.change), e.uri)).collect()
+    }
+}
+
+async fn sim(tweak: impl FnOnce(&mut tributary::simulate::SimConfig)) -> common::sim::RunningSim {
+    common::sim::start(tweak).await
+}
+
+fn well_known(s: &common::sim::RunningSim) -> String {
+    s.sim.url("/.well-known/resourcesync")
+}
+
+/// Every resource the simulator serves is in the store, byte for byte.
+async fn assert_mirrors(h: &Harness, s: &common::sim::RunningSim, resources: &[ResourceInfo]) {
+    for r in resources {
+        let stored = h.content("a", &r.url).unwrap_or_else(|| panic!("{} not stored", r.url));
+        assert_eq!(hex::encode(Sha256::digest(&stored)), r.sha256, "{}", r.url);
+        assert_eq!(hex::encode(Md5::digest(&stored)), r.md5, "{}", r.url);
+        let (_, _, served) = s.get(&r.url).await;
+        assert_eq!(stored, served, "{}", r.url);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn baseline_is_byte_identical_and_a_second_pass_fetches_nothing() {
+    let s = sim(|c| {
+        c.resources = 300;
+        c.list_limit = 100; // a Resource List Index of three parts
+        c.max_size = 12_000; // some bitstreams spill to files
+    })
+    .await;
+    let h = Harness::new(&[("a", well_known(&s), "")]);
+    let first = h.pass().await;
+    assert_eq!((first.fetched(), first.failed(), first.deleted()), (300, 0, 0), "{first}");
+    assert_eq!(first.sources[0].created, 300);
+    assert_mirrors(&h, &s, &s.sim.resources()).await;
+    assert_eq!(h.events("a").len(), 300);
+    assert_eq!(h.events("all").len(), 300, "the merged set gets the events too");
+
+    let second = h.pass().await;
+    assert_eq!(second.fetched(), 0, "{second}");
+    assert!(second.sources[0].error.is_none(), "{second}");
+    assert_eq!(h.events("a").len(), 300, "nothing changed, no events");
+    let state = h.store.source_state("a").unwrap().unwrap();
+    assert_eq!(state.status.resources, 300);
+    assert_eq!(state.status.state, HarvestState::Idle);
+    assert!(state.status.last_success.is_some() && state.resource_list_at.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_become_exactly_the_right_events() {
+    let s = sim(|c| c.resources = 200).await;
+    let h = Harness::new(&[("a", well_known(&s), "")]);
+    h.pass().await;
+    let before: HashMap<String, ResourceInfo> = s.sim.resources().into_iter().map(|r| (r.url.clone(), r)).collect();
+    s.sim.step(40);
+    let after: HashMap<String, ResourceInfo> = s.sim.resources().into_iter().map(|r| (r.url.clone(), r)).collect();
+    let created = after.keys().filter(|u| !before.contains_key(*u)).count() as u64;
+    let deleted = before.keys().filter(|u| !after.contains_key(*u)).count() as u64;
+    let updated = after
+        .iter()
+        .filter(|(u, r)| before.get(*u).is_some_and(|b| b.sha256 != r.sha256 || b.lastmod != r.lastmod))
+        .count() as u64;
+    assert!(created + deleted + updated > 0);
+
+    let pass = h.pass().await;
+    let r = &pass.sources[0];
+    assert_eq!((r.created, r.updated, r.deleted), (created, updated, deleted), "{pass}");
+    assert_eq!(h.events("a").len() as u64, 200 + created + updated + deleted);
+    assert_eq!(h.events("all").len() as u64, 200 + created + updated + deleted);
+    let values: Vec<ResourceInfo> = after.into_values().collect();
+    assert_mirrors(&h, &s, &values).await;
+    for gone in before.keys().filter(|u| !values.iter().any(|v| &v.url == *u)) {
+        assert!(h.store.record(&h.uri("a", gone)).unwrap().unwrap().is_deleted());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aggregator_upstream_keeps_the_origin_from_via() {
+    let s = sim(|c| {
+        c.resources = 20;
+        c.via_origin = Some(url::Url::parse("http://origin.example/").unwrap());
+    })
+    .await;
+    let h = Harness::new(&[("a", well_known(&s), "")]);
+    assert_eq!(h.pass().await.fetched(), 20);
+    for r in s.sim.resources() {
+        let rec = h.store.record(&h.uri("a", &r.url)).unwrap().unwrap();
+        assert!(rec.origin.starts_with("http://origin.example/"), "{}", rec.origin);
+        assert_eq!(rec.upstream, r.url);
+        assert_eq!(rec.via.length, Some(r.length));
+        assert!(rec.links.iter().all(|l| l.rel != "via"));
+    }
+}
+
+fn md(body: &[u8]) -> String {
+    format!("hash=\"md5:{}\" length=\"{}\"", hex::encode(Md5::digest(body)), body.len())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn truncated_list_deletes_nothing_and_mismatch_stores_nothing() {
+    let (a, b) = (b"alpha".to_vec(), b"bravo".to_vec());
+    let (ma, mb) = (md(&a), md(&b));
+    let bad_md = md(b"what was declared");
+    let truncate = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let cut = truncate.clone();
+    let up = Upstream::start(move |hit, _| {
+        let full = format!(
+            "<?xml version=\"1.0\"?><urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\" xmlns:rs=\"http://www.openarchives.org/rs/terms/\">\
+             <rs:md capability=\"resourcelist\"/><url><loc>/a</loc><rs:md {ma}/></url><url><loc>/b</loc><rs:md {mb}/></url>\
+             <url><loc>/bad</loc><rs:md {bad_md}/></url></urlset>"
+        );
+        match hit.path.as_str() {
+            // Once `truncate` is set, the list is cut off after its first entry.
+            "/rl.xml" if cut.load(std::sync::atomic::Ordering::SeqCst) => {
+                Reply::CutShort { declared: full.len(), body: full.as_bytes()[..full.find("<url><loc>/b").unwrap()].to_vec() }
+            }
+            "/rl.xml" => Reply::xml(full),
+            "/a" => Reply::ok(b"alpha".to_vec()),
+            "/b" => Reply::ok(b"bravo".to_vec()),
+            "/bad" => Reply::ok(b"something else entirely".to_vec()),
+            _ => Reply::status(404),
+        }
+    })
+    .await;
+    let h = Harness::new(&[("a", up.url("/rl.xml").to_string(), "")]);
+    let first = h.pass().await;
+    assert_eq!((first.fetched(), first.failed()), (2, 1), "{first}");
+    assert_eq!(h.content("a", up.url("/a").as_str()), Some(a));
+    assert!(h.store.record(&h.uri("a", up.url("/bad").as_str())).unwrap().is_none(), "a mismatch is never stored");
+    assert!(up.count("/bad") >= 2, "a mismatch is retried");
+    let status = h.store.source_state("a").unwrap().unwrap().status;
+    assert_eq!(status.failures, 1);
+
+    truncate.store(true, std::sync::atomic::Ordering::SeqCst);
+    let second = h.pass().await;
+    assert_eq!(second.deleted(), 0, "{second}");
+    assert!(second.sources[0].error.is_some(), "{second}");
+    assert_eq!(h.content("a", up.url("/b").as_str()), Some(b), "/b is absent from a truncated list, not deleted");
+    let status = h.store.source_state("a").unwrap().unwrap().status;
+    assert_eq!(status.state, HarvestState::BackingOff);
+    assert!(status.last_error.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_source_does_not_stop_another_and_outside_uris_are_skipped() {
+    let body = b"inside".to_vec();
+    let other = Upstream::routes(vec![("/x", vec![Reply::ok(b"outside".to_vec())])]).await;
+    let outside = other.url("/x").to_string();
+    let srv = Upstream::start({
+        let body = body.clone();
+        let outside = outside.clone();
+        move |hit, _| match hit.path.as_str() {
+            "/rl.xml" => Reply::xml(format!(
+                "<?xml version=\"1.0\"?><urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\" xmlns:rs=\"http://www.openarchives.org/rs/terms/\">\
+                 <rs:md capability=\"resourcelist\"/><url><loc>/in</loc><rs:md {}/></url><url><loc>{outside}</loc><rs:md {}/></url></urlset>",
+                md(&body),
+                md(b"outside")
+            )),
+            "/in" => Reply::ok(body.clone()),
+            _ => Reply::status(404),
+        }
+    })
+    .await;
+    let h =
+        Harness::new(&[("dead", "http://127.0.0.1:1/rl.xml".into(), ""), ("good", srv.url("/rl.xml").to_string(), "")]);
+    let pass = h.pass().await;
+    let (dead, good) = (&pass.sources[0], &pass.sources[1]);
+    assert!(dead.error.is_some(), "{pass}");
+    assert_eq!((good.fetched, good.skipped, good.error.as_deref()), (1, 1, None), "{pass}");
+    assert_eq!(h.content("good", srv.url("/in").as_str()), Some(body));
+    assert_eq!(other.count("/x"), 0, "outside the Source's authority: never fetched");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_polls_until_shutdown_and_a_restart_fetches_nothing_again() {
+    let s = sim(|c| c.resources = 50).await;
+    let h = Harness::new(&[("a", well_known(&s), "poll = \"1h\"")]);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let (config, store, fetcher) = (h.config.clone(), h.store.clone(), h.fetcher.clone());
+    let service = tokio::spawn(async move {
+        tributary::harvest::run(&config, &store, &fetcher, async {
+            let _ = stopped.await;
+        })
+        .await
+    });
+    // Bounded: 200 × 50 ms.
+    for _ in 0..200 {
+        let done = h.store.source_state("a").unwrap().is_some_and(|st| st.status.last_success.is_some());
+        if done {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let status = h.store.source_state("a").unwrap().unwrap().status;
+    assert_eq!((status.state, status.resources), (HarvestState::Idle, 50));
+    assert!(status.next_attempt.is_some());
+    stop.send(()).unwrap();
+    let stopped = tokio::time::timeout(std::time::Duration::from_secs(10), service).await;
+    stopped.expect("run returns promptly after shutdown").unwrap().unwrap();
+    let again = h.pass().await;
+    assert_eq!(again.fetched(), 0, "{again}");
+}
