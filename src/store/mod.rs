@@ -24,6 +24,7 @@ mod batch;
 mod blob;
 mod codec;
 mod error;
+mod history;
 mod log;
 mod maint;
 mod open;
@@ -76,6 +77,8 @@ struct Trees {
     by_sha: table::Table,
     by_upstream: table::Table,
     log: table::Table,
+    /// The change log by resource: `uri \0 set \0 seq` → empty (see [`history`]).
+    log_by_uri: table::Table,
     sets: table::Table,
     sources: table::Table,
 }
