@@ -14,5 +14,8 @@
 pub mod check;
 pub mod model;
 pub mod naming;
+pub mod provenance;
+pub mod publish;
 pub mod simulate;
 pub mod store;
+pub mod web;

@@ -2,4 +2,5 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod http;
+pub(crate) mod publish;
 pub(crate) mod sim;
