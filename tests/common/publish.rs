@@ -208,3 +208,64 @@ pub(crate) async fn entries(client: &reqwest::Client, url: &str) -> Vec<tributar
 pub(crate) fn t(s: &str) -> W3cDateTime {
     s.parse().unwrap()
 }
+
+/// What the harvester will do, reduced to what these tests need: read a Resource List
+/// (following an index), fetch each bitstream, and store it with the entry's own `via` as the
+/// origin when it has one (an aggregator upstream), else the entry itself. Returns the count.
+pub(crate) async fn harvest(
+    client: &reqwest::Client,
+    list_url: &str,
+    store: &Store,
+    naming: &Naming,
+    source: &str,
+    sets: &[&str],
+) -> usize {
+    let listed = entries(client, list_url).await;
+    let mut batch = Batch::new();
+    for e in &listed {
+        let body = client.get(&e.loc).send().await.unwrap().bytes().await.unwrap();
+        let md = e.md.clone().unwrap_or_default();
+        let (origin, via) = match e.link("via") {
+            Some(v) => (
+                v.href.clone(),
+                Via { modified: v.modified, hash: v.hash.clone().unwrap_or_default(), length: v.length, media_type: v.media_type.clone() },
+            ),
+            None => (
+                e.loc.clone(),
+                Via { modified: e.lastmod, hash: md.hash.clone().unwrap_or_default(), length: md.length, media_type: md.media_type.clone() },
+            ),
+        };
+        let expected = Expected { md5: true, ..Expected::declared(md.length, md.hash.as_ref()) };
+        let info = store.put(&body[..], &expected).unwrap();
+        batch.upsert(
+            sets,
+            NewRecord {
+                uri: naming.resource(source, &e.loc).unwrap(),
+                source: source.to_owned(),
+                origin,
+                upstream: e.loc.clone(),
+                sha256: info.id,
+                declared: md.hash.clone().unwrap_or_default(),
+                media_type: md.media_type.clone(),
+                lastmod: e.lastmod,
+                via,
+                links: e.links.iter().filter(|l| l.rel != "via").cloned().collect(),
+            },
+        );
+    }
+    store.apply(&batch).unwrap();
+    listed.len()
+}
+
+/// GETs JSON: the status and the parsed body.
+pub(crate) async fn get_json(client: &reqwest::Client, url: &str) -> (StatusCode, serde_json::Value) {
+    let resp = client.get(url).send().await.unwrap();
+    let status = resp.status();
+    let body = resp.bytes().await.unwrap();
+    (status, serde_json::from_slice(&body).unwrap_or_else(|e| panic!("{url}: {e}: {}", String::from_utf8_lossy(&body))))
+}
+
+/// Percent-encodes a query parameter value.
+pub(crate) fn urlencode(s: &str) -> String {
+    url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}
