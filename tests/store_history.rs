@@ -15,7 +15,9 @@ fn history_lists_every_set_oldest_first_and_survives_deletion() {
     let v1 = put(&store, b"one");
     let v2 = put(&store, b"two");
     store.apply(Batch::new().upsert(&["src-a", "all"], record(uri, v1))).unwrap();
-    store.apply(Batch::new().upsert(&["src-a", "all"], record("http://tributary.test/r/src-a/http/origin.test/b", v1))).unwrap();
+    store
+        .apply(Batch::new().upsert(&["src-a", "all"], record("http://tributary.test/r/src-a/http/origin.test/b", v1)))
+        .unwrap();
     store.apply(Batch::new().upsert(&["src-a", "all"], record(uri, v2))).unwrap();
     store.apply(Batch::new().delete(&["src-a", "all"], uri)).unwrap();
     let h = store.history(uri).unwrap();

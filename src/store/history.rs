@@ -71,13 +71,14 @@ impl Store {
             if seq > limit {
                 continue;
             }
-            let event = inner.event(&set, seq)?.ok_or_else(|| {
-                StoreError::corrupt("event index", format!("{uri}: event {set} #{seq} is missing"))
-            })?;
+            let event = inner
+                .event(&set, seq)?
+                .ok_or_else(|| StoreError::corrupt("event index", format!("{uri}: event {set} #{seq} is missing")))?;
             ranked.push((rank, set, event));
             rank += 1;
         }
-        ranked.sort_by(|(ra, sa, a), (rb, sb, b)| a.datetime.cmp(&b.datetime).then(ra.cmp(rb)).then_with(|| sa.cmp(sb)));
+        ranked
+            .sort_by(|(ra, sa, a), (rb, sb, b)| a.datetime.cmp(&b.datetime).then(ra.cmp(rb)).then_with(|| sa.cmp(sb)));
         Ok(ranked.into_iter().map(|(_, set, e)| (set, e)).collect())
     }
 }

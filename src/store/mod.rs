@@ -33,6 +33,7 @@ mod report;
 mod state;
 mod table;
 mod verify;
+mod view;
 mod writer;
 
 use std::collections::HashMap;
@@ -49,6 +50,7 @@ pub use open::StoreOptions;
 pub use record::{NewRecord, Record, RecordIter, Via};
 pub use report::{GcReport, Problem, SetStats, Stats, VerifyReport};
 pub use state::{DocumentValidators, SourceState, SourceStatus};
+pub use view::{AttrView, LinkView, RawRecord, RawRecordIter, RecordView, ViaView};
 pub use writer::BlobWriter;
 
 /// Bitstreams up to this many bytes are stored inside the database rather than as files: a

@@ -154,6 +154,11 @@ impl Store {
     /// None`: no upper bound), in URI order, live and deleted. A key-range scan: the publisher
     /// pages a set's Resource List by ranges of URIs without reading the records before them.
     pub fn records_in_range(&self, prefix: &str, from: &str, until: Option<&str>) -> RecordIter {
+        RecordIter { iter: self.record_range(prefix, from, until) }
+    }
+
+    /// The rows of `records_in_range`, undecoded.
+    pub(super) fn record_range(&self, prefix: &str, from: &str, until: Option<&str>) -> TableIter {
         let start = if from.as_bytes() > prefix.as_bytes() { from.as_bytes() } else { prefix.as_bytes() };
         let prefix_end = successor(prefix.as_bytes());
         let end = match (until.map(str::as_bytes), prefix_end.as_deref()) {
@@ -161,10 +166,8 @@ impl Store {
             (Some(u), None) => Some(u),
             (None, p) => p,
         };
-        if end.is_some_and(|e| e <= start) {
-            return RecordIter { iter: self.inner.trees.records.range(start, Some(start)) };
-        }
-        RecordIter { iter: self.inner.trees.records.range(start, end) }
+        // An empty range is `start..start`, never an inverted one.
+        self.inner.trees.records.range(start, end.map(|e| e.max(start)))
     }
 
     /// Tributary URIs of the live records whose origin (`via` target) is `origin`.
