@@ -182,7 +182,8 @@ pub fn provenance_cli(
     let mut answer = lookup(store, naming, &query)?;
     let found = !answer.resources.is_empty();
     if verify && found {
-        let checker = OriginChecker::new(concat!("Tributary/", env!("CARGO_PKG_VERSION"), " (provenance check)"), true)?;
+        let checker =
+            OriginChecker::new(concat!("Tributary/", env!("CARGO_PKG_VERSION"), " (provenance check)"), true)?;
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -211,7 +212,13 @@ mod tests {
     #[test]
     fn private_and_odd_origins_are_refused_unless_allowed() {
         let u = |s: &str| url::Url::parse(s).unwrap();
-        for bad in ["http://127.0.0.1/x", "http://10.1.2.3/", "http://[::1]/", "http://localhost:80/", "http://169.254.169.254/"] {
+        for bad in [
+            "http://127.0.0.1/x",
+            "http://10.1.2.3/",
+            "http://[::1]/",
+            "http://localhost:80/",
+            "http://169.254.169.254/",
+        ] {
             assert!(refused(&u(bad), false).is_some(), "{bad}");
             assert!(refused(&u(bad), true).is_none(), "{bad}");
         }

@@ -28,13 +28,15 @@ async fn second_aggregator_republishes_the_original_via() {
     let n = harvest(&s.client, &s.sim.url("/resourcelist.xml"), &store_a, &naming_a, "s", &["s"]).await;
     assert_eq!(n, 25);
     let limits = Limits { resource_list_entries: 10, ..Limits::default() };
-    let a = start(listener_a, naming_a.clone(), &store_a, vec![SetConfig::source("s")], LinkPolicies::default(), limits);
+    let a =
+        start(listener_a, naming_a.clone(), &store_a, vec![SetConfig::source("s")], LinkPolicies::default(), limits);
 
     let (dir_b, store_b) = temp_store();
     let (listener_b, naming_b) = bind().await;
     let n = harvest(&a.client, &naming_a.resource_list("s"), &store_b, &naming_b, "a", &["a"]).await;
     assert_eq!(n, 25);
-    let b = start(listener_b, naming_b.clone(), &store_b, vec![SetConfig::source("a")], LinkPolicies::default(), limits);
+    let b =
+        start(listener_b, naming_b.clone(), &store_b, vec![SetConfig::source("a")], LinkPolicies::default(), limits);
 
     let b_list = entries(&b.client, &naming_b.resource_list("a")).await;
     let b_changes = entries(&b.client, &naming_b.change_list_part("a", 1)).await;
@@ -62,8 +64,12 @@ async fn second_aggregator_republishes_the_original_via() {
     let r = &json["resources"][0];
     let origin = one.link("via").unwrap().href.clone();
     assert_eq!(r["origin"]["href"], origin.as_str());
-    let chain: Vec<(&str, &str)> =
-        r["chain"].as_array().unwrap().iter().map(|c| (c["role"].as_str().unwrap(), c["uri"].as_str().unwrap())).collect();
+    let chain: Vec<(&str, &str)> = r["chain"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["role"].as_str().unwrap(), c["uri"].as_str().unwrap()))
+        .collect();
     assert_eq!(chain[0], ("origin", origin.as_str()));
     assert_eq!(chain[1].0, "upstream");
     assert!(chain[1].1.starts_with(naming_a.base()), "the upstream is A: {chain:?}");

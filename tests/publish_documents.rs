@@ -128,7 +128,14 @@ async fn resource_list_index_parts_stay_consistent_while_the_store_changes() {
     let (_dir, store) = temp_store();
     let (listener, naming) = bind().await;
     let uris = upsert(&store, &naming, &["src-a"], &(0..30).map(res_a).collect::<Vec<_>>());
-    let s = start(listener, naming.clone(), &store, vec![SetConfig::source("src-a")], LinkPolicies::default(), limits(10, 1000));
+    let s = start(
+        listener,
+        naming.clone(),
+        &store,
+        vec![SetConfig::source("src-a")],
+        LinkPolicies::default(),
+        limits(10, 1000),
+    );
     let (_, index) = doc(&s.client, &naming.resource_list("src-a")).await;
     assert_eq!(index.header.format, Some(RootFormat::SitemapIndex));
     let parts: Vec<String> = index.entries.iter().map(|e| e.loc.clone()).collect();
@@ -143,8 +150,10 @@ async fn resource_list_index_parts_stay_consistent_while_the_store_changes() {
     // A Destination reads part 1, then the harvester writes into the ranges of parts 1 and 4
     // and deletes from part 3, then the Destination reads the rest of the old index.
     let first = locs(&doc(&s.client, &parts[0]).await.1.entries);
-    let added: Vec<Res> = (0..6).map(|i| Res::new("src-a", &format!("http://museum-a.test/obj/03x{i}"), "new")).collect();
-    let added_late: Vec<Res> = (0..2).map(|i| Res::new("src-a", &format!("http://museum-a.test/obj/22x{i}"), "new")).collect();
+    let added: Vec<Res> =
+        (0..6).map(|i| Res::new("src-a", &format!("http://museum-a.test/obj/03x{i}"), "new")).collect();
+    let added_late: Vec<Res> =
+        (0..2).map(|i| Res::new("src-a", &format!("http://museum-a.test/obj/22x{i}"), "new")).collect();
     upsert(&store, &naming, &["src-a"], &added);
     upsert(&store, &naming, &["src-a"], &added_late);
     delete(&store, &["src-a"], &uris[15..17]);
@@ -154,7 +163,8 @@ async fn resource_list_index_parts_stay_consistent_while_the_store_changes() {
     }
     let unique: BTreeSet<String> = seen.iter().cloned().collect();
     assert_eq!(unique.len(), seen.len(), "no resource in two parts");
-    let unchanged: BTreeSet<String> = uris.iter().enumerate().filter(|(i, _)| !(15..17).contains(i)).map(|(_, u)| u.clone()).collect();
+    let unchanged: BTreeSet<String> =
+        uris.iter().enumerate().filter(|(i, _)| !(15..17).contains(i)).map(|(_, u)| u.clone()).collect();
     assert!(unchanged.is_subset(&unique), "every resource live throughout the walk was listed");
 
     // The next index splits the overgrown part under new numbers; the old number still answers
@@ -172,7 +182,8 @@ async fn resource_list_index_parts_stay_consistent_while_the_store_changes() {
         assert!(e.len() <= 10, "{p}: {}", e.len());
         listed.extend(e.into_iter().map(|e| e.loc));
     }
-    let live: BTreeSet<String> = store.records().map(|r| r.unwrap()).filter(|r| !r.is_deleted()).map(|r| r.uri).collect();
+    let live: BTreeSet<String> =
+        store.records().map(|r| r.unwrap()).filter(|r| !r.is_deleted()).map(|r| r.uri).collect();
     assert_eq!(listed.len(), live.len());
     assert_eq!(listed.into_iter().collect::<BTreeSet<_>>(), live);
     let missing = s.client.get(naming.resource_list_part("src-a", 99)).send().await.unwrap();
@@ -211,7 +222,9 @@ async fn closed_change_lists_never_change_and_are_cached_for_a_year() {
     }
     // A second server over the same store (fresh caches, as after a restart) agrees.
     let (listener2, _) = bind().await;
-    let state2 = WebState::new(store.clone(), naming.clone(), vec![SetConfig::source("src-a")], LinkPolicies::default(), lim).unwrap();
+    let state2 =
+        WebState::new(store.clone(), naming.clone(), vec![SetConfig::source("src-a")], LinkPolicies::default(), lim)
+            .unwrap();
     let s2 = spawn(listener2, naming.clone(), state2);
     let other = s2.state.publisher().clone();
     for (url, bytes) in &closed {
@@ -244,7 +257,10 @@ async fn closed_change_lists_never_change_and_are_cached_for_a_year() {
 async fn period_rollover_closes_lists_at_period_ends_even_without_later_events() {
     let (_dir, store) = temp_store();
     let (listener, naming) = bind().await;
-    let lim = Limits { resource_list_entries: 50, change_list: Rollover { max_events: 100, period: Some(Duration::from_secs(1)) } };
+    let lim = Limits {
+        resource_list_entries: 50,
+        change_list: Rollover { max_events: 100, period: Some(Duration::from_secs(1)) },
+    };
     let s = start(listener, naming.clone(), &store, vec![SetConfig::source("src-a")], LinkPolicies::default(), lim);
     upsert(&store, &naming, &["src-a"], &[res_a(1)]);
     let first = store.events_after("src-a", 0).unwrap().next().unwrap().unwrap().datetime;
@@ -290,7 +306,14 @@ async fn via_names_the_origin_with_its_attributes_never_the_intermediate() {
         media_type: Some("text/html".into()),
     };
     let uri = upsert(&store, &naming, &["agg1"], &[r]).remove(0);
-    let s = start(listener, naming.clone(), &store, vec![SetConfig::source("agg1")], LinkPolicies::default(), Limits::default());
+    let s = start(
+        listener,
+        naming.clone(),
+        &store,
+        vec![SetConfig::source("agg1")],
+        LinkPolicies::default(),
+        Limits::default(),
+    );
     for list in [naming.resource_list("agg1"), naming.change_list_part("agg1", 1)] {
         let (bytes, d) = doc(&s.client, &list).await;
         // Tributary's own URI embeds the upstream's path; nothing else may name the intermediate.
@@ -334,4 +357,39 @@ async fn unknown_sets_and_documents_are_404() {
     }
     let post = s.client.post(naming.source_description()).send().await.unwrap();
     assert_eq!(post.status(), StatusCode::METHOD_NOT_ALLOWED);
+}
+
+#[tokio::test]
+async fn closed_change_lists_are_served_gzip_compressed_when_accepted() {
+    let (_dir, store) = temp_store();
+    let (listener, naming) = bind().await;
+    for i in 0..6 {
+        upsert(&store, &naming, &["src-a"], &[res_a(i)]);
+    }
+    let _server = start(
+        listener,
+        naming.clone(),
+        &store,
+        vec![SetConfig::source("src-a")],
+        LinkPolicies::default(),
+        limits(50, 3),
+    );
+    let plain = reqwest::Client::builder().no_gzip().build().unwrap();
+    let url = naming.change_list_part("src-a", 1);
+    let identity = plain.get(&url).send().await.unwrap();
+    assert!(identity.headers().get("content-encoding").is_none());
+    let identity_tag = identity.headers()[ETAG].clone();
+    let identity = identity.bytes().await.unwrap();
+    let gz = plain.get(&url).header("accept-encoding", "gzip").send().await.unwrap();
+    assert_eq!(gz.headers()["content-encoding"], "gzip");
+    assert_eq!(gz.headers()["vary"], "accept-encoding");
+    assert_ne!(gz.headers()[ETAG], identity_tag, "each encoding has its own tag");
+    let compressed = gz.bytes().await.unwrap();
+    let mut inflated = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&compressed[..]), &mut inflated).unwrap();
+    assert_eq!(inflated, identity);
+    // The open list is never compressed ahead of time (it changes).
+    let open = plain.get(naming.change_list_part("src-a", 3)).header("accept-encoding", "gzip").send().await.unwrap();
+    assert_eq!(open.status(), StatusCode::OK);
+    assert!(open.headers().get("content-encoding").is_none());
 }

@@ -54,7 +54,8 @@ async fn each_relation_is_kept_or_dropped_and_rewritten_within_the_set() {
     let meta_uri = naming.resource("src-a", "http://museum-a.test/meta").unwrap();
 
     let a = by_path(&s, "src-a").await;
-    let mut expected: Vec<(String, String)> = DEFAULT_KEEP.iter().map(|r| ((*r).to_owned(), meta_uri.clone())).collect();
+    let mut expected: Vec<(String, String)> =
+        DEFAULT_KEEP.iter().map(|r| ((*r).to_owned(), meta_uri.clone())).collect();
     expected.push(("alternate".into(), "http://elsewhere.test/doc.pdf".into()));
     assert_eq!(rels(&a["doc"]), expected, "kept relations, rewritten to Tributary's copy of the target");
     for dropped in DEFAULT_DROP.iter().chain(&["license"]) {
@@ -86,7 +87,6 @@ async fn per_source_overrides_and_policy_changes_need_no_reharvest() {
         rels(&a["doc"]),
         vec![("collection".to_owned(), meta_uri.clone()), ("canonical".to_owned(), meta_uri.clone())],
         "document order"
-
     );
     let b = by_path(&s, "src-b").await;
     assert_eq!(rels(&b["other"]).len(), 1, "src-b keeps the defaults");
@@ -104,7 +104,8 @@ async fn per_source_overrides_and_policy_changes_need_no_reharvest() {
     .await
     .unwrap();
     let (d, _) = read_document(&bytes, ReadOptions::default()).unwrap();
-    let by: BTreeMap<String, Entry> = d.entries.into_iter().map(|e| (e.loc.rsplit('/').next().unwrap().to_owned(), e)).collect();
+    let by: BTreeMap<String, Entry> =
+        d.entries.into_iter().map(|e| (e.loc.rsplit('/').next().unwrap().to_owned(), e)).collect();
     assert_eq!(rels(&by["doc"]), vec![("profile".to_owned(), meta_uri)]);
     assert!(rels(&by["other"]).is_empty());
 }
@@ -121,7 +122,14 @@ async fn links_from_a_simulated_source_are_filtered_and_rewritten() {
     let (_dir, store) = temp_store();
     let (listener, naming) = bind().await;
     harvest(&up.client, &up.sim.url("/resourcelist.xml"), &store, &naming, "sim", &["sim"]).await;
-    let s = start(listener, naming.clone(), &store, vec![SetConfig::source("sim")], LinkPolicies::default(), Limits::default());
+    let s = start(
+        listener,
+        naming.clone(),
+        &store,
+        vec![SetConfig::source("sim")],
+        LinkPolicies::default(),
+        Limits::default(),
+    );
     let list = entries(&s.client, &naming.resource_list("sim")).await;
     assert_eq!(list.len(), 12, "six resources and their metadata");
     let ours = |href: &str| naming.resource("sim", href).unwrap();
@@ -132,7 +140,11 @@ async fn links_from_a_simulated_source_are_filtered_and_rewritten() {
         }
         let expect = if upstream.contains("/res/") { "describedby" } else { "describes" };
         let l = e.link(expect).unwrap_or_else(|| panic!("{} lacks {expect}", e.loc));
-        let target = if expect == "describedby" { upstream.replace("/res/", "/meta/") } else { upstream.replace("/meta/", "/res/") };
+        let target = if expect == "describedby" {
+            upstream.replace("/res/", "/meta/")
+        } else {
+            upstream.replace("/meta/", "/res/")
+        };
         assert_eq!(l.href, ours(&target), "rewritten to Tributary's copy");
     }
 }

@@ -163,7 +163,10 @@ fn command_line_answers_text_json_and_not_found() {
     let uris = upsert(&store, &naming, &["agg"], &resources(&origin));
     let (text, found) = provenance_cli(&store, &naming, &uris[0], false, false).unwrap();
     assert!(found);
-    assert!(text.contains("chain") && text.contains(&origin.url("/a.txt")) && text.contains("http://aggregator.test/a.txt"), "{text}");
+    assert!(
+        text.contains("chain") && text.contains(&origin.url("/a.txt")) && text.contains("http://aggregator.test/a.txt"),
+        "{text}"
+    );
     let (json, found) = provenance_cli(&store, &naming, &origin.url("/b.txt"), true, true).unwrap();
     assert!(found);
     let j: serde_json::Value = serde_json::from_str(&json).unwrap();

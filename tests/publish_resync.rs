@@ -110,7 +110,8 @@ async fn python_resync_baseline_incremental_audit() {
 
     let map = format!("{}r/src-a/http/museum-a.test={}", naming.base(), dest.display());
     let cap = naming.capability_list("src-a");
-    let out = resync(work.path(), &["--baseline", "--capabilitylist", &cap, "--hash", "sha-256", "--delete", &map]).await;
+    let out =
+        resync(work.path(), &["--baseline", "--capabilitylist", &cap, "--hash", "sha-256", "--delete", &map]).await;
     assert!(out.contains("SYNCED"), "{out}");
     assert_eq!(files(&dest), expected, "baseline copy");
 

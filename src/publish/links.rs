@@ -14,9 +14,12 @@
 //! compared ASCII-case-insensitively (RFC 8288 §2.1.1); a `rel` listing several types keeps
 //! only the allowed ones.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::render::Kept;
 use crate::model::Link;
+use crate::store::LinkView;
 
 /// The patch relation as the spec spells it (§14.4).
 pub const PATCH_REL: &str = "http://www.openarchives.org/rs/terms/patch";
@@ -93,7 +96,7 @@ pub(crate) fn inherit<E>(
     for link in links {
         let Some(rel) = allowed_rel(&link.rel, policy) else { continue };
         let mut kept = link.clone();
-        kept.rel = rel;
+        kept.rel = rel.into_owned();
         if let Some(uri) = rewrite(&link.href)? {
             kept.href = uri;
         }
@@ -102,16 +105,38 @@ pub(crate) fn inherit<E>(
     Ok(out)
 }
 
+/// As [`inherit`], over stored links borrowed from a record view (the Resource List's hot
+/// path); an `href` is borrowed unless rewritten.
+///
+/// # Errors
+/// The first error of `rewrite`.
+pub(crate) fn inherit_views<'a, E>(
+    links: &'a [LinkView<'a>],
+    policy: &LinkPolicy,
+    mut rewrite: impl FnMut(&str) -> Result<Option<String>, E>,
+) -> Result<Vec<Kept<'a>>, E> {
+    let mut out = Vec::new();
+    for link in links {
+        let Some(rel) = allowed_rel(link.rel, policy) else { continue };
+        let href = match rewrite(link.href)? {
+            Some(uri) => Cow::Owned(uri),
+            None => Cow::Borrowed(link.href),
+        };
+        out.push(Kept { rel, href, link });
+    }
+    Ok(out)
+}
+
 /// The allowed relation types of `rel`, space-separated; `None` when none is allowed.
-fn allowed_rel(rel: &str, policy: &LinkPolicy) -> Option<String> {
+fn allowed_rel<'a>(rel: &'a str, policy: &LinkPolicy) -> Option<Cow<'a, str>> {
     let mut tokens = rel.split_ascii_whitespace();
     let first = tokens.next()?;
     if tokens.next().is_none() {
-        // The common case: one type, no allocation beyond the clone of the link.
-        return policy.allows(first).then(|| first.to_owned());
+        // The common case, one type: borrowed, as written.
+        return policy.allows(first).then_some(Cow::Borrowed(first));
     }
     let kept: Vec<&str> = rel.split_ascii_whitespace().filter(|t| policy.allows(t)).collect();
-    (!kept.is_empty()).then(|| kept.join(" "))
+    (!kept.is_empty()).then(|| Cow::Owned(kept.join(" ")))
 }
 
 #[cfg(test)]

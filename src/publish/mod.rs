@@ -23,6 +23,7 @@ mod error;
 pub mod links;
 mod plan;
 pub mod provenance;
+mod render;
 mod resources;
 
 use std::collections::HashMap;
@@ -140,8 +141,7 @@ impl Publisher {
             if by_id.insert(config.id.clone(), i).is_some() {
                 return Err(PublishError::Config(format!("set id {:?} is configured twice", config.id)));
             }
-            let mut prefixes: Vec<String> =
-                config.sources.iter().map(|s| format!("{}r/{s}/", naming.base())).collect();
+            let mut prefixes: Vec<String> = config.sources.iter().map(|s| format!("{}r/{s}/", naming.base())).collect();
             prefixes.sort();
             prefixes.dedup();
             views.push(SetView {

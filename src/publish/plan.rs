@@ -134,11 +134,7 @@ impl Plan {
 
 /// Counts `uris` (sorted) into `ranges` (sorted, contiguous), noting every `fill`-th URI of
 /// each range as a cut point.
-fn tally<E>(
-    ranges: &[KeyRange],
-    uris: impl Iterator<Item = Result<String, E>>,
-    fill: usize,
-) -> Result<Vec<Tally>, E> {
+fn tally<E>(ranges: &[KeyRange], uris: impl Iterator<Item = Result<String, E>>, fill: usize) -> Result<Vec<Tally>, E> {
     let mut tallies: Vec<Tally> = ranges.iter().map(|_| Tally::default()).collect();
     let mut i = 0;
     for uri in uris {

@@ -364,12 +364,27 @@ fn write_resource(f: &mut fmt::Formatter<'_>, r: &ResourceProvenance) -> fmt::Re
     writeln!(f, "origin     modified {}  length {len}  type {}", opt(&o.modified), opt(&o.media_type))?;
     writeln!(f, "           hash {}", opt(&o.hash))?;
     let s = &r.state;
-    writeln!(f, "state      {}  length {}  type {}  last change {}", s.status, s.length, opt(&s.media_type), s.last_change)?;
+    writeln!(
+        f,
+        "state      {}  length {}  type {}  last change {}",
+        s.status,
+        s.length,
+        opt(&s.media_type),
+        s.last_change
+    )?;
     writeln!(f, "           sha-256:{}{}", s.sha256, s.md5.as_ref().map(|m| format!(" md5:{m}")).unwrap_or_default())?;
     writeln!(f, "history    {} change(s)", r.history.len())?;
     for h in &r.history {
         let logged: Vec<String> = h.logged.iter().map(|(s, n)| format!("{s}#{n}")).collect();
-        writeln!(f, "  {}  {:<8} {} bytes  sha-256:{}  [{}]", h.datetime, h.change, h.length, h.sha256, logged.join(" "))?;
+        writeln!(
+            f,
+            "  {}  {:<8} {} bytes  sha-256:{}  [{}]",
+            h.datetime,
+            h.change,
+            h.length,
+            h.sha256,
+            logged.join(" ")
+        )?;
     }
     if let Some(v) = &r.verify {
         writeln!(f, "verify     {}: {}", v.checked, v.summary)?;

@@ -14,11 +14,12 @@ use std::io::Write;
 use std::time::Instant;
 
 use super::entries::resource_entry;
-use super::links::inherit;
+use super::links::{inherit, inherit_views};
 use super::plan::{KeyRange, Layout};
+use super::render::{self, Rendered};
 use super::{PublishError, Publisher, SetView};
 use crate::model::{Capability, DocumentWriter, Entry, Header, Link, Md, RootFormat, W3cDateTime};
-use crate::store::{Record, StoreError};
+use crate::store::{RawRecord, Record, StoreError};
 
 /// What `resourcelist.xml` of a set is right now.
 #[derive(Debug)]
@@ -91,47 +92,60 @@ impl Publisher {
         }
         let mut w = DocumentWriter::new(out, &header)?;
         let mut n = 0;
-        for rec in self.live_records(view, &job.range) {
-            let entry = self.entry(view, rec?)?;
-            w.write_entry(&entry)?;
+        let mut buf = Vec::with_capacity(2048);
+        for raw in self.raw_records(view, &job.range) {
+            let raw = raw?;
+            let v = raw.view()?;
+            if v.is_deleted() {
+                continue;
+            }
+            let policy = self.policies.for_source(v.source);
+            let kept = inherit_views(&v.links, policy, |href| self.republished_in(view, href))?;
+            match render::resource_entry(&mut buf, &v, &kept) {
+                Rendered::Done => w.write_rendered_entry(&buf)?,
+                Rendered::NeedsModel => w.write_entry(&self.entry(view, raw.record()?)?)?,
+            }
             n += 1;
         }
         w.finish()?;
         Ok(n)
     }
 
-    /// The set's live records in `range`, in URI order.
-    fn live_records<'a>(
+    /// The set's records in `range`, in URI order, undecoded (live and deleted).
+    fn raw_records<'a>(
         &'a self,
         view: &'a SetView,
         range: &'a KeyRange,
-    ) -> impl Iterator<Item = Result<Record, StoreError>> + 'a {
-        view.prefixes
-            .iter()
-            .flat_map(move |p| self.store.records_in_range(p, &range.from, range.until.as_deref()))
-            .filter(|r| r.as_ref().map_or(true, |r| !r.is_deleted()))
+    ) -> impl Iterator<Item = Result<RawRecord, StoreError>> + 'a {
+        view.prefixes.iter().flat_map(move |p| self.store.raw_records_in_range(p, &range.from, range.until.as_deref()))
     }
 
+    /// The URIs of the set's live records in `range`, in order.
+    fn live_uris<'a>(
+        &'a self,
+        view: &'a SetView,
+        range: &'a KeyRange,
+    ) -> impl Iterator<Item = Result<String, StoreError>> + 'a {
+        self.raw_records(view, range).filter_map(|raw| {
+            let uri = raw.and_then(|raw| raw.view().map(|v| (!v.is_deleted()).then(|| v.uri.to_owned())));
+            uri.transpose()
+        })
+    }
+
+    /// The model path, for records the fast renderer leaves alone.
     fn entry(&self, view: &SetView, rec: Record) -> Result<Entry, StoreError> {
         let policy = self.policies.for_source(&rec.source);
-        let inherited = if rec.links.is_empty() {
-            Vec::new()
-        } else {
-            inherit(&rec.links, policy, |href| self.republished_in(view, href))?
-        };
+        let inherited = inherit(&rec.links, policy, |href| self.republished_in(view, href))?;
         Ok(resource_entry(rec, inherited))
     }
 
-    /// Tributary's URI for `href` when a live record of this set was harvested from it (or,
-    /// failing that, has it as its origin).
+    /// Tributary's URI for `href` when a live record of this set was harvested from it. One
+    /// point lookup per kept link: this runs for every link of every entry.
     fn republished_in(&self, view: &SetView, href: &str) -> Result<Option<String>, StoreError> {
         let in_set = |uri: &str| {
             self.naming.parse_resource(uri).is_some_and(|(source, _)| view.config.sources.contains(&source))
         };
-        if let Some(uri) = self.store.uri_by_upstream(href)?.filter(|u| in_set(u)) {
-            return Ok(Some(uri));
-        }
-        Ok(self.store.uris_by_origin(href)?.into_iter().find(|u| in_set(u)))
+        Ok(self.store.uri_by_upstream(href)?.filter(|u| in_set(u)))
     }
 
     /// The current layout, after revalidating when stale. Scans run one at a time per set and
@@ -148,7 +162,7 @@ impl Publisher {
             return Ok(plan.layout);
         }
         let all = KeyRange::all();
-        let uris = self.live_records(view, &all).map(|r| r.map(|r| r.uri));
+        let uris = self.live_uris(view, &all);
         let limit = self.limits.resource_list_entries;
         plan.validate(uris, seq, now, limit, fill(limit))?;
         let layout = plan.layout.clone();

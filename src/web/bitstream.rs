@@ -65,7 +65,9 @@ fn prepare(sh: &Shared, uri: &str, req: &HeaderMap, head: bool) -> Result<Prepar
     add_links(sh, &rec, &mut h);
     let v = Validators { etag: &etag, last_modified, length: rec.length };
     let (status, range) = match decide(req, v, !head) {
-        Decision::NotModified => return Ok(Prepared { status: StatusCode::NOT_MODIFIED, headers: h, payload: Payload::Empty }),
+        Decision::NotModified => {
+            return Ok(Prepared { status: StatusCode::NOT_MODIFIED, headers: h, payload: Payload::Empty });
+        }
         Decision::PreconditionFailed => {
             return Ok(Prepared { status: StatusCode::PRECONDITION_FAILED, headers: h, payload: Payload::Empty });
         }

@@ -45,10 +45,10 @@ pub(crate) fn decide(req: &HeaderMap, v: Validators<'_>, ranges: bool) -> Decisi
         if !tag_list_matches(im, v.etag, false) {
             return Decision::PreconditionFailed;
         }
-    } else if let Some(t) = text(header::IF_UNMODIFIED_SINCE).and_then(http_date) {
-        if secs(v.last_modified) > secs(t) {
-            return Decision::PreconditionFailed;
-        }
+    } else if let Some(t) = text(header::IF_UNMODIFIED_SINCE).and_then(http_date)
+        && secs(v.last_modified) > secs(t)
+    {
+        return Decision::PreconditionFailed;
     }
     if let Some(inm) = text(header::IF_NONE_MATCH) {
         if tag_list_matches(inm, v.etag, true) {

@@ -12,6 +12,7 @@ use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
+use super::cache::Cached;
 use super::error::WebError;
 use super::{WebState, body, pages};
 use crate::naming::SetDocument;
@@ -33,9 +34,7 @@ fn xml(bytes: impl Into<Bytes>, cache: &'static str) -> Response {
 fn streamed(
     publisher: Arc<Publisher>,
     what: String,
-    produce: impl FnOnce(&Publisher, &mut body::ChannelWriter) -> Result<u64, crate::publish::PublishError>
-    + Send
-    + 'static,
+    produce: impl FnOnce(&Publisher, &mut body::ChannelWriter) -> Result<u64, crate::publish::PublishError> + Send + 'static,
 ) -> Response {
     let body = body::blocking_body(what, move |w| produce(&publisher, w).map(drop));
     let mut r = body.into_response();
@@ -116,25 +115,81 @@ async fn change_list(st: &WebState, set: String, n: u64, req: &HeaderMap) -> Res
             let name = st.shared.publisher.naming().change_list_part(&set, n);
             let missing = format!("no Change List {n} in set {set:?}");
             let set2 = set.clone();
-            let doc = blocking(st, move |p| p.change_list(&set2, n)?.ok_or(WebError::NotFound(missing))).await?;
+            let doc = blocking(st, move |p| {
+                Ok(match p.change_list(&set2, n)?.ok_or(WebError::NotFound(missing))? {
+                    ChangeListDoc::Closed(bytes) => Ok(Cached::new(bytes)),
+                    ChangeListDoc::Open(list) => Err(list),
+                })
+            })
+            .await?;
             match doc {
-                ChangeListDoc::Closed(bytes) => cache.insert(&set, n, bytes),
-                ChangeListDoc::Open(list) => {
+                Ok(closed) => cache.insert(&set, n, closed),
+                Err(list) => {
                     let publisher = st.shared.publisher.clone();
                     return Ok(streamed(publisher, name, move |p, w| p.write_open_change_list(&list, w)));
                 }
             }
         }
     };
+    Ok(closed_response(&cached, req))
+}
+
+/// A closed list: gzip when accepted, `304` when the client's tag is current, a year of
+/// `immutable` caching either way.
+fn closed_response(cached: &Cached, req: &HeaderMap) -> Response {
+    let gzip = accepts_gzip(req);
+    let etag = if gzip { cached.gzip_etag() } else { cached.etag.clone() };
     let matches = req
         .get(header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(',').any(|t| t.trim().trim_start_matches("W/") == cached.etag || t.trim() == "*"));
-    let mut r = if matches { StatusCode::NOT_MODIFIED.into_response() } else { xml(cached.bytes, IMMUTABLE) };
+        .is_some_and(|v| v.split(',').any(|t| t.trim().trim_start_matches("W/") == etag || t.trim() == "*"));
+    let mut r = match (matches, gzip) {
+        (true, _) => StatusCode::NOT_MODIFIED.into_response(),
+        (false, true) => xml(cached.gzip.clone(), IMMUTABLE),
+        (false, false) => xml(cached.bytes.clone(), IMMUTABLE),
+    };
     let h = r.headers_mut();
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static(IMMUTABLE));
-    if let Ok(v) = HeaderValue::from_str(&cached.etag) {
+    h.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
+    if gzip && !matches {
+        h.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+    }
+    if let Ok(v) = HeaderValue::from_str(&etag) {
         h.insert(header::ETAG, v);
     }
-    Ok(r)
+    r
+}
+
+/// Whether `Accept-Encoding` allows gzip (listed, or `*`, without `q=0`).
+fn accepts_gzip(req: &HeaderMap) -> bool {
+    let Some(v) = req.get(header::ACCEPT_ENCODING).and_then(|v| v.to_str().ok()) else { return false };
+    v.split(',').any(|item| {
+        let mut parts = item.split(';');
+        let coding = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+        let refused = parts.any(|p| {
+            let p = p.trim().to_ascii_lowercase();
+            p.strip_prefix("q=").is_some_and(|q| q.trim().parse::<f32>().is_ok_and(|q| q == 0.0))
+        });
+        matches!(coding.as_str(), "gzip" | "x-gzip" | "*") && !refused
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gzip_negotiation() {
+        let with = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::ACCEPT_ENCODING, HeaderValue::from_str(v).unwrap());
+            accepts_gzip(&h)
+        };
+        assert!(with("gzip, deflate, br"));
+        assert!(with("br;q=1.0, gzip;q=0.8"));
+        assert!(with("*"));
+        assert!(!with("gzip;q=0"));
+        assert!(!with("identity"));
+        assert!(!accepts_gzip(&HeaderMap::new()));
+    }
 }

@@ -63,7 +63,11 @@ pub(crate) fn front_page(st: &WebState) -> Response {
     let n = p.naming();
     let mut b = String::new();
     let _ = writeln!(b, "<p>A ResourceSync aggregator. Source Description: {}</p>", link(&n.source_description()));
-    let _ = writeln!(b, "<p>Provenance lookup: <code>{}?uri=…</code> or <code>?hash=sha-256:…</code></p>", esc(&n.provenance()));
+    let _ = writeln!(
+        b,
+        "<p>Provenance lookup: <code>{}?uri=…</code> or <code>?hash=sha-256:…</code></p>",
+        esc(&n.provenance())
+    );
     b.push_str("<table><tr><th>set</th><th>sources</th><th>Capability List</th></tr>\n");
     for s in p.sets() {
         let _ = writeln!(
@@ -101,7 +105,9 @@ pub(crate) async fn set_page(st: &WebState, set: String) -> Result<Response, Web
         link(&n.resource_list(&set)),
         link(&n.change_list(&set))
     );
-    b.push_str("<table><tr><th>source</th><th>live</th><th>last change</th><th>last harvest</th><th>last error</th></tr>\n");
+    b.push_str(
+        "<table><tr><th>source</th><th>live</th><th>last change</th><th>last harvest</th><th>last error</th></tr>\n",
+    );
     for src in &s.sources {
         let _ = writeln!(
             b,
@@ -144,7 +150,13 @@ pub(crate) fn provenance_page(status: axum::http::StatusCode, p: &Provenance) ->
 fn resource_section(b: &mut String, r: &ResourceProvenance) {
     let opt = |v: &Option<String>| v.as_deref().map_or_else(|| "–".to_owned(), esc);
     let _ = writeln!(b, "<h2>{}</h2>", link(&r.uri));
-    let _ = writeln!(b, "<p>Matched by {}; source <b>{}</b>; sets {}.</p>", r.matched_by, esc(&r.source), esc(&r.sets.join(", ")));
+    let _ = writeln!(
+        b,
+        "<p>Matched by {}; source <b>{}</b>; sets {}.</p>",
+        r.matched_by,
+        esc(&r.source),
+        esc(&r.sets.join(", "))
+    );
     b.push_str("<h3>Chain</h3><ol>");
     for c in &r.chain {
         let _ = write!(b, "<li>{}: {}</li>", c.role, link(&c.uri));
@@ -152,7 +164,13 @@ fn resource_section(b: &mut String, r: &ResourceProvenance) {
     b.push_str("</ol>\n<h3>Origin (via)</h3><table>");
     let o = &r.origin;
     let len = o.length.map(|l| l.to_string());
-    for (k, v) in [("href", Some(o.href.clone())), ("modified", o.modified.clone()), ("hash", o.hash.clone()), ("length", len), ("type", o.media_type.clone())] {
+    for (k, v) in [
+        ("href", Some(o.href.clone())),
+        ("modified", o.modified.clone()),
+        ("hash", o.hash.clone()),
+        ("length", len),
+        ("type", o.media_type.clone()),
+    ] {
         let _ = write!(b, "<tr><th>{k}</th><td><code>{}</code></td></tr>", opt(&v));
     }
     let s = &r.state;

@@ -228,11 +228,21 @@ pub(crate) async fn harvest(
         let (origin, via) = match e.link("via") {
             Some(v) => (
                 v.href.clone(),
-                Via { modified: v.modified, hash: v.hash.clone().unwrap_or_default(), length: v.length, media_type: v.media_type.clone() },
+                Via {
+                    modified: v.modified,
+                    hash: v.hash.clone().unwrap_or_default(),
+                    length: v.length,
+                    media_type: v.media_type.clone(),
+                },
             ),
             None => (
                 e.loc.clone(),
-                Via { modified: e.lastmod, hash: md.hash.clone().unwrap_or_default(), length: md.length, media_type: md.media_type.clone() },
+                Via {
+                    modified: e.lastmod,
+                    hash: md.hash.clone().unwrap_or_default(),
+                    length: md.length,
+                    media_type: md.media_type.clone(),
+                },
             ),
         };
         let expected = Expected { md5: true, ..Expected::declared(md.length, md.hash.as_ref()) };
