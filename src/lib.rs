@@ -16,5 +16,8 @@ pub mod config;
 pub mod harvest;
 pub mod model;
 pub mod naming;
+pub mod provenance;
+pub mod publish;
 pub mod simulate;
 pub mod store;
+pub mod web;

@@ -39,6 +39,11 @@ struct Global {
 enum Command {
     /// Read a ResourceSync document and report its kind, entries, times and every violation.
     Check(CheckArgs),
+    /// Serve the aggregate as a ResourceSync Source (documents, bitstreams, provenance) without
+    /// harvesting.
+    Serve,
+    /// Where a resource came from: by Tributary URI, origin URI, upstream URI or sha-256:….
+    Provenance(ProvenanceArgs),
     /// Compare the store with each Source's current Resource List; exit 1 unless all in sync.
     Audit(AuditArgs),
     /// Inspect and maintain the data directory.
@@ -77,6 +82,18 @@ struct CheckArgs {
     /// Print only the summary and errors, not warnings.
     #[arg(long, short)]
     quiet: bool,
+}
+
+#[derive(Debug, Args)]
+struct ProvenanceArgs {
+    /// A Tributary URI, an origin or upstream URI, or `sha-256:<hex>`.
+    query: String,
+    /// Fetch each origin and report whether it still matches.
+    #[arg(long)]
+    verify: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -129,6 +146,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Check(args) => run_check(args),
         Command::Audit(args) => run_audit(args, &cli.global),
+        Command::Serve => run_serve(&cli.global),
+        Command::Provenance(args) => run_provenance(args, &cli.global),
         Command::Store(cmd) => run_store(cmd, data_dir(&cli.global)?),
         Command::Simulate(args) => run_simulate(*args),
         Command::Harvest(args) => run_harvest(&cli.global, args),
@@ -253,10 +272,66 @@ fn run_harvest(global: &Global, args: HarvestArgs) -> anyhow::Result<ExitCode> {
 fn run_service(global: &Global) -> anyhow::Result<ExitCode> {
     let (config, store, fetcher) = load(global)?;
     let rt = harvest_runtime()?;
-    // Hook for the web UI: it will be served here alongside the harvester, sharing `store`
-    // and a clone of the same shutdown signal.
-    rt.block_on(harvest::run(&config, &store, &fetcher, shutdown_signal()))?;
+    let web = web_state(&config, &store)?;
+    rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind(config.aggregator.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", config.aggregator.listen))?;
+        tracing::info!(url = %config.aggregator.base_url, "serving the aggregate");
+        let (server, harvester) = tokio::join!(
+            tributary::web::serve(listener, web, shutdown_signal()),
+            harvest::run(&config, &store, &fetcher, shutdown_signal()),
+        );
+        server.context("web server")?;
+        harvester?;
+        anyhow::Ok(())
+    })?;
     Ok(ExitCode::SUCCESS)
+}
+
+fn run_serve(global: &Global) -> anyhow::Result<ExitCode> {
+    let config = tributary::config::Config::load(&global.config, global.data_dir.as_deref())?;
+    let store = tributary::store::Store::open(&config.aggregator.data_dir)?;
+    let web = web_state(&config, &store)?;
+    let rt = tokio::runtime::Runtime::new()?;
+    rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind(config.aggregator.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", config.aggregator.listen))?;
+        tracing::info!(url = %config.aggregator.base_url, "serving the aggregate");
+        tributary::web::serve(listener, web, shutdown_signal()).await.context("web server")
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The publisher's view of the configuration: one set per source plus the merged sets, and
+/// each source's link policy.
+fn web_state(
+    config: &tributary::config::Config,
+    store: &tributary::store::Store,
+) -> anyhow::Result<tributary::web::WebState> {
+    use tributary::publish::{Limits, LinkPolicies, LinkPolicy, SetConfig};
+    let mut sets: Vec<SetConfig> = config.sources.iter().map(|s| SetConfig::source(s.id.clone())).collect();
+    sets.extend(config.sets.iter().map(|s| SetConfig::new(s.id.clone(), s.sources.clone())));
+    let policy = |s: &tributary::config::Settings| LinkPolicy {
+        keep: s.keep_links.iter().map(|r| r.to_ascii_lowercase()).collect(),
+        drop: s.drop_links.iter().map(|r| r.to_ascii_lowercase()).collect(),
+    };
+    let policies = LinkPolicies {
+        default: policy(&config.defaults),
+        per_source: config.sources.iter().map(|s| (s.id.clone(), policy(&s.settings))).collect(),
+    };
+    let naming = tributary::naming::Naming::new(&config.aggregator.base_url);
+    Ok(tributary::web::WebState::new(store.clone(), naming, sets, policies, Limits::default())?)
+}
+
+fn run_provenance(args: ProvenanceArgs, global: &Global) -> anyhow::Result<ExitCode> {
+    let config = tributary::config::Config::load(&global.config, global.data_dir.as_deref())?;
+    let store = tributary::store::Store::open_existing(&config.aggregator.data_dir)?;
+    let naming = tributary::naming::Naming::new(&config.aggregator.base_url);
+    let (text, found) = tributary::provenance::provenance_cli(&store, &naming, &args.query, args.verify, args.json)?;
+    println!("{text}");
+    Ok(if found { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
 /// The harvester's runtime. Blocking threads (store writes) are capped: each one costs a

@@ -32,4 +32,4 @@ pub use types::{
     RootFormat, SITEMAP_NS,
 };
 pub use validate::{Validator, validate};
-pub use writer::{DocumentWriter, to_bytes, write_document};
+pub use writer::{DocumentWriter, escape_into, to_bytes, write_document};

@@ -60,6 +60,18 @@ impl<W: Write> DocumentWriter<W> {
         r
     }
 
+    /// Writes one entry the caller rendered itself, in exactly this writer's format: one
+    /// `<url>` (or `<sitemap>`) element, attributes in the writer's order, values escaped with
+    /// [`escape_into`], ending in a newline. For streaming many entries from borrowed data
+    /// without building an [`Entry`] each; the caller answers for well-formedness.
+    ///
+    /// # Errors
+    /// When the underlying writer fails.
+    pub fn write_rendered_entry(&mut self, rendered: &[u8]) -> io::Result<()> {
+        self.entries += 1;
+        self.emit(rendered)
+    }
+
     /// Closes the root element and returns the writer.
     ///
     /// # Errors
@@ -346,6 +358,12 @@ fn attr(out: &mut Vec<u8>, name: &str, value: &str) {
     out.extend_from_slice(b"=\"");
     escape_attr(out, value);
     out.push(b'"');
+}
+
+/// Escapes `s` as this writer does: for element text, or (`attribute = true`) for a
+/// double-quoted attribute value. See [`DocumentWriter::write_rendered_entry`].
+pub fn escape_into(out: &mut Vec<u8>, s: &str, attribute: bool) {
+    escape(out, s, attribute);
 }
 
 fn escape_text(out: &mut Vec<u8>, s: &str) {

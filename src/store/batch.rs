@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use super::blob::BlobId;
 use super::codec::{self, check_key};
 use super::error::StoreError;
+use super::history;
 use super::log::{Counters, Event, event_key};
 use super::record::{NewRecord, Record, keys};
 use super::state::{self, SourceState};
@@ -337,6 +338,7 @@ impl Tx<'_> {
                 source: rec.source.clone(),
             };
             self.w.insert(&self.t.log, &event_key(set, seq), codec::encode(&event)?);
+            self.w.insert(&self.t.log_by_uri, &history::key(&rec.uri, set, seq), Vec::new());
             out.push((set.clone(), seq));
         }
         Ok(out)

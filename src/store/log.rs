@@ -146,7 +146,7 @@ impl Inner {
     }
 
     /// The last seq readers may see in `set`.
-    fn visible_seq(&self, set: &str) -> Result<u64, StoreError> {
+    pub(super) fn visible_seq(&self, set: &str) -> Result<u64, StoreError> {
         // Applies hold this lock while they commit, so the counters read under it are not
         // ahead of the registered unflushed ranges.
         let unflushed = self.unflushed.lock().unwrap_or_else(|p| p.into_inner());
@@ -156,7 +156,7 @@ impl Inner {
         }
     }
 
-    fn event(&self, set: &str, seq: u64) -> Result<Option<Event>, StoreError> {
+    pub(super) fn event(&self, set: &str, seq: u64) -> Result<Option<Event>, StoreError> {
         self.trees.log.get(event_key(set, seq))?.map(|v| codec::decode("event", &v)).transpose()
     }
 

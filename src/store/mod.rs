@@ -24,6 +24,7 @@ mod batch;
 mod blob;
 mod codec;
 mod error;
+mod history;
 mod log;
 mod maint;
 mod open;
@@ -32,6 +33,7 @@ mod report;
 mod state;
 mod table;
 mod verify;
+mod view;
 mod writer;
 
 use std::collections::HashMap;
@@ -48,6 +50,7 @@ pub use open::StoreOptions;
 pub use record::{NewRecord, Record, RecordIter, Via};
 pub use report::{GcReport, Problem, SetStats, Stats, VerifyReport};
 pub use state::{DocumentValidators, HarvestState, PassCounts, SourceState, SourceStatus};
+pub use view::{AttrView, LinkView, RawRecord, RawRecordIter, RecordView, ViaView};
 pub use writer::BlobWriter;
 
 /// Bitstreams up to this many bytes are stored inside the database rather than as files: a
@@ -76,6 +79,8 @@ struct Trees {
     by_sha: table::Table,
     by_upstream: table::Table,
     log: table::Table,
+    /// The change log by resource: `uri \0 set \0 seq` → empty (see [`history`]).
+    log_by_uri: table::Table,
     sets: table::Table,
     sources: table::Table,
 }

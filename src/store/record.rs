@@ -150,6 +150,26 @@ impl Store {
         RecordIter { iter: self.inner.trees.records.scan_prefix(prefix.as_bytes()) }
     }
 
+    /// Records whose URI starts with `prefix` and lies in `from <= uri < until` (`until =
+    /// None`: no upper bound), in URI order, live and deleted. A key-range scan: the publisher
+    /// pages a set's Resource List by ranges of URIs without reading the records before them.
+    pub fn records_in_range(&self, prefix: &str, from: &str, until: Option<&str>) -> RecordIter {
+        RecordIter { iter: self.record_range(prefix, from, until) }
+    }
+
+    /// The rows of `records_in_range`, undecoded.
+    pub(super) fn record_range(&self, prefix: &str, from: &str, until: Option<&str>) -> TableIter {
+        let start = if from.as_bytes() > prefix.as_bytes() { from.as_bytes() } else { prefix.as_bytes() };
+        let prefix_end = successor(prefix.as_bytes());
+        let end = match (until.map(str::as_bytes), prefix_end.as_deref()) {
+            (Some(u), Some(p)) => Some(u.min(p)),
+            (Some(u), None) => Some(u),
+            (None, p) => p,
+        };
+        // An empty range is `start..start`, never an inverted one.
+        self.inner.trees.records.range(start, end.map(|e| e.max(start)))
+    }
+
     /// Tributary URIs of the live records whose origin (`via` target) is `origin`.
     ///
     /// # Errors
@@ -174,6 +194,19 @@ impl Store {
     pub fn uri_by_upstream(&self, upstream: &str) -> Result<Option<String>, StoreError> {
         self.inner.trees.by_upstream.get(upstream.as_bytes())?.map(|v| utf8("upstream index", &v)).transpose()
     }
+}
+
+/// The smallest byte string greater than every string starting with `prefix`; `None` when
+/// there is none (empty, or all 0xFF).
+fn successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut s = prefix.to_vec();
+    while let Some(last) = s.pop() {
+        if last < 0xFF {
+            s.push(last + 1);
+            return Some(s);
+        }
+    }
+    None
 }
 
 fn utf8(what: &'static str, bytes: &[u8]) -> Result<String, StoreError> {

@@ -67,6 +67,17 @@ impl Table {
         TableIter { inner: self.tree.scan_prefix(self.key(prefix.as_ref())) }
     }
 
+    /// Rows with `first <= key < end` (`end = None`: to the end of the table), in key order.
+    pub(super) fn range(&self, first: &[u8], end: Option<&[u8]>) -> TableIter {
+        let start = self.key(first);
+        let inner = match end {
+            Some(end) => self.tree.range(start..self.key(end)),
+            // Tables are single ASCII-letter prefixes, so the next byte value bounds this one.
+            None => self.tree.range(start..vec![self.prefix + 1]),
+        };
+        TableIter { inner }
+    }
+
     /// Rows with `first <= key <= last`, in key order.
     pub(super) fn range_inclusive(&self, first: &[u8], last: &[u8]) -> TableIter {
         TableIter { inner: self.tree.range(self.key(first)..=self.key(last)) }

@@ -35,6 +35,9 @@ impl Store {
         inner.verify_indexes(&mut r)?;
         let log = inner.verify_log(&mut r)?;
         inner.verify_counters(&live, &log, &mut r)?;
+        for row in inner.dangling_history_rows()? {
+            r.problem("history", row, "names an event that does not exist or is another resource's");
+        }
         for kv in inner.trees.sources.iter() {
             let (k, v) = kv?;
             if let Err(e) = serde_json::from_slice::<super::SourceState>(&v) {
@@ -234,10 +237,13 @@ impl Inner {
             if last_time.get(&set).is_some_and(|t| event.datetime < *t) {
                 r.problem("event", &key, "datetime earlier than the previous event's");
             }
-            last_time.insert(set, event.datetime);
             if !self.trees.records.contains_key(event.uri.as_bytes())? {
                 r.problem("event", &key, format!("record {} does not exist", event.uri));
             }
+            if !self.has_history_row(&event.uri, &set, seq)? {
+                r.problem("event", &key, format!("no history row for {}", event.uri));
+            }
+            last_time.insert(set, event.datetime);
         }
         Ok(tally)
     }

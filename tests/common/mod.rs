@@ -2,6 +2,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod http;
+pub(crate) mod publish;
 pub mod rs;
 pub(crate) mod sim;
 pub mod upstream;

@@ -1,0 +1,218 @@
+//! A set's Change List Index (§12.2): closed Change Lists, each a fixed range of the set's
+//! change log, plus one open list of everything since.
+//!
+//! A list closes after `max_events` events, or at the end of the rollover period its first
+//! event falls in (periods are aligned to the Unix epoch), whichever comes first. Boundaries
+//! are a pure function of the log: list 1 starts at event 1, each list starts after the
+//! previous one, and where it ends depends only on the events' datetimes and the count. So a
+//! closed list's range, its `from`/`until` and therefore its bytes never change, across
+//! requests and restarts, and can be cached for a year. The boundaries found so far are
+//! remembered per set (they only ever grow), so finding the open list costs a few point reads.
+//!
+//! `from`/`until` are Tributary's times (§14.8): list 1 starts at its first event; a list
+//! closed by its period ends at the period's end, one closed by count at its last event; each
+//! list starts where the previous one ended. A period may end with no later event to prove
+//! it: the list is then closed only once the clock is past the period's end *and* the store
+//! holds no unflushed events for the set (any event written later is stamped later still, see
+//! `docs/STORE.md`), so no event can later appear inside a list already declared closed.
+
+use std::io::Write;
+use std::time::Duration;
+
+use super::entries::change_entry;
+use super::resources::lock;
+use super::{PublishError, Publisher, SetView};
+use crate::model::{Capability, DocumentWriter, Entry, Header, Link, Md, RootFormat, W3cDateTime};
+use crate::store::{Event, StoreError};
+
+/// One closed list: events `first..=last`, covering `from..until`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Closed {
+    first: u64,
+    last: u64,
+    from: W3cDateTime,
+    until: W3cDateTime,
+}
+
+/// The closed lists of one set found so far (append-only).
+#[derive(Debug, Default)]
+pub(crate) struct Layout {
+    closed: Vec<Closed>,
+}
+
+/// What `changelist-{n}.xml` is.
+#[derive(Debug)]
+pub enum ChangeListDoc {
+    /// A closed list, written in full; its bytes never change.
+    Closed(Vec<u8>),
+    /// The open list, to stream with [`Publisher::write_open_change_list`].
+    Open(OpenChangeList),
+}
+
+/// The open Change List as of the moment it was asked for: events `first..=last`.
+#[derive(Debug, Clone)]
+pub struct OpenChangeList {
+    set: String,
+    first: u64,
+    last: u64,
+    from: W3cDateTime,
+}
+
+/// The open list's start and the visible log length, after extending the closed lists.
+struct State {
+    closed: Vec<Closed>,
+    open_from: W3cDateTime,
+    visible: u64,
+}
+
+impl Publisher {
+    /// The Change List Index of `set`: every closed list, then the open one.
+    ///
+    /// # Errors
+    /// [`PublishError::UnknownSet`]; [`PublishError::Store`].
+    pub fn change_list_index(&self, set: &str) -> Result<Vec<u8>, PublishError> {
+        let view = self.view_or_missing(set)?;
+        let st = self.extend(view)?;
+        let from = st.closed.first().map_or(st.open_from, |c| c.from);
+        let md = Md { capability: Some(Capability::ChangeList), from: Some(from), ..Md::default() };
+        let mut header = Header::new(RootFormat::SitemapIndex, md);
+        header.links.push(Link::new("up", self.naming.capability_list(set)));
+        let mut w = DocumentWriter::new(Vec::new(), &header)?;
+        for (i, c) in st.closed.iter().enumerate() {
+            let mut e = Entry::new(self.naming.change_list_part(set, i as u64 + 1));
+            e.md = Some(Md { from: Some(c.from), until: Some(c.until), ..Md::default() });
+            w.write_entry(&e)?;
+        }
+        let mut open = Entry::new(self.naming.change_list_part(set, st.closed.len() as u64 + 1));
+        open.md = Some(Md { from: Some(st.open_from), ..Md::default() });
+        w.write_entry(&open)?;
+        Ok(w.finish()?)
+    }
+
+    /// Change List `n` of `set`: closed (written in full), open, or `None` past the open one.
+    ///
+    /// # Errors
+    /// [`PublishError::UnknownSet`]; [`PublishError::Store`].
+    pub fn change_list(&self, set: &str, n: u64) -> Result<Option<ChangeListDoc>, PublishError> {
+        let view = self.view_or_missing(set)?;
+        let st = self.extend(view)?;
+        let closed = st.closed.len() as u64;
+        if n >= 1 && n <= closed {
+            let c = st.closed[(n - 1) as usize];
+            let mut out = Vec::new();
+            self.write_changes(set, c.first, c.last, c.from, Some(c.until), &mut out)?;
+            return Ok(Some(ChangeListDoc::Closed(out)));
+        }
+        if n == closed + 1 {
+            let first = st.closed.last().map_or(1, |c| c.last + 1);
+            let open = OpenChangeList { set: set.to_owned(), first, last: st.visible, from: st.open_from };
+            return Ok(Some(ChangeListDoc::Open(open)));
+        }
+        Ok(None)
+    }
+
+    /// Streams an open Change List (exactly the events it was decided with).
+    ///
+    /// # Errors
+    /// [`PublishError::Store`] or [`PublishError::Write`]: the output is then incomplete.
+    pub fn write_open_change_list(&self, list: &OpenChangeList, out: impl Write) -> Result<u64, PublishError> {
+        self.write_changes(&list.set, list.first, list.last, list.from, None, out)
+    }
+
+    fn write_changes(
+        &self,
+        set: &str,
+        first: u64,
+        last: u64,
+        from: W3cDateTime,
+        until: Option<W3cDateTime>,
+        out: impl Write,
+    ) -> Result<u64, PublishError> {
+        let md = Md { capability: Some(Capability::ChangeList), from: Some(from), until, ..Md::default() };
+        let mut header = Header::new(RootFormat::UrlSet, md);
+        header.links.push(Link::new("up", self.naming.capability_list(set)));
+        header.links.push(Link::new("index", self.naming.change_list(set)));
+        let mut w = DocumentWriter::new(out, &header)?;
+        let mut n = 0;
+        if first <= last {
+            for ev in self.store.events_after(set, first - 1)?.take((last - first + 1) as usize) {
+                w.write_entry(&change_entry(ev?))?;
+                n += 1;
+            }
+        }
+        w.finish()?;
+        Ok(n)
+    }
+
+    /// Closes every list that can be closed now; returns the layout and the open list's start.
+    fn extend(&self, view: &SetView) -> Result<State, PublishError> {
+        let set = view.config.id.as_str();
+        // Sampled before the log is read; see the module docs.
+        let now = W3cDateTime::now();
+        let mut layout = lock(&view.changes);
+        let (events, visible) = self.store.set_info(set)?.map_or((0, 0), |i| (i.events, i.visible_seq));
+        loop {
+            let s = layout.closed.last().map_or(1, |c| c.last + 1);
+            let Some(first) = (s <= visible).then(|| self.event_at(set, s)).transpose()?.flatten() else { break };
+            let from = layout.closed.last().map_or(first.datetime, |c| c.until);
+            let Some((last, until)) = self.close_point(set, s, &first, (events, visible), now)? else { break };
+            layout.closed.push(Closed { first: s, last, from, until });
+        }
+        let open_from = match layout.closed.last() {
+            Some(c) => c.until,
+            None => self.event_at(set, 1)?.map_or(now, |e| e.datetime),
+        };
+        Ok(State { closed: layout.closed.clone(), open_from, visible })
+    }
+
+    /// Where the list starting at event `s` ends, if it has ended: `(last seq, until)`.
+    fn close_point(
+        &self,
+        set: &str,
+        s: u64,
+        first: &Event,
+        (events, visible): (u64, u64),
+        now: W3cDateTime,
+    ) -> Result<Option<(u64, W3cDateTime)>, StoreError> {
+        let count_end = s + self.limits.change_list.max_events - 1;
+        if let Some(end) = self.limits.change_list.period.and_then(|p| period_end(first.datetime, p)) {
+            match self.store.events_between(set, Some(&end), None)?.next().transpose()? {
+                Some(q) if q.seq - 1 <= count_end => return Ok(Some((q.seq - 1, end))),
+                None if count_end > visible && now >= end && events == visible => return Ok(Some((visible, end))),
+                _ => {}
+            }
+        }
+        if count_end <= visible {
+            let last = self.event_at(set, count_end)?;
+            return Ok(last.map(|e| (count_end, e.datetime)));
+        }
+        Ok(None)
+    }
+
+    fn event_at(&self, set: &str, seq: u64) -> Result<Option<Event>, StoreError> {
+        Ok(self.store.events_after(set, seq - 1)?.next().transpose()?.filter(|e| e.seq == seq))
+    }
+}
+
+/// The end of the epoch-aligned period that `t` falls in; `None` past the year 9999 (such a
+/// period never ends within the format, and the list then closes by count only).
+fn period_end(t: W3cDateTime, period: Duration) -> Option<W3cDateTime> {
+    let p = i64::try_from(period.as_secs()).unwrap_or(i64::MAX).max(1);
+    let end = t.unix_timestamp().div_euclid(p).saturating_add(1).saturating_mul(p);
+    W3cDateTime::from_unix(end, 0).ok().filter(|e| *e > t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn periods_align_to_the_epoch() {
+        let t: W3cDateTime = "2024-05-01T10:17:03Z".parse().unwrap();
+        let end = |t: W3cDateTime, secs| period_end(t, Duration::from_secs(secs)).unwrap().to_string();
+        assert_eq!(end(t, 3600), "2024-05-01T11:00:00Z");
+        assert_eq!(end(t, 86_400), "2024-05-02T00:00:00Z");
+        assert_eq!(end("2024-05-01T11:00:00Z".parse().unwrap(), 3600), "2024-05-01T12:00:00Z");
+        assert_eq!(period_end("9999-12-31T23:00:00Z".parse().unwrap(), Duration::from_secs(86_400)), None);
+    }
+}

@@ -1,0 +1,25 @@
+//! The publisher's error type: what a caller must tell apart — a configuration mistake (fix
+//! and restart), an unknown set or document (404), a store failure (500), or a failed write to
+//! the output (the client went away; nothing to report).
+
+use std::io;
+
+use crate::store::StoreError;
+
+/// Why a document could not be produced.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PublishError {
+    /// The set configuration or limits are unusable.
+    #[error("publish configuration: {0}")]
+    Config(String),
+    /// No set with this id is configured.
+    #[error("no set {0:?} is configured")]
+    UnknownSet(String),
+    /// Reading the store failed.
+    #[error("reading the store: {0}")]
+    Store(#[from] StoreError),
+    /// Writing the document failed (usually: the client disconnected).
+    #[error("writing the document: {0}")]
+    Write(#[from] io::Error),
+}

@@ -1,0 +1,229 @@
+//! Publishing: Tributary as a ResourceSync Source. Pure functions (and two small caches) from
+//! store views to documents — the Source Description, per-set Capability Lists, Resource Lists
+//! (paged into an index past a limit), Change List Indexes with closed and open Change Lists —
+//! plus the inherited-link policy and the provenance lookup.
+//!
+//! # Architecture
+//! Depends on [`crate::model`] (documents and the writer), [`crate::store`] (records and the
+//! change log) and [`crate::naming`] (every URI). It must not depend on axum, tokio or
+//! reqwest, nor on the harvester: the web server calls it on its blocking pool and streams what
+//! it writes; the CLI calls it directly. Every method blocks on the store.
+//!
+//! Two kinds of state live here, both derived from the store and safe to lose on restart:
+//! the Resource List partition of each set ([`plan`]) and the boundaries of closed Change
+//! Lists ([`changes`]). Both are append-only so that what a Destination was told stays true.
+//!
+//! Times follow §14.8: `at`, `from`, `until`, `datetime` and `<lastmod>` are Tributary's own
+//! (when Tributary's copy changed); the origin's times appear only on the `via` link.
+
+mod changes;
+mod describe;
+mod entries;
+mod error;
+pub mod links;
+mod plan;
+pub mod provenance;
+mod render;
+mod resources;
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+pub use changes::{ChangeListDoc, OpenChangeList};
+pub use describe::{SetSummary, SourceSummary};
+pub use error::PublishError;
+pub use links::{LinkPolicies, LinkPolicy};
+pub use resources::{ListJob, ResourceListDoc};
+
+use crate::naming::Naming;
+use crate::store::Store;
+
+/// The Sitemap protocol's limit on entries per document; no list Tributary serves is larger.
+pub const SITEMAP_MAX_ENTRIES: usize = 50_000;
+
+/// One set Tributary republishes: a Capability List over the resources of its sources.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetConfig {
+    /// The set id, used in URLs (`sets/{id}/…`).
+    pub id: String,
+    /// Ids of the sources whose resources the set holds.
+    pub sources: Vec<String>,
+}
+
+impl SetConfig {
+    /// A set of several sources (a merged set).
+    pub fn new(id: impl Into<String>, sources: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        SetConfig { id: id.into(), sources: sources.into_iter().map(Into::into).collect() }
+    }
+
+    /// The implicit set of one source: same id, that source only.
+    pub fn source(id: impl Into<String>) -> Self {
+        let id = id.into();
+        SetConfig { sources: vec![id.clone()], id }
+    }
+}
+
+/// When a Change List closes and a new one opens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rollover {
+    /// A list closes once it holds this many events (1..=50,000).
+    pub max_events: u64,
+    /// A list also closes at the end of this period (aligned to the Unix epoch, so daily
+    /// lists end at midnight UTC); `None`: by count only.
+    pub period: Option<Duration>,
+}
+
+impl Default for Rollover {
+    fn default() -> Self {
+        Rollover { max_events: 1_000, period: Some(Duration::from_secs(86_400)) }
+    }
+}
+
+/// Size limits of the documents served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Entries per Resource List; past it the list becomes an index with parts (1..=50,000).
+    pub resource_list_entries: usize,
+    /// Change List rollover.
+    pub change_list: Rollover,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { resource_list_entries: SITEMAP_MAX_ENTRIES, change_list: Rollover::default() }
+    }
+}
+
+/// A configured set with its derived state.
+#[derive(Debug)]
+struct SetView {
+    config: SetConfig,
+    /// `{base}r/{source}/` for each source, sorted: the key ranges of the set's records, in
+    /// URI order (the prefixes end in `/`, so none is a prefix of another).
+    prefixes: Vec<String>,
+    plan: Mutex<plan::Plan>,
+    /// Held while the plan is revalidated, so scans of one set run one at a time.
+    plan_scan: Mutex<()>,
+    changes: Mutex<changes::Layout>,
+}
+
+/// Everything the publisher needs, built once at start-up. `Send + Sync`; share it in an `Arc`.
+#[derive(Debug)]
+pub struct Publisher {
+    store: Store,
+    naming: Naming,
+    sets: Vec<SetView>,
+    by_id: HashMap<String, usize>,
+    policies: LinkPolicies,
+    limits: Limits,
+}
+
+impl Publisher {
+    /// Checks the configuration and prepares per-set state. `sets` should hold one set per
+    /// source ([`SetConfig::source`]) plus each merged set; they are served in this order.
+    ///
+    /// # Errors
+    /// [`PublishError::Config`] for an empty or non-URL-safe id, a duplicate set id, a set
+    /// without sources, or limits outside `1..=50,000` (or a zero period).
+    pub fn new(
+        store: Store,
+        naming: Naming,
+        sets: Vec<SetConfig>,
+        policies: LinkPolicies,
+        limits: Limits,
+    ) -> Result<Publisher, PublishError> {
+        check_limits(&limits)?;
+        let mut by_id = HashMap::new();
+        let mut views = Vec::with_capacity(sets.len());
+        for (i, config) in sets.into_iter().enumerate() {
+            check_set(&config)?;
+            if by_id.insert(config.id.clone(), i).is_some() {
+                return Err(PublishError::Config(format!("set id {:?} is configured twice", config.id)));
+            }
+            let mut prefixes: Vec<String> = config.sources.iter().map(|s| format!("{}r/{s}/", naming.base())).collect();
+            prefixes.sort();
+            prefixes.dedup();
+            views.push(SetView {
+                config,
+                prefixes,
+                plan: Mutex::new(plan::Plan::default()),
+                plan_scan: Mutex::new(()),
+                changes: Mutex::new(changes::Layout::default()),
+            });
+        }
+        Ok(Publisher { store, naming, sets: views, by_id, policies, limits })
+    }
+
+    /// The store read from.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The URI scheme.
+    pub fn naming(&self) -> &Naming {
+        &self.naming
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// The configured sets, in order.
+    pub fn sets(&self) -> impl Iterator<Item = &SetConfig> {
+        self.sets.iter().map(|v| &v.config)
+    }
+
+    /// A set by id.
+    pub fn set(&self, id: &str) -> Option<&SetConfig> {
+        self.view(id).map(|v| &v.config)
+    }
+
+    /// Ids of the sets that include `source`, in configuration order.
+    pub fn sets_of_source<'a>(&'a self, source: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.sets.iter().filter(move |v| v.config.sources.iter().any(|s| s == source)).map(|v| v.config.id.as_str())
+    }
+
+    fn view(&self, id: &str) -> Option<&SetView> {
+        self.by_id.get(id).map(|&i| &self.sets[i])
+    }
+
+    fn view_or_missing(&self, id: &str) -> Result<&SetView, PublishError> {
+        self.view(id).ok_or_else(|| PublishError::UnknownSet(id.to_owned()))
+    }
+}
+
+fn check_limits(limits: &Limits) -> Result<(), PublishError> {
+    let max = SITEMAP_MAX_ENTRIES;
+    if !(1..=max).contains(&limits.resource_list_entries) {
+        return Err(PublishError::Config(format!("resource list entries must be 1..={max}")));
+    }
+    if !(1..=max as u64).contains(&limits.change_list.max_events) {
+        return Err(PublishError::Config(format!("change list events must be 1..={max}")));
+    }
+    if limits.change_list.period.is_some_and(|p| p.as_secs() == 0) {
+        return Err(PublishError::Config("change list period must be at least one second".into()));
+    }
+    Ok(())
+}
+
+/// Ids become URL path segments and store key parts: keep them to unreserved characters.
+fn check_set(set: &SetConfig) -> Result<(), PublishError> {
+    let ok = |id: &str| {
+        !id.is_empty()
+            && id != "."
+            && id != ".."
+            && id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~'))
+    };
+    if !ok(&set.id) {
+        return Err(PublishError::Config(format!("set id {:?} must be letters, digits, '-', '_', '.', '~'", set.id)));
+    }
+    if set.sources.is_empty() {
+        return Err(PublishError::Config(format!("set {:?} has no sources", set.id)));
+    }
+    if let Some(bad) = set.sources.iter().find(|s| !ok(s)) {
+        return Err(PublishError::Config(format!("source id {bad:?} in set {:?} is not URL-safe", set.id)));
+    }
+    Ok(())
+}

@@ -1,0 +1,196 @@
+//! Resource Lists (§10.1) and Resource List Indexes (§10.2) of a set, streamed.
+//!
+//! Serving is two steps so the web layer can answer 404 before it commits to a 200: a quick
+//! decision ([`Publisher::resource_list`], [`Publisher::resource_list_part`]) that returns
+//! either a small finished document (the index) or a [`ListJob`] naming a range of URIs, then
+//! [`Publisher::write_list`], which streams the job's entries to any `Write` one record at a
+//! time. Nothing proportional to the list is held in memory.
+//!
+//! `at` is the moment the request started: every state written is at least that recent,
+//! which is all `at` promises. No `completed` is written: the header goes out before the last
+//! record is read, and a time that is not yet known cannot be stated honestly.
+
+use std::io::Write;
+use std::time::Instant;
+
+use super::entries::resource_entry;
+use super::links::{inherit, inherit_views};
+use super::plan::{KeyRange, Layout};
+use super::render::{self, Rendered};
+use super::{PublishError, Publisher, SetView};
+use crate::model::{Capability, DocumentWriter, Entry, Header, Link, Md, RootFormat, W3cDateTime};
+use crate::store::{RawRecord, Record, StoreError};
+
+/// What `resourcelist.xml` of a set is right now.
+#[derive(Debug)]
+pub enum ResourceListDoc {
+    /// A Resource List Index, already written.
+    Index(Vec<u8>),
+    /// A single Resource List, to be streamed with [`Publisher::write_list`].
+    List(ListJob),
+}
+
+/// A Resource List (whole or one part) to stream: which set and which range of URIs.
+#[derive(Debug, Clone)]
+pub struct ListJob {
+    set: String,
+    range: KeyRange,
+    part: bool,
+}
+
+impl Publisher {
+    /// Decides what `resourcelist.xml` of `set` is, revalidating the set's partition first
+    /// when the store has changed since (one scan of the set's records).
+    ///
+    /// # Errors
+    /// [`PublishError::UnknownSet`]; [`PublishError::Store`].
+    pub fn resource_list(&self, set: &str) -> Result<ResourceListDoc, PublishError> {
+        let view = self.view_or_missing(set)?;
+        let at = W3cDateTime::now();
+        let layout = self.validated_layout(view)?;
+        match layout {
+            Layout::Single => {
+                Ok(ResourceListDoc::List(ListJob { set: set.to_owned(), range: KeyRange::all(), part: false }))
+            }
+            Layout::Index(nums) => Ok(ResourceListDoc::Index(self.index_bytes(set, &nums, at)?)),
+        }
+    }
+
+    /// Part `n` of `set`'s Resource List Index: `None` when no such part was ever defined.
+    /// Retired parts (replaced after they grew past the limit) still answer with their range.
+    ///
+    /// # Errors
+    /// [`PublishError::UnknownSet`]; [`PublishError::Store`] (building a first plan).
+    pub fn resource_list_part(&self, set: &str, n: u64) -> Result<Option<ListJob>, PublishError> {
+        let view = self.view_or_missing(set)?;
+        let known = lock(&view.plan).part(n).cloned();
+        let range = match known {
+            Some(r) => Some(r),
+            // After a restart no part is known until an index is built; build one now.
+            None => {
+                self.validated_layout(view)?;
+                lock(&view.plan).part(n).cloned()
+            }
+        };
+        Ok(range.map(|range| ListJob { set: set.to_owned(), range, part: true }))
+    }
+
+    /// Streams `job` to `out`; returns the number of entries written.
+    ///
+    /// # Errors
+    /// [`PublishError::Store`] when reading fails mid-way, [`PublishError::Write`] when `out`
+    /// fails; either way the document is incomplete and must not be passed off as whole.
+    pub fn write_list(&self, job: &ListJob, out: impl Write) -> Result<u64, PublishError> {
+        let view = self.view_or_missing(&job.set)?;
+        let mut header = Header::new(
+            RootFormat::UrlSet,
+            Md { capability: Some(Capability::ResourceList), at: Some(W3cDateTime::now()), ..Md::default() },
+        );
+        header.links.push(Link::new("up", self.naming.capability_list(&job.set)));
+        if job.part {
+            header.links.push(Link::new("index", self.naming.resource_list(&job.set)));
+        }
+        let mut w = DocumentWriter::new(out, &header)?;
+        let mut n = 0;
+        let mut buf = Vec::with_capacity(2048);
+        for raw in self.raw_records(view, &job.range) {
+            let raw = raw?;
+            let v = raw.view()?;
+            if v.is_deleted() {
+                continue;
+            }
+            let policy = self.policies.for_source(v.source);
+            let kept = inherit_views(&v.links, policy, |href| self.republished_in(view, href))?;
+            match render::resource_entry(&mut buf, &v, &kept) {
+                Rendered::Done => w.write_rendered_entry(&buf)?,
+                Rendered::NeedsModel => w.write_entry(&self.entry(view, raw.record()?)?)?,
+            }
+            n += 1;
+        }
+        w.finish()?;
+        Ok(n)
+    }
+
+    /// The set's records in `range`, in URI order, undecoded (live and deleted).
+    fn raw_records<'a>(
+        &'a self,
+        view: &'a SetView,
+        range: &'a KeyRange,
+    ) -> impl Iterator<Item = Result<RawRecord, StoreError>> + 'a {
+        view.prefixes.iter().flat_map(move |p| self.store.raw_records_in_range(p, &range.from, range.until.as_deref()))
+    }
+
+    /// The URIs of the set's live records in `range`, in order.
+    fn live_uris<'a>(
+        &'a self,
+        view: &'a SetView,
+        range: &'a KeyRange,
+    ) -> impl Iterator<Item = Result<String, StoreError>> + 'a {
+        self.raw_records(view, range).filter_map(|raw| {
+            let uri = raw.and_then(|raw| raw.view().map(|v| (!v.is_deleted()).then(|| v.uri.to_owned())));
+            uri.transpose()
+        })
+    }
+
+    /// The model path, for records the fast renderer leaves alone.
+    fn entry(&self, view: &SetView, rec: Record) -> Result<Entry, StoreError> {
+        let policy = self.policies.for_source(&rec.source);
+        let inherited = inherit(&rec.links, policy, |href| self.republished_in(view, href))?;
+        Ok(resource_entry(rec, inherited))
+    }
+
+    /// Tributary's URI for `href` when a live record of this set was harvested from it. One
+    /// point lookup per kept link: this runs for every link of every entry.
+    fn republished_in(&self, view: &SetView, href: &str) -> Result<Option<String>, StoreError> {
+        let in_set = |uri: &str| {
+            self.naming.parse_resource(uri).is_some_and(|(source, _)| view.config.sources.contains(&source))
+        };
+        Ok(self.store.uri_by_upstream(href)?.filter(|u| in_set(u)))
+    }
+
+    /// The current layout, after revalidating when stale. Scans run one at a time per set and
+    /// outside the plan's lock, so part requests are never held up by a scan.
+    fn validated_layout(&self, view: &SetView) -> Result<Layout, PublishError> {
+        let _scan = lock(&view.plan_scan);
+        let seq = self.store.set_info(&view.config.id)?.map_or(0, |i| i.visible_seq);
+        let now = Instant::now();
+        let (stale, mut plan) = {
+            let p = lock(&view.plan);
+            (p.is_stale(seq, now), p.clone())
+        };
+        if !stale {
+            return Ok(plan.layout);
+        }
+        let all = KeyRange::all();
+        let uris = self.live_uris(view, &all);
+        let limit = self.limits.resource_list_entries;
+        plan.validate(uris, seq, now, limit, fill(limit))?;
+        let layout = plan.layout.clone();
+        *lock(&view.plan) = plan;
+        Ok(layout)
+    }
+
+    fn index_bytes(&self, set: &str, nums: &[u64], at: W3cDateTime) -> Result<Vec<u8>, PublishError> {
+        let mut header = Header::new(
+            RootFormat::SitemapIndex,
+            Md { capability: Some(Capability::ResourceList), at: Some(at), ..Md::default() },
+        );
+        header.links.push(Link::new("up", self.naming.capability_list(set)));
+        let mut w = DocumentWriter::new(Vec::new(), &header)?;
+        for &n in nums {
+            w.write_entry(&Entry::new(self.naming.resource_list_part(set, n)))?;
+        }
+        Ok(w.finish()?)
+    }
+}
+
+/// Entries per new part: three quarters of the limit, leaving room to grow before a split.
+fn fill(limit: usize) -> usize {
+    (limit * 3 / 4).max(1)
+}
+
+/// Locks a mutex, recovering from poisoning: the guarded values are rebuilt from the store
+/// and stay consistent even if a holder panicked.
+pub(super) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}

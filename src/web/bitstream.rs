@@ -1,0 +1,196 @@
+//! Bitstreams: `GET`/`HEAD` on Tributary's URI for a resource, served from the store.
+//!
+//! Validators are the content's sha-256 (a strong `ETag`) and the time Tributary's copy last
+//! changed (`Last-Modified`, the same instant as the Resource List's `<lastmod>`), so
+//! conditional requests and ranges follow [`super::conditional`]. `Link` headers point at the
+//! origin (`via`) and at the Capability List of each set the resource is in (`resourcesync`).
+//!
+//! The content is third-party and untrusted. Every bitstream is sent with
+//! `X-Content-Type-Options: nosniff` and `Content-Security-Policy: sandbox` (harmless for
+//! passive types, and it stops script in anything a browser might still render); types that
+//! can carry script when rendered (HTML, XHTML, SVG, any XML, JavaScript, multipart) are also
+//! sent as `Content-Disposition: attachment`. A missing or malformed media type becomes
+//! `application/octet-stream`, which browsers download rather than sniff.
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use super::conditional::{Decision, Validators, decide, system_time};
+use super::error::WebError;
+use super::{Shared, WebState, body};
+use crate::store::{BlobReader, Record};
+
+/// Bodies up to this size are read in the lookup task and sent in one piece; larger ones
+/// stream in chunks.
+const SMALL: u64 = 64 * 1024;
+
+enum Payload {
+    Empty,
+    Small(Vec<u8>),
+    Stream(BlobReader),
+}
+
+struct Prepared {
+    status: StatusCode,
+    headers: HeaderMap,
+    payload: Payload,
+}
+
+/// Answers a request for the resource `uri` (Tributary's URI, query included).
+pub(crate) async fn serve(st: &WebState, uri: String, method: &Method, req: HeaderMap) -> Result<Response, WebError> {
+    let shared = st.shared.clone();
+    let head = method == Method::HEAD;
+    let log_uri = uri.clone();
+    let p = tokio::task::spawn_blocking(move || prepare(&shared, &uri, &req, head)).await??;
+    let body = match p.payload {
+        Payload::Empty => Body::empty(),
+        Payload::Small(bytes) => Body::from(bytes),
+        Payload::Stream(mut reader) => body::blocking_body(log_uri, move |w| std::io::copy(&mut reader, w).map(drop)),
+    };
+    let mut r = (p.status, body).into_response();
+    *r.headers_mut() = p.headers;
+    Ok(r)
+}
+
+fn prepare(sh: &Shared, uri: &str, req: &HeaderMap, head: bool) -> Result<Prepared, WebError> {
+    let store = sh.publisher.store();
+    let rec = store.record(uri)?.ok_or_else(|| WebError::NotFound(format!("no resource {uri}")))?;
+    if let Some(when) = rec.deleted {
+        return Err(WebError::Gone(format!("{uri} was deleted upstream; Tributary recorded the deletion at {when}")));
+    }
+    let etag = format!("\"{}\"", rec.sha256.to_hex());
+    let last_modified = system_time(rec.changed.unix_timestamp());
+    let mut h = validator_headers(&etag, last_modified);
+    add_links(sh, &rec, &mut h);
+    let v = Validators { etag: &etag, last_modified, length: rec.length };
+    let (status, range) = match decide(req, v, !head) {
+        Decision::NotModified => {
+            return Ok(Prepared { status: StatusCode::NOT_MODIFIED, headers: h, payload: Payload::Empty });
+        }
+        Decision::PreconditionFailed => {
+            return Ok(Prepared { status: StatusCode::PRECONDITION_FAILED, headers: h, payload: Payload::Empty });
+        }
+        Decision::Unsatisfiable => {
+            h.insert(header::CONTENT_RANGE, value(&format!("bytes */{}", rec.length)));
+            return Ok(Prepared { status: StatusCode::RANGE_NOT_SATISFIABLE, headers: h, payload: Payload::Empty });
+        }
+        Decision::Full => (StatusCode::OK, 0..rec.length),
+        Decision::Partial(r) => {
+            let last = r.end - 1;
+            h.insert(header::CONTENT_RANGE, value(&format!("bytes {}-{last}/{}", r.start, rec.length)));
+            (StatusCode::PARTIAL_CONTENT, r)
+        }
+    };
+    content_headers(&rec, &mut h);
+    let len = range.end - range.start;
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    let payload = if head {
+        Payload::Empty
+    } else {
+        let mut reader = store.get_range(&rec.sha256, range)?;
+        if len <= SMALL {
+            let mut buf = Vec::with_capacity(len as usize);
+            std::io::Read::read_to_end(&mut reader, &mut buf).map_err(|e| WebError::Internal(e.to_string()))?;
+            Payload::Small(buf)
+        } else {
+            Payload::Stream(reader)
+        }
+    };
+    Ok(Prepared { status, headers: h, payload })
+}
+
+fn value(s: &str) -> HeaderValue {
+    // Only ever called with ASCII built here.
+    HeaderValue::from_str(s).unwrap_or_else(|_| HeaderValue::from_static(""))
+}
+
+fn validator_headers(etag: &str, last_modified: std::time::SystemTime) -> HeaderMap {
+    let mut h = HeaderMap::with_capacity(12);
+    h.insert(header::ETAG, value(etag));
+    h.insert(header::LAST_MODIFIED, value(&httpdate::fmt_http_date(last_modified)));
+    // The copy can change at the next harvest: caches must revalidate (cheap, by ETag).
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h
+}
+
+fn content_headers(rec: &Record, h: &mut HeaderMap) {
+    let media_type = rec.media_type.as_deref().filter(|m| is_media_type(m));
+    let ct = media_type.and_then(|m| HeaderValue::from_str(m).ok());
+    h.insert(header::CONTENT_TYPE, ct.unwrap_or_else(|| HeaderValue::from_static("application/octet-stream")));
+    h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static("sandbox"));
+    if media_type.is_some_and(is_active) {
+        h.insert(header::CONTENT_DISPOSITION, HeaderValue::from_static("attachment"));
+    }
+}
+
+/// `Link: <origin>; rel="via", <capability list>; rel="resourcesync"` (one per set).
+fn add_links(sh: &Shared, rec: &Record, h: &mut HeaderMap) {
+    let naming = sh.publisher.naming();
+    let mut links = Vec::new();
+    // Re-serialised by the URL parser, so the header holds only ASCII and no `>`.
+    if let Ok(origin) = url::Url::parse(&rec.origin) {
+        links.push(format!("<{origin}>; rel=\"via\""));
+    }
+    for set in sh.publisher.sets_of_source(&rec.source) {
+        links.push(format!("<{}>; rel=\"resourcesync\"", naming.capability_list(set)));
+    }
+    if let Ok(v) = HeaderValue::from_str(&links.join(", ")) {
+        h.insert(header::LINK, v);
+    }
+}
+
+/// `type/subtype` of RFC 9110 tokens, optionally followed by parameters.
+fn is_media_type(m: &str) -> bool {
+    let essence = m.split(';').next().unwrap_or("").trim();
+    let token = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b));
+    essence.split_once('/').is_some_and(|(t, s)| token(t) && token(s))
+}
+
+/// Media types a browser may render with active content.
+pub(crate) fn is_active(media_type: &str) -> bool {
+    let essence = media_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    matches!(
+        essence.as_str(),
+        "text/html"
+            | "application/xhtml+xml"
+            | "image/svg+xml"
+            | "text/xml"
+            | "application/xml"
+            | "text/xsl"
+            | "application/javascript"
+            | "application/x-javascript"
+            | "application/ecmascript"
+            | "text/javascript"
+            | "text/ecmascript"
+            | "text/jscript"
+            | "application/x-shockwave-flash"
+    ) || essence.ends_with("+xml")
+        || essence.starts_with("multipart/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn active_types() {
+        for t in ["text/html; charset=utf-8", "IMAGE/SVG+XML", "application/rdf+xml", "text/javascript", "text/xml"] {
+            assert!(is_active(t), "{t}");
+        }
+        for t in ["image/png", "application/pdf", "text/plain", "application/json", "application/octet-stream"] {
+            assert!(!is_active(t), "{t}");
+        }
+    }
+
+    #[test]
+    fn media_type_syntax() {
+        assert!(is_media_type("text/html; charset=utf-8"));
+        assert!(is_media_type("application/vnd.ms-excel"));
+        assert!(!is_media_type("html"));
+        assert!(!is_media_type("text/ html"));
+        assert!(!is_media_type("text/html\r\nX: y"));
+        assert!(!is_media_type(""));
+    }
+}

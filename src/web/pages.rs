@@ -1,0 +1,203 @@
+//! Plain HTML for people: the aggregator's front page (the Source Description's `describedby`),
+//! one page per set (each Capability List's `describedby`), the provenance page, and
+//! `/robots.txt`.
+//!
+//! Pages show third-party strings (URIs, media types, error messages from upstreams), so
+//! everything interpolated is escaped, and every page is sent with a Content-Security-Policy
+//! that allows no script at all.
+
+use std::fmt::Write as _;
+
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+
+use super::WebState;
+use super::error::WebError;
+use crate::publish::provenance::{Provenance, ResourceProvenance};
+
+const PAGE_CSP: &str = "default-src 'none'; style-src 'unsafe-inline'";
+
+/// Escapes text for HTML element content and double-quoted attributes.
+pub(crate) fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A link, only for http(s) URIs (a `javascript:` href from an upstream must not be clickable).
+fn link(uri: &str) -> String {
+    if uri.starts_with("http://") || uri.starts_with("https://") {
+        format!("<a href=\"{0}\">{0}</a>", esc(uri))
+    } else {
+        esc(uri)
+    }
+}
+
+pub(crate) fn html(status: axum::http::StatusCode, title: &str, body: &str) -> Response {
+    let page = format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title>\
+         <style>body{{font-family:sans-serif;max-width:60em;margin:2em auto}}td,th{{padding:.2em .6em;text-align:left}}\
+         code{{word-break:break-all}}</style></head>\n<body>\n<h1>{}</h1>\n{body}</body></html>\n",
+        esc(title),
+        esc(title)
+    );
+    let mut r = (status, page).into_response();
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(PAGE_CSP));
+    r
+}
+
+/// The base URL: what this aggregator is and which sets it publishes.
+pub(crate) fn front_page(st: &WebState) -> Response {
+    let p = &st.shared.publisher;
+    let n = p.naming();
+    let mut b = String::new();
+    let _ = writeln!(b, "<p>A ResourceSync aggregator. Source Description: {}</p>", link(&n.source_description()));
+    let _ = writeln!(
+        b,
+        "<p>Provenance lookup: <code>{}?uri=…</code> or <code>?hash=sha-256:…</code></p>",
+        esc(&n.provenance())
+    );
+    b.push_str("<table><tr><th>set</th><th>sources</th><th>Capability List</th></tr>\n");
+    for s in p.sets() {
+        let _ = writeln!(
+            b,
+            "<tr><td><a href=\"{}\">{}</a></td><td>{}</td><td>{}</td></tr>",
+            esc(&n.set_page(&s.id)),
+            esc(&s.id),
+            esc(&s.sources.join(", ")),
+            link(&n.capability_list(&s.id))
+        );
+    }
+    b.push_str("</table>\n");
+    html(axum::http::StatusCode::OK, "Tributary", &b)
+}
+
+/// `sets/{set}/`: sources, counts, last change and harvest.
+pub(crate) async fn set_page(st: &WebState, set: String) -> Result<Response, WebError> {
+    let p = st.shared.publisher.clone();
+    let id = set.clone();
+    let s = tokio::task::spawn_blocking(move || p.set_summary(&id)).await??;
+    let n = st.shared.publisher.naming();
+    let opt = |v: &Option<String>| v.as_deref().map_or_else(|| "–".to_owned(), esc);
+    let mut b = String::new();
+    let _ = writeln!(
+        b,
+        "<p>{} live resources, {} change events, last change {}.</p>",
+        s.live,
+        s.events,
+        opt(&s.last_change)
+    );
+    let _ = writeln!(
+        b,
+        "<p>Capability List: {}<br>Resource List: {}<br>Change List: {}</p>",
+        link(&n.capability_list(&set)),
+        link(&n.resource_list(&set)),
+        link(&n.change_list(&set))
+    );
+    b.push_str(
+        "<table><tr><th>source</th><th>live</th><th>last change</th><th>last harvest</th><th>last error</th></tr>\n",
+    );
+    for src in &s.sources {
+        let _ = writeln!(
+            b,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&src.id),
+            src.live,
+            opt(&src.last_change),
+            opt(&src.last_harvest),
+            opt(&src.last_error)
+        );
+    }
+    b.push_str("</table>\n");
+    Ok(html(axum::http::StatusCode::OK, &format!("Set {set}"), &b))
+}
+
+/// `/robots.txt`: everything may be crawled, and each set's Resource List is a sitemap.
+pub(crate) fn robots(st: &WebState) -> Response {
+    let p = &st.shared.publisher;
+    let mut text = String::from("User-agent: *\nAllow: /\n\n");
+    for s in p.sets() {
+        let _ = writeln!(text, "Sitemap: {}", p.naming().resource_list(&s.id));
+    }
+    let mut r = text.into_response();
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    r
+}
+
+/// The provenance answer as a page.
+pub(crate) fn provenance_page(status: axum::http::StatusCode, p: &Provenance) -> Response {
+    let mut b = String::new();
+    if p.resources.is_empty() {
+        let _ = writeln!(b, "<p>No republished resource matches <code>{}</code>.</p>", esc(&p.query));
+    }
+    for r in &p.resources {
+        resource_section(&mut b, r);
+    }
+    html(status, &format!("Provenance of {}", p.query), &b)
+}
+
+fn resource_section(b: &mut String, r: &ResourceProvenance) {
+    let opt = |v: &Option<String>| v.as_deref().map_or_else(|| "–".to_owned(), esc);
+    let _ = writeln!(b, "<h2>{}</h2>", link(&r.uri));
+    let _ = writeln!(
+        b,
+        "<p>Matched by {}; source <b>{}</b>; sets {}.</p>",
+        r.matched_by,
+        esc(&r.source),
+        esc(&r.sets.join(", "))
+    );
+    b.push_str("<h3>Chain</h3><ol>");
+    for c in &r.chain {
+        let _ = write!(b, "<li>{}: {}</li>", c.role, link(&c.uri));
+    }
+    b.push_str("</ol>\n<h3>Origin (via)</h3><table>");
+    let o = &r.origin;
+    let len = o.length.map(|l| l.to_string());
+    for (k, v) in [
+        ("href", Some(o.href.clone())),
+        ("modified", o.modified.clone()),
+        ("hash", o.hash.clone()),
+        ("length", len),
+        ("type", o.media_type.clone()),
+    ] {
+        let _ = write!(b, "<tr><th>{k}</th><td><code>{}</code></td></tr>", opt(&v));
+    }
+    let s = &r.state;
+    let _ = writeln!(
+        b,
+        "</table>\n<h3>Tributary's copy</h3><p>{}, {} bytes, {}, last change {}; sha-256 <code>{}</code></p>",
+        s.status,
+        s.length,
+        opt(&s.media_type),
+        esc(&s.last_change),
+        s.sha256
+    );
+    b.push_str("<h3>History</h3><table><tr><th>datetime</th><th>change</th><th>length</th><th>sha-256</th><th>logged</th></tr>");
+    for h in &r.history {
+        let logged: Vec<String> = h.logged.iter().map(|(set, n)| format!("{}#{n}", esc(set))).collect();
+        let _ = write!(
+            b,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td></tr>",
+            esc(&h.datetime),
+            h.change,
+            h.length,
+            h.sha256,
+            logged.join(" ")
+        );
+    }
+    b.push_str("</table>\n");
+    if let Some(v) = &r.verify {
+        let _ = writeln!(b, "<h3>Live check</h3><p>{}: {}</p>", link(&v.checked), esc(&v.summary));
+    }
+}
