@@ -27,7 +27,7 @@ mod render;
 mod resources;
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub use changes::{ChangeListDoc, OpenChangeList};
@@ -105,6 +105,9 @@ struct SetView {
     plan: Mutex<plan::Plan>,
     /// Held while the plan is revalidated, so scans of one set run one at a time.
     plan_scan: Mutex<()>,
+    /// Sorted hashes of the live upstream URIs at the last validation: the link-rewriting
+    /// filter (see `resources::republished_in`).
+    upstreams: Mutex<Option<Arc<Vec<u64>>>>,
     changes: Mutex<changes::Layout>,
 }
 
@@ -149,6 +152,7 @@ impl Publisher {
                 prefixes,
                 plan: Mutex::new(plan::Plan::default()),
                 plan_scan: Mutex::new(()),
+                upstreams: Mutex::new(None),
                 changes: Mutex::new(changes::Layout::default()),
             });
         }
