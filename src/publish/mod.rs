@@ -10,8 +10,8 @@
 //! it writes; the CLI calls it directly. Every method blocks on the store.
 //!
 //! Two kinds of state live here, both derived from the store and safe to lose on restart:
-//! the Resource List partition of each set ([`plan`]) and the boundaries of closed Change
-//! Lists ([`changes`]). Both are append-only so that what a Destination was told stays true.
+//! the Resource List partition of each set (`plan`) and the boundaries of closed Change
+//! Lists (`changes`). Both are append-only so that what a Destination was told stays true.
 //!
 //! Times follow §14.8: `at`, `from`, `until`, `datetime` and `<lastmod>` are Tributary's own
 //! (when Tributary's copy changed); the origin's times appear only on the `via` link.
