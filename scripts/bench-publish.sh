@@ -8,6 +8,9 @@
 #
 #   scripts/bench-publish.sh [RESOURCES] [RUNS]
 #
+# Environment: CACHE_MB (the store's page cache, default 64), NO_LINKS=1 (republish no inherited
+# links), EVENTS (Change List size, default 1000), WALK_ONLY=1 (skip wrk), PORT (18080).
+#
 # Needs curl and wrk (Debian: apt-get install -y wrk). The store is filled once per
 # invocation (by examples/publish_bench.rs, as the harvester would) in a temporary directory.
 set -euo pipefail
@@ -38,13 +41,17 @@ exec 3> "$work/stdin"   # the server runs until this closes
 for _ in $(seq 100); do curl -sf -o /dev/null "${base}.well-known/resourcesync" && break; sleep 0.1; done
 
 rss() { awk '/VmRSS/ {print $2}' "/proc/$server/status"; }
+# CPU seconds the server has used (user + system): throughput per CPU-second is what the code
+# costs, whatever else the shared machine is doing.
+cpu() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.3f", ($14 + $15) / hz}' "/proc/$server/stat"; }
 hwm() { awk '/VmHWM/ {print $2}' "/proc/$server/status"; }
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 echo "server RSS after start: $(rss) KiB"
-rates=(); added=()
+rates=(); added=(); percpu=()
 for i in $(seq "$runs"); do
   before=$(rss)
+  cpu0=$(cpu)
   echo 5 > "/proc/$server/clear_refs"   # reset the peak (VmHWM) to the current RSS
   start=$(date +%s.%N)
   bytes=$(curl -s -o "$work/index.xml" -w '%{size_download}' "${base}sets/bench/resourcelist.xml")
@@ -53,14 +60,20 @@ for i in $(seq "$runs"); do
     bytes=$((bytes + b))
   done
   end=$(date +%s.%N)
+  cpu1=$(cpu)
   peak=$(hwm)
+  pc=$(awk -v b="$bytes" -v c0="$cpu0" -v c1="$cpu1" 'BEGIN {printf "%.0f", b / (c1 - c0) / 1e6}')
   rate=$(awk -v b="$bytes" -v s="$start" -v e="$end" 'BEGIN {printf "%.0f", b / (e - s) / 1e6}')
   add=$(( (peak - before) / 1024 ))
   parts=$(grep -c '<loc>' "$work/index.xml")
-  echo "walk $i: index + $parts parts, $bytes bytes in $(awk -v s="$start" -v e="$end" 'BEGIN {printf "%.3f", e - s}') s = $rate MB/s; RSS before $before KiB, peak +$add MiB"
-  rates+=("$rate"); added+=("$add")
+  echo "walk $i: index + $parts parts, $bytes bytes in $(awk -v s="$start" -v e="$end" 'BEGIN {printf "%.3f", e - s}') s = $rate MB/s ($pc MB per server CPU-second); RSS before $before KiB, peak +$add MiB"
+  rates+=("$rate"); added+=("$add"); percpu+=("$pc")
 done
-echo "resource list: median $(median "${rates[@]}") MB/s (min $(median "$(printf '%s\n' "${rates[@]}" | sort -g | head -1)"), max $(printf '%s\n' "${rates[@]}" | sort -g | tail -1)); added peak RSS median $(median "${added[@]}") MiB, max $(printf '%s\n' "${added[@]}" | sort -g | tail -1) MiB"
+lo() { printf '%s\n' "$@" | sort -g | head -1; }
+hi() { printf '%s\n' "$@" | sort -g | tail -1; }
+echo "resource list: median $(median "${rates[@]}") MB/s wall (min $(lo "${rates[@]}"), max $(hi "${rates[@]}")), median $(median "${percpu[@]}") MB per server CPU-second; added peak RSS median $(median "${added[@]}") MiB, max $(hi "${added[@]}") MiB (the first, cold walk includes filling the store's page cache)"
+
+[ "${WALK_ONLY:-0}" = 1 ] && exit 0
 
 # Bitstreams: wrk rotates over 1,000 resources (2 KiB each).
 cat > "$work/bits.lua" <<LUA
@@ -73,12 +86,14 @@ LUA
 closed="${base}sets/bench/changelist-2.xml"
 curl -sf -o "$work/closed.xml" "$closed"
 echo "closed change list: $(stat -c %s "$work/closed.xml") bytes, $(grep -c '<url>' "$work/closed.xml") entries"
-bits=(); cls=()
+echo "gzip-compressed: $(curl -s -H 'Accept-Encoding: gzip' -o /dev/null -w '%{size_download}' "$closed") bytes"
+bits=(); cls=(); gzs=()
 for i in $(seq "$runs"); do
   b=$(wrk -t1 -c32 -d5s -s "$work/bits.lua" "$base" | awk '/Requests\/sec/ {printf "%.0f", $2}')
   c=$(wrk -t1 -c32 -d5s "$closed" | awk '/Requests\/sec/ {printf "%.0f", $2}')
-  echo "wrk run $i: bitstreams $b req/s, closed change list $c req/s"
-  bits+=("$b"); cls+=("$c")
+  g=$(wrk -t1 -c32 -d5s -H 'Accept-Encoding: gzip' "$closed" | awk '/Requests\/sec/ {printf "%.0f", $2}')
+  echo "wrk run $i: bitstreams $b req/s, closed change list $c req/s (gzip: $g req/s)"
+  bits+=("$b"); cls+=("$c"); gzs+=("$g")
 done
-echo "bitstreams (2 KiB): median $(median "${bits[@]}") req/s; closed change list: median $(median "${cls[@]}") req/s"
+echo "bitstreams (2 KiB): median $(median "${bits[@]}") req/s (min $(lo "${bits[@]}"), max $(hi "${bits[@]}")); closed change list: median $(median "${cls[@]}") req/s (min $(lo "${cls[@]}"), max $(hi "${cls[@]}")), gzip median $(median "${gzs[@]}") req/s"
 echo "server RSS at the end: $(rss) KiB"

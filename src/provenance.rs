@@ -81,7 +81,7 @@ impl OriginChecker {
         if let Some(why) = refused(&parsed, self.allow_private) {
             return Fetched { error: Some(why.to_owned()), ..out };
         }
-        let mut resp = match self.client.get(parsed).send().await {
+        let resp = match self.client.get(parsed).send().await {
             Ok(r) => r,
             Err(e) => return Fetched { error: Some(e.to_string()), ..out },
         };
@@ -90,6 +90,11 @@ impl OriginChecker {
             out.error = Some(format!("HTTP {}", resp.status()));
             return out;
         }
+        self.digest_body(resp, out).await
+    }
+
+    /// Reads the body, hashing as it goes, up to the size cap.
+    async fn digest_body(&self, mut resp: reqwest::Response, mut out: Fetched) -> Fetched {
         let (mut sha256, mut md5, mut sha1) = (Sha256::new(), Md5::new(), Sha1::new());
         loop {
             match resp.chunk().await {

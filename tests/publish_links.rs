@@ -148,3 +148,30 @@ async fn links_from_a_simulated_source_are_filtered_and_rewritten() {
         assert_eq!(l.href, ours(&target), "rewritten to Tributary's copy");
     }
 }
+
+/// Rewriting consults a filter of the set's upstream URIs taken at the last validation (the
+/// index's `at`): a target harvested later is rewritten once the set is validated again.
+#[tokio::test]
+async fn a_target_harvested_after_the_index_is_rewritten_from_the_next_index_on() {
+    let (_dir, store) = temp_store();
+    let (listener, naming) = bind().await;
+    let mut docs: Vec<Res> =
+        (0..12).map(|i| Res::new("src-a", &format!("http://museum-a.test/d{i:02}"), "doc")).collect();
+    docs[0].links.push(Link::new("describedby", "http://museum-a.test/late-meta"));
+    upsert(&store, &naming, &["src-a"], &docs);
+    let limits = Limits { resource_list_entries: 10, ..Limits::default() };
+    let s = start(listener, naming.clone(), &store, vec![SetConfig::source("src-a")], LinkPolicies::default(), limits);
+    let first_part = |s: &Running| {
+        let (c, url) = (s.client.clone(), s.naming.resource_list_part("src-a", 1));
+        async move { common::publish::doc(&c, &url).await.1.entries }
+    };
+    let index = entries(&s.client, &naming.resource_list("src-a")).await;
+    assert_eq!(index.len(), 12);
+    upsert(&store, &naming, &["src-a"], &[Res::new("src-a", "http://museum-a.test/late-meta", "<meta/>")]);
+    let before = first_part(&s).await;
+    assert_eq!(before[0].link("describedby").unwrap().href, "http://museum-a.test/late-meta");
+    let _ = entries(&s.client, &naming.resource_list("src-a")).await; // validates again
+    let after = first_part(&s).await;
+    let late = naming.resource("src-a", "http://museum-a.test/late-meta").unwrap();
+    assert_eq!(after[0].link("describedby").unwrap().href, late);
+}

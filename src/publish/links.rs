@@ -61,8 +61,14 @@ impl LinkPolicy {
 
     /// Whether links of relation type `rel` are republished. `via` never is.
     pub fn allows(&self, rel: &str) -> bool {
-        let rel = rel.to_ascii_lowercase();
-        rel != "via" && self.keep.contains(&rel) && !self.drop.contains(&rel)
+        // Called for every link of every entry: lowercase only when needed.
+        let lower: std::borrow::Cow<'_, str> = if rel.bytes().any(|b| b.is_ascii_uppercase()) {
+            std::borrow::Cow::Owned(rel.to_ascii_lowercase())
+        } else {
+            std::borrow::Cow::Borrowed(rel)
+        };
+        let rel = lower.as_ref();
+        rel != "via" && self.keep.contains(rel) && !self.drop.contains(rel)
     }
 }
 

@@ -10,8 +10,8 @@
 //! it writes; the CLI calls it directly. Every method blocks on the store.
 //!
 //! Two kinds of state live here, both derived from the store and safe to lose on restart:
-//! the Resource List partition of each set ([`plan`]) and the boundaries of closed Change
-//! Lists ([`changes`]). Both are append-only so that what a Destination was told stays true.
+//! the Resource List partition of each set (`plan`) and the boundaries of closed Change
+//! Lists (`changes`). Both are append-only so that what a Destination was told stays true.
 //!
 //! Times follow §14.8: `at`, `from`, `until`, `datetime` and `<lastmod>` are Tributary's own
 //! (when Tributary's copy changed); the origin's times appear only on the `via` link.
@@ -27,7 +27,7 @@ mod render;
 mod resources;
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub use changes::{ChangeListDoc, OpenChangeList};
@@ -105,6 +105,9 @@ struct SetView {
     plan: Mutex<plan::Plan>,
     /// Held while the plan is revalidated, so scans of one set run one at a time.
     plan_scan: Mutex<()>,
+    /// Sorted hashes of the live upstream URIs at the last validation: the link-rewriting
+    /// filter (see `resources::republished_in`).
+    upstreams: Mutex<Option<Arc<Vec<u64>>>>,
     changes: Mutex<changes::Layout>,
 }
 
@@ -149,6 +152,7 @@ impl Publisher {
                 prefixes,
                 plan: Mutex::new(plan::Plan::default()),
                 plan_scan: Mutex::new(()),
+                upstreams: Mutex::new(None),
                 changes: Mutex::new(changes::Layout::default()),
             });
         }

@@ -11,6 +11,7 @@
 //! record is read, and a time that is not yet known cannot be stated honestly.
 
 use std::io::Write;
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::entries::resource_entry;
@@ -93,6 +94,7 @@ impl Publisher {
         let mut w = DocumentWriter::new(out, &header)?;
         let mut n = 0;
         let mut buf = Vec::with_capacity(2048);
+        let filter = lock(&view.upstreams).clone();
         for raw in self.raw_records(view, &job.range) {
             let raw = raw?;
             let v = raw.view()?;
@@ -100,7 +102,7 @@ impl Publisher {
                 continue;
             }
             let policy = self.policies.for_source(v.source);
-            let kept = inherit_views(&v.links, policy, |href| self.republished_in(view, href))?;
+            let kept = inherit_views(&v.links, policy, |href| self.republished_in(view, filter.as_deref(), href))?;
             match render::resource_entry(&mut buf, &v, &kept) {
                 Rendered::Done => w.write_rendered_entry(&buf)?,
                 Rendered::NeedsModel => w.write_entry(&self.entry(view, raw.record()?)?)?,
@@ -120,30 +122,35 @@ impl Publisher {
         view.prefixes.iter().flat_map(move |p| self.store.raw_records_in_range(p, &range.from, range.until.as_deref()))
     }
 
-    /// The URIs of the set's live records in `range`, in order.
-    fn live_uris<'a>(
-        &'a self,
-        view: &'a SetView,
-        range: &'a KeyRange,
-    ) -> impl Iterator<Item = Result<String, StoreError>> + 'a {
-        self.raw_records(view, range).filter_map(|raw| {
-            let uri = raw.and_then(|raw| raw.view().map(|v| (!v.is_deleted()).then(|| v.uri.to_owned())));
-            uri.transpose()
-        })
-    }
-
     /// The model path, for records the fast renderer leaves alone.
     fn entry(&self, view: &SetView, rec: Record) -> Result<Entry, StoreError> {
         let policy = self.policies.for_source(&rec.source);
-        let inherited = inherit(&rec.links, policy, |href| self.republished_in(view, href))?;
+        let filter = lock(&view.upstreams).clone();
+        let inherited = inherit(&rec.links, policy, |href| self.republished_in(view, filter.as_deref(), href))?;
         Ok(resource_entry(rec, inherited))
     }
 
-    /// Tributary's URI for `href` when a live record of this set was harvested from it. One
-    /// point lookup per kept link: this runs for every link of every entry.
-    fn republished_in(&self, view: &SetView, href: &str) -> Result<Option<String>, StoreError> {
+    /// Tributary's URI for `href` when a live record of this set was harvested from it.
+    ///
+    /// This runs for every kept link of every entry, and most targets (schemas, pages
+    /// elsewhere) are not republished. `filter` — the hashes of the set's upstream URIs at
+    /// the last validation — answers those without touching the store; a possible hit is
+    /// confirmed by one point lookup. So a target harvested after the last validation (the
+    /// index's `at`) is rewritten from the next validation on.
+    fn republished_in(
+        &self,
+        view: &SetView,
+        filter: Option<&Vec<u64>>,
+        href: &str,
+    ) -> Result<Option<String>, StoreError> {
+        if filter.is_some_and(|f| f.binary_search(&upstream_hash(href)).is_err()) {
+            return Ok(None);
+        }
+        // `{base}r/{source}/…`: compare the source without parsing the whole URI.
         let in_set = |uri: &str| {
-            self.naming.parse_resource(uri).is_some_and(|(source, _)| view.config.sources.contains(&source))
+            let source =
+                uri.strip_prefix(self.naming.base()).and_then(|r| r.strip_prefix("r/")).and_then(|r| r.split_once('/'));
+            source.is_some_and(|(s, _)| view.config.sources.iter().any(|c| c == s))
         };
         Ok(self.store.uri_by_upstream(href)?.filter(|u| in_set(u)))
     }
@@ -162,9 +169,23 @@ impl Publisher {
             return Ok(plan.layout);
         }
         let all = KeyRange::all();
-        let uris = self.live_uris(view, &all);
+        let mut upstreams = Vec::new();
+        let uris = self.raw_records(view, &all).filter_map(|raw| {
+            let uri = raw.and_then(|raw| {
+                let v = raw.view()?;
+                if v.is_deleted() {
+                    return Ok(None);
+                }
+                upstreams.push(upstream_hash(v.upstream));
+                Ok(Some(v.uri.to_owned()))
+            });
+            uri.transpose()
+        });
         let limit = self.limits.resource_list_entries;
         plan.validate(uris, seq, now, limit, fill(limit))?;
+        upstreams.sort_unstable();
+        upstreams.dedup();
+        *lock(&view.upstreams) = Some(Arc::new(upstreams));
         let layout = plan.layout.clone();
         *lock(&view.plan) = plan;
         Ok(layout)
@@ -182,6 +203,15 @@ impl Publisher {
         }
         Ok(w.finish()?)
     }
+}
+
+/// A 64-bit hash of an upstream URI, for the in-memory filter (never stored; collisions only
+/// cost a lookup).
+fn upstream_hash(uri: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    uri.hash(&mut h);
+    h.finish()
 }
 
 /// Entries per new part: three quarters of the limit, leaving room to grow before a split.

@@ -64,16 +64,13 @@ fn prepare(sh: &Shared, uri: &str, req: &HeaderMap, head: bool) -> Result<Prepar
     let mut h = validator_headers(&etag, last_modified);
     add_links(sh, &rec, &mut h);
     let v = Validators { etag: &etag, last_modified, length: rec.length };
+    let empty = |status, headers| Ok(Prepared { status, headers, payload: Payload::Empty });
     let (status, range) = match decide(req, v, !head) {
-        Decision::NotModified => {
-            return Ok(Prepared { status: StatusCode::NOT_MODIFIED, headers: h, payload: Payload::Empty });
-        }
-        Decision::PreconditionFailed => {
-            return Ok(Prepared { status: StatusCode::PRECONDITION_FAILED, headers: h, payload: Payload::Empty });
-        }
+        Decision::NotModified => return empty(StatusCode::NOT_MODIFIED, h),
+        Decision::PreconditionFailed => return empty(StatusCode::PRECONDITION_FAILED, h),
         Decision::Unsatisfiable => {
             h.insert(header::CONTENT_RANGE, value(&format!("bytes */{}", rec.length)));
-            return Ok(Prepared { status: StatusCode::RANGE_NOT_SATISFIABLE, headers: h, payload: Payload::Empty });
+            return empty(StatusCode::RANGE_NOT_SATISFIABLE, h);
         }
         Decision::Full => (StatusCode::OK, 0..rec.length),
         Decision::Partial(r) => {
@@ -83,21 +80,21 @@ fn prepare(sh: &Shared, uri: &str, req: &HeaderMap, head: bool) -> Result<Prepar
         }
     };
     content_headers(&rec, &mut h);
-    let len = range.end - range.start;
-    h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
-    let payload = if head {
-        Payload::Empty
-    } else {
-        let mut reader = store.get_range(&rec.sha256, range)?;
-        if len <= SMALL {
-            let mut buf = Vec::with_capacity(len as usize);
-            std::io::Read::read_to_end(&mut reader, &mut buf).map_err(|e| WebError::Internal(e.to_string()))?;
-            Payload::Small(buf)
-        } else {
-            Payload::Stream(reader)
-        }
-    };
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(range.end - range.start));
+    let payload = if head { Payload::Empty } else { payload(sh, &rec, range)? };
     Ok(Prepared { status, headers: h, payload })
+}
+
+/// The bytes to send: read now when small, streamed otherwise.
+fn payload(sh: &Shared, rec: &Record, range: std::ops::Range<u64>) -> Result<Payload, WebError> {
+    let len = range.end - range.start;
+    let mut reader = sh.publisher.store().get_range(&rec.sha256, range)?;
+    if len > SMALL {
+        return Ok(Payload::Stream(reader));
+    }
+    let mut buf = Vec::with_capacity(len as usize);
+    std::io::Read::read_to_end(&mut reader, &mut buf).map_err(|e| WebError::Internal(e.to_string()))?;
+    Ok(Payload::Small(buf))
 }
 
 fn value(s: &str) -> HeaderValue {

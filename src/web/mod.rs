@@ -3,8 +3,8 @@
 //! # Architecture
 //! One fallback handler maps a request path under the configured base URL to what
 //! [`crate::naming`] says lives there: the Source Description, set documents
-//! ([`documents`]), bitstreams ([`bitstream`]), the provenance endpoint ([`provenance`]) and the
-//! pages for people ([`pages`]); `/robots.txt` is answered at the host root. Documents come
+//! (`documents`), bitstreams (`bitstream`), the provenance endpoint (`provenance`) and the
+//! pages for people (`pages`); `/robots.txt` is answered at the host root. Documents come
 //! from [`crate::publish`], always on the blocking pool, because every store call blocks.
 //!
 //! Depends on `publish`, `store`, `model`, `naming` and the application-level

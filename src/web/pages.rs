@@ -89,7 +89,6 @@ pub(crate) async fn set_page(st: &WebState, set: String) -> Result<Response, Web
     let id = set.clone();
     let s = tokio::task::spawn_blocking(move || p.set_summary(&id)).await??;
     let n = st.shared.publisher.naming();
-    let opt = |v: &Option<String>| v.as_deref().map_or_else(|| "–".to_owned(), esc);
     let mut b = String::new();
     let _ = writeln!(
         b,
@@ -148,7 +147,6 @@ pub(crate) fn provenance_page(status: axum::http::StatusCode, p: &Provenance) ->
 }
 
 fn resource_section(b: &mut String, r: &ResourceProvenance) {
-    let opt = |v: &Option<String>| v.as_deref().map_or_else(|| "–".to_owned(), esc);
     let _ = writeln!(b, "<h2>{}</h2>", link(&r.uri));
     let _ = writeln!(
         b,
@@ -161,28 +159,45 @@ fn resource_section(b: &mut String, r: &ResourceProvenance) {
     for c in &r.chain {
         let _ = write!(b, "<li>{}: {}</li>", c.role, link(&c.uri));
     }
-    b.push_str("</ol>\n<h3>Origin (via)</h3><table>");
-    let o = &r.origin;
-    let len = o.length.map(|l| l.to_string());
-    for (k, v) in [
-        ("href", Some(o.href.clone())),
-        ("modified", o.modified.clone()),
-        ("hash", o.hash.clone()),
-        ("length", len),
-        ("type", o.media_type.clone()),
-    ] {
-        let _ = write!(b, "<tr><th>{k}</th><td><code>{}</code></td></tr>", opt(&v));
-    }
+    b.push_str("</ol>\n");
+    origin_table(b, r);
     let s = &r.state;
     let _ = writeln!(
         b,
-        "</table>\n<h3>Tributary's copy</h3><p>{}, {} bytes, {}, last change {}; sha-256 <code>{}</code></p>",
+        "<h3>Tributary's copy</h3><p>{}, {} bytes, {}, last change {}; sha-256 <code>{}</code></p>",
         s.status,
         s.length,
         opt(&s.media_type),
         esc(&s.last_change),
         s.sha256
     );
+    history_table(b, r);
+    if let Some(v) = &r.verify {
+        let _ = writeln!(b, "<h3>Live check</h3><p>{}: {}</p>", link(&v.checked), esc(&v.summary));
+    }
+}
+
+fn opt(v: &Option<String>) -> String {
+    v.as_deref().map_or_else(|| "–".to_owned(), esc)
+}
+
+fn origin_table(b: &mut String, r: &ResourceProvenance) {
+    let o = &r.origin;
+    b.push_str("<h3>Origin (via)</h3><table>");
+    let rows = [
+        ("href", Some(o.href.clone())),
+        ("modified", o.modified.clone()),
+        ("hash", o.hash.clone()),
+        ("length", o.length.map(|l| l.to_string())),
+        ("type", o.media_type.clone()),
+    ];
+    for (k, v) in rows {
+        let _ = write!(b, "<tr><th>{k}</th><td><code>{}</code></td></tr>", opt(&v));
+    }
+    b.push_str("</table>\n");
+}
+
+fn history_table(b: &mut String, r: &ResourceProvenance) {
     b.push_str("<h3>History</h3><table><tr><th>datetime</th><th>change</th><th>length</th><th>sha-256</th><th>logged</th></tr>");
     for h in &r.history {
         let logged: Vec<String> = h.logged.iter().map(|(set, n)| format!("{}#{n}", esc(set))).collect();
@@ -197,7 +212,4 @@ fn resource_section(b: &mut String, r: &ResourceProvenance) {
         );
     }
     b.push_str("</table>\n");
-    if let Some(v) = &r.verify {
-        let _ = writeln!(b, "<h3>Live check</h3><p>{}: {}</p>", link(&v.checked), esc(&v.summary));
-    }
 }
