@@ -17,7 +17,7 @@ use tributary::store::Via;
 use tributary::web::WebState;
 
 fn sets() -> Vec<SetConfig> {
-    vec![SetConfig::source("src-a"), SetConfig::source("src-b"), SetConfig::new("all", ["src-a", "src-b"])]
+    SetConfig::all(["src-a", "src-b"], [SetConfig::new("all", ["src-a", "src-b"])])
 }
 
 fn limits(entries: usize, events: u64) -> Limits {

@@ -62,6 +62,14 @@ impl SetConfig {
         let id = id.into();
         SetConfig { sources: vec![id.clone()], id }
     }
+
+    /// Every set to publish: one per source (in order), then the merged sets.
+    pub fn all(
+        sources: impl IntoIterator<Item = impl Into<String>>,
+        merged: impl IntoIterator<Item = SetConfig>,
+    ) -> Vec<SetConfig> {
+        sources.into_iter().map(SetConfig::source).chain(merged).collect()
+    }
 }
 
 /// When a Change List closes and a new one opens.
