@@ -239,3 +239,42 @@ fn check_set(set: &SetConfig) -> Result<(), PublishError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::StoreOptions;
+
+    fn publisher(sets: Vec<SetConfig>, limits: Limits) -> Result<Publisher, PublishError> {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_with(&dir.path().join("s"), &StoreOptions::small()).unwrap();
+        let naming = Naming::new(&url::Url::parse("http://t.test/").unwrap());
+        Publisher::new(store, naming, sets, LinkPolicies::default(), limits)
+    }
+
+    #[test]
+    fn configuration_is_checked() {
+        let ok = SetConfig::all(["a", "b"], [SetConfig::new("ab", ["a", "b"])]);
+        assert!(publisher(ok.clone(), Limits::default()).is_ok());
+        let bad =
+            |sets: Vec<SetConfig>, limits: Limits| matches!(publisher(sets, limits), Err(PublishError::Config(_)));
+        assert!(bad(vec![SetConfig::source("a"), SetConfig::source("a")], Limits::default()), "duplicate id");
+        assert!(bad(vec![SetConfig::source("a/b")], Limits::default()), "not URL-safe");
+        assert!(bad(vec![SetConfig::source("..")], Limits::default()));
+        assert!(bad(vec![SetConfig::new("x", Vec::<String>::new())], Limits::default()), "no sources");
+        let zero = Limits { resource_list_entries: 0, ..Limits::default() };
+        assert!(bad(ok.clone(), zero));
+        let huge = Limits { change_list: Rollover { max_events: 50_001, period: None }, ..Limits::default() };
+        assert!(bad(ok.clone(), huge));
+        let instant =
+            Limits { change_list: Rollover { max_events: 10, period: Some(Duration::ZERO) }, ..Limits::default() };
+        assert!(bad(ok, instant));
+    }
+
+    #[test]
+    fn sets_of_a_source() {
+        let p = publisher(SetConfig::all(["a", "b"], [SetConfig::new("ab", ["a", "b"])]), Limits::default()).unwrap();
+        assert_eq!(p.sets_of_source("a").collect::<Vec<_>>(), ["a", "ab"]);
+        assert_eq!(p.sets_of_source("zzz").count(), 0);
+    }
+}
