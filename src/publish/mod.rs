@@ -113,9 +113,9 @@ struct SetView {
     plan: Mutex<plan::Plan>,
     /// Held while the plan is revalidated, so scans of one set run one at a time.
     plan_scan: Mutex<()>,
-    /// Sorted hashes of the live upstream URIs at the last validation: the link-rewriting
-    /// filter (see `resources::republished_in`).
-    upstreams: Mutex<Option<Arc<Vec<u64>>>>,
+    /// Hashes of the live upstream URIs at the last validation: the link-rewriting filter
+    /// (see `resources::republished_in`).
+    upstreams: Mutex<Option<Arc<resources::UpstreamFilter>>>,
     changes: Mutex<changes::Layout>,
 }
 
