@@ -7,9 +7,13 @@
 //! - [`model`]: every ResourceSync document — types, streaming reader, writer, validation.
 //!   Pure: no I/O beyond the `BufRead`/`Write` it is handed.
 //! - [`check`]: the `tributary check` command, reading a file or URL through the model.
+//! - [`store`]: bitstreams by sha-256, records, provenance indexes, the per-set change log.
+//! - [`publish`]: Tributary as a ResourceSync Source — documents from store views, the
+//!   inherited-link policy, the provenance lookup. No axum, tokio or reqwest.
+//! - [`web`]: the axum server for all of it; [`provenance`]: the command and live origin check.
 //!
-//! The store, harvester and publisher build on the model in later modules; see
-//! `docs/ARCHITECTURE.md`.
+//! The harvester builds on the model and the store in its own module; see
+//! `docs/ARCHITECTURE.md` and `docs/PUBLISH.md`.
 
 pub mod check;
 pub mod config;

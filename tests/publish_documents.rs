@@ -17,7 +17,7 @@ use tributary::store::Via;
 use tributary::web::WebState;
 
 fn sets() -> Vec<SetConfig> {
-    vec![SetConfig::source("src-a"), SetConfig::source("src-b"), SetConfig::new("all", ["src-a", "src-b"])]
+    SetConfig::all(["src-a", "src-b"], [SetConfig::new("all", ["src-a", "src-b"])])
 }
 
 fn limits(entries: usize, events: u64) -> Limits {
@@ -355,6 +355,7 @@ async fn unknown_sets_and_documents_are_404() {
     for set in ["src-a", "src-b", "all"] {
         assert!(robots.contains(&format!("Sitemap: {}", naming.resource_list(set))), "{robots}");
     }
+    assert!(robots.contains("Disallow: /provenance"), "{robots}");
     let post = s.client.post(naming.source_description()).send().await.unwrap();
     assert_eq!(post.status(), StatusCode::METHOD_NOT_ALLOWED);
 }

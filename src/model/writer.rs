@@ -374,14 +374,33 @@ fn escape_attr(out: &mut Vec<u8>, s: &str) {
     escape(out, s, true);
 }
 
+/// Which bytes need escaping: bit 0 in text, bit 1 in attribute values.
+const ESCAPE: [u8; 256] = {
+    let mut t = [0u8; 256];
+    t[b'&' as usize] = 3;
+    t[b'<' as usize] = 3;
+    t[b'>' as usize] = 3;
+    t[b'"' as usize] = 2;
+    t[b'\n' as usize] = 2;
+    t[b'\r' as usize] = 2;
+    t[b'\t' as usize] = 2;
+    t
+};
+
 /// Escapes markup characters; in attributes also `"` and the whitespace characters that
 /// attribute-value normalisation would otherwise turn into spaces.
 fn escape(out: &mut Vec<u8>, s: &str, in_attr: bool) {
     let bytes = s.as_bytes();
-    let needs = |b: u8| matches!(b, b'&' | b'<' | b'>') || (in_attr && matches!(b, b'"' | b'\n' | b'\r' | b'\t'));
+    let mask = if in_attr { 2 } else { 1 };
+    // Most values (URIs, digests, datetimes) need no escaping: one branch-free pass finds
+    // out, and they are copied whole. This runs for every attribute of every entry.
+    if bytes.iter().fold(0u8, |acc, &b| acc | ESCAPE[usize::from(b)]) & mask == 0 {
+        out.extend_from_slice(bytes);
+        return;
+    }
     let mut last = 0;
     for (i, &b) in bytes.iter().enumerate() {
-        if !needs(b) {
+        if ESCAPE[usize::from(b)] & mask == 0 {
             continue;
         }
         out.extend_from_slice(&bytes[last..i]);

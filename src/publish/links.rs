@@ -51,6 +51,18 @@ impl Default for LinkPolicy {
 }
 
 impl LinkPolicy {
+    /// A policy from configuration lists (`keep_links`, `drop_links`), lowercased. Whatever
+    /// is not kept is dropped; `drop` wins over `keep`; `via` is always dropped.
+    pub fn new(
+        keep: impl IntoIterator<Item = impl AsRef<str>>,
+        drop: impl IntoIterator<Item = impl AsRef<str>>,
+    ) -> Self {
+        LinkPolicy {
+            keep: keep.into_iter().map(|s| s.as_ref().to_ascii_lowercase()).collect(),
+            drop: drop.into_iter().map(|s| s.as_ref().to_ascii_lowercase()).collect(),
+        }
+    }
+
     /// A policy keeping exactly `keep` (the default drop list still applies to `via`).
     pub fn keeping(keep: impl IntoIterator<Item = impl AsRef<str>>) -> Self {
         LinkPolicy {
@@ -196,6 +208,14 @@ mod tests {
                 ("profile", "http://schema/p"),
             ]
         );
+    }
+
+    #[test]
+    fn configuration_lists_are_lowercased_and_drop_wins() {
+        let p = LinkPolicy::new(["DescribedBy", "canonical"], ["CANONICAL"]);
+        assert!(p.allows("describedby"));
+        assert!(!p.allows("canonical"));
+        assert!(!p.allows("alternate"), "not kept");
     }
 
     #[test]

@@ -62,6 +62,14 @@ impl SetConfig {
         let id = id.into();
         SetConfig { sources: vec![id.clone()], id }
     }
+
+    /// Every set to publish: one per source (in order), then the merged sets.
+    pub fn all(
+        sources: impl IntoIterator<Item = impl Into<String>>,
+        merged: impl IntoIterator<Item = SetConfig>,
+    ) -> Vec<SetConfig> {
+        sources.into_iter().map(SetConfig::source).chain(merged).collect()
+    }
 }
 
 /// When a Change List closes and a new one opens.
@@ -105,9 +113,9 @@ struct SetView {
     plan: Mutex<plan::Plan>,
     /// Held while the plan is revalidated, so scans of one set run one at a time.
     plan_scan: Mutex<()>,
-    /// Sorted hashes of the live upstream URIs at the last validation: the link-rewriting
-    /// filter (see `resources::republished_in`).
-    upstreams: Mutex<Option<Arc<Vec<u64>>>>,
+    /// Hashes of the live upstream URIs at the last validation: the link-rewriting filter
+    /// (see `resources::republished_in`).
+    upstreams: Mutex<Option<Arc<resources::UpstreamFilter>>>,
     changes: Mutex<changes::Layout>,
 }
 
@@ -230,4 +238,43 @@ fn check_set(set: &SetConfig) -> Result<(), PublishError> {
         return Err(PublishError::Config(format!("source id {bad:?} in set {:?} is not URL-safe", set.id)));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::StoreOptions;
+
+    fn publisher(sets: Vec<SetConfig>, limits: Limits) -> Result<Publisher, PublishError> {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_with(&dir.path().join("s"), &StoreOptions::small()).unwrap();
+        let naming = Naming::new(&url::Url::parse("http://t.test/").unwrap());
+        Publisher::new(store, naming, sets, LinkPolicies::default(), limits)
+    }
+
+    #[test]
+    fn configuration_is_checked() {
+        let ok = SetConfig::all(["a", "b"], [SetConfig::new("ab", ["a", "b"])]);
+        assert!(publisher(ok.clone(), Limits::default()).is_ok());
+        let bad =
+            |sets: Vec<SetConfig>, limits: Limits| matches!(publisher(sets, limits), Err(PublishError::Config(_)));
+        assert!(bad(vec![SetConfig::source("a"), SetConfig::source("a")], Limits::default()), "duplicate id");
+        assert!(bad(vec![SetConfig::source("a/b")], Limits::default()), "not URL-safe");
+        assert!(bad(vec![SetConfig::source("..")], Limits::default()));
+        assert!(bad(vec![SetConfig::new("x", Vec::<String>::new())], Limits::default()), "no sources");
+        let zero = Limits { resource_list_entries: 0, ..Limits::default() };
+        assert!(bad(ok.clone(), zero));
+        let huge = Limits { change_list: Rollover { max_events: 50_001, period: None }, ..Limits::default() };
+        assert!(bad(ok.clone(), huge));
+        let instant =
+            Limits { change_list: Rollover { max_events: 10, period: Some(Duration::ZERO) }, ..Limits::default() };
+        assert!(bad(ok, instant));
+    }
+
+    #[test]
+    fn sets_of_a_source() {
+        let p = publisher(SetConfig::all(["a", "b"], [SetConfig::new("ab", ["a", "b"])]), Limits::default()).unwrap();
+        assert_eq!(p.sets_of_source("a").collect::<Vec<_>>(), ["a", "ab"]);
+        assert_eq!(p.sets_of_source("zzz").count(), 0);
+    }
 }

@@ -46,7 +46,9 @@ pub(crate) async fn serve(st: &WebState, uri: String, method: &Method, req: Head
     let body = match p.payload {
         Payload::Empty => Body::empty(),
         Payload::Small(bytes) => Body::from(bytes),
-        Payload::Stream(mut reader) => body::blocking_body(log_uri, move |w| std::io::copy(&mut reader, w).map(drop)),
+        Payload::Stream(mut reader) => {
+            body::blocking_body(&st.shared.streams, log_uri, move |w| std::io::copy(&mut reader, w).map(drop)).await
+        }
     };
     let mut r = (p.status, body).into_response();
     *r.headers_mut() = p.headers;

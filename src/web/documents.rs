@@ -31,12 +31,13 @@ fn xml(bytes: impl Into<Bytes>, cache: &'static str) -> Response {
 }
 
 /// An XML document written by `produce` on the blocking pool, streamed.
-fn streamed(
-    publisher: Arc<Publisher>,
+async fn streamed(
+    st: &WebState,
     what: String,
     produce: impl FnOnce(&Publisher, &mut body::ChannelWriter) -> Result<u64, crate::publish::PublishError> + Send + 'static,
 ) -> Response {
-    let body = body::blocking_body(what, move |w| produce(&publisher, w).map(drop));
+    let publisher: Arc<Publisher> = st.shared.publisher.clone();
+    let body = body::blocking_body(&st.shared.streams, what, move |w| produce(&publisher, w).map(drop)).await;
     let mut r = body.into_response();
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(XML));
     r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
@@ -94,9 +95,7 @@ async fn resource_list(st: &WebState, set: String) -> Result<Response, WebError>
     let name = st.shared.publisher.naming().resource_list(&set);
     match blocking(st, move |p| Ok(p.resource_list(&set)?)).await? {
         ResourceListDoc::Index(bytes) => Ok(xml(bytes, "no-cache")),
-        ResourceListDoc::List(job) => {
-            Ok(streamed(st.shared.publisher.clone(), name, move |p, w| p.write_list(&job, w)))
-        }
+        ResourceListDoc::List(job) => Ok(streamed(st, name, move |p, w| p.write_list(&job, w)).await),
     }
 }
 
@@ -104,7 +103,7 @@ async fn resource_list_part(st: &WebState, set: String, n: u64) -> Result<Respon
     let name = st.shared.publisher.naming().resource_list_part(&set, n);
     let missing = format!("no part {n} of the Resource List of set {set:?}");
     let job = blocking(st, move |p| p.resource_list_part(&set, n)?.ok_or(WebError::NotFound(missing))).await?;
-    Ok(streamed(st.shared.publisher.clone(), name, move |p, w| p.write_list(&job, w)))
+    Ok(streamed(st, name, move |p, w| p.write_list(&job, w)).await)
 }
 
 async fn change_list(st: &WebState, set: String, n: u64, req: &HeaderMap) -> Result<Response, WebError> {
@@ -124,10 +123,7 @@ async fn change_list(st: &WebState, set: String, n: u64, req: &HeaderMap) -> Res
             .await?;
             match doc {
                 Ok(closed) => cache.insert(&set, n, closed),
-                Err(list) => {
-                    let publisher = st.shared.publisher.clone();
-                    return Ok(streamed(publisher, name, move |p, w| p.write_open_change_list(&list, w)));
-                }
+                Err(list) => return Ok(streamed(st, name, move |p, w| p.write_open_change_list(&list, w)).await),
             }
         }
     };

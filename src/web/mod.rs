@@ -58,6 +58,8 @@ struct Shared {
     closed: cache::ClosedLists,
     checker: OriginChecker,
     verify_slots: Semaphore,
+    /// Streaming responses producing at once (see `body`).
+    streams: Arc<Semaphore>,
 }
 
 impl WebState {
@@ -91,6 +93,7 @@ impl WebState {
                 closed: cache::ClosedLists::new(CLOSED_CACHE_BYTES),
                 checker,
                 verify_slots: Semaphore::new(VERIFY_SLOTS),
+                streams: Arc::new(Semaphore::new(body::MAX_STREAMS)),
             }),
         }
     }

@@ -122,10 +122,11 @@ pub(crate) async fn set_page(st: &WebState, set: String) -> Result<Response, Web
     Ok(html(axum::http::StatusCode::OK, &format!("Set {set}"), &b))
 }
 
-/// `/robots.txt`: everything may be crawled, and each set's Resource List is a sitemap.
+/// `/robots.txt`: everything may be crawled but the provenance endpoint (each answer is a
+/// lookup, and `verify` a fetch elsewhere), and each set's Resource List is a sitemap.
 pub(crate) fn robots(st: &WebState) -> Response {
     let p = &st.shared.publisher;
-    let mut text = String::from("User-agent: *\nAllow: /\n\n");
+    let mut text = format!("User-agent: *\nDisallow: {}provenance\n\n", st.shared.base_path);
     for s in p.sets() {
         let _ = writeln!(text, "Sitemap: {}", p.naming().resource_list(&s.id));
     }
