@@ -2,7 +2,9 @@
 # Publishing speed, over real HTTP on 127.0.0.1:
 #  1. a Resource List of N resources (default 100,000) served as an index and its parts:
 #     XML throughput per walk and the RSS the server adds while serving it;
-#  2. with wrk: requests/s for 2 KiB bitstreams, and for a closed Change List.
+#  2. with wrk: requests/s for 2 KiB bitstreams, and for a closed Change List;
+#  3. when nginx is installed, the same two files served by nginx as static files, with the
+#     same wrk settings in the same run, interleaved with Tributary's runs (the peer for scale).
 # Prints every run and the medians. The machine may be shared: compare medians, and look at
 # the spread.
 #
@@ -55,7 +57,9 @@ for i in $(seq "$runs"); do
   echo 5 > "/proc/$server/clear_refs"   # reset the peak (VmHWM) to the current RSS
   start=$(date +%s.%N)
   bytes=$(curl -s -o "$work/index.xml" -w '%{size_download}' "${base}sets/bench/resourcelist.xml")
-  for part in $(grep -o '<loc>[^<]*' "$work/index.xml" | sed 's/<loc>//'); do
+  parts_of=""   # a single list (N within the part limit) has no parts to walk
+  grep -q '<sitemapindex' "$work/index.xml" && parts_of=$(grep -o '<loc>[^<]*' "$work/index.xml" | sed 's/<loc>//')
+  for part in $parts_of; do
     b=$(curl -s -o /dev/null -w '%{size_download}' "$part")
     bytes=$((bytes + b))
   done
@@ -65,7 +69,7 @@ for i in $(seq "$runs"); do
   pc=$(awk -v b="$bytes" -v c0="$cpu0" -v c1="$cpu1" 'BEGIN {printf "%.0f", b / (c1 - c0) / 1e6}')
   rate=$(awk -v b="$bytes" -v s="$start" -v e="$end" 'BEGIN {printf "%.0f", b / (e - s) / 1e6}')
   add=$(( (peak - before) / 1024 ))
-  parts=$(grep -c '<loc>' "$work/index.xml")
+  parts=$(printf '%s' "$parts_of" | grep -c . || true)
   echo "walk $i: index + $parts parts, $bytes bytes in $(awk -v s="$start" -v e="$end" 'BEGIN {printf "%.3f", e - s}') s = $rate MB/s ($pc MB per server CPU-second); RSS before $before KiB, peak +$add MiB"
   rates+=("$rate"); added+=("$add"); percpu+=("$pc")
 done
@@ -87,8 +91,36 @@ closed="${base}sets/bench/changelist-2.xml"
 curl -sf -o "$work/closed.xml" "$closed"
 echo "closed change list: $(stat -c %s "$work/closed.xml") bytes, $(grep -c '<url>' "$work/closed.xml") entries"
 echo "gzip-compressed: $(curl -s -H 'Accept-Encoding: gzip' -o /dev/null -w '%{size_download}' "$closed") bytes"
-bits=(); cls=(); gzs=()
+# nginx as the static-file yardstick: the same bytes Tributary serves, from disk.
+nginx_port=$((port + 1)); nginx_base=""; nginx=""
+if command -v nginx >/dev/null || [ -x /usr/sbin/nginx ]; then
+  mkdir -p "$work/nginx/html" "$work/nginx/logs"
+  cp "$work/closed.xml" "$work/nginx/html/closed.xml"
+  curl -sf -o "$work/nginx/html/bit.xml" "${base}r/bench/http/museum.example.org/collection/object/00000001.xml"
+  cat > "$work/nginx/nginx.conf" <<CONF
+daemon off; master_process off; worker_processes 1; pid $work/nginx/nginx.pid;
+error_log $work/nginx/logs/error.log;
+events { worker_connections 256; }
+http { access_log off; sendfile on; tcp_nopush on; keepalive_requests 100000;
+  types { application/xml xml; }
+  server { listen 127.0.0.1:$nginx_port; root $work/nginx/html; } }
+CONF
+  "$(command -v nginx || echo /usr/sbin/nginx)" -p "$work/nginx" -c "$work/nginx/nginx.conf" &
+  nginx=$!
+  nginx_base="http://127.0.0.1:$nginx_port/"
+  for _ in $(seq 50); do curl -sf -o /dev/null "${nginx_base}bit.xml" && break; sleep 0.1; done
+fi
+stop_nginx() { [ -n "$nginx" ] && kill "$nginx" 2>/dev/null || true; }
+trap 'stop_nginx; cleanup' EXIT
+
+bits=(); cls=(); gzs=(); nbits=(); ncls=()
 for i in $(seq "$runs"); do
+  if [ -n "$nginx_base" ]; then
+    nb=$(wrk -t1 -c32 -d5s "${nginx_base}bit.xml" | awk '/Requests\/sec/ {printf "%.0f", $2}')
+    nc=$(wrk -t1 -c32 -d5s "${nginx_base}closed.xml" | awk '/Requests\/sec/ {printf "%.0f", $2}')
+    echo "nginx run $i: 2 KiB file $nb req/s, closed change list file $nc req/s"
+    nbits+=("$nb"); ncls+=("$nc")
+  fi
   b=$(wrk -t1 -c32 -d5s -s "$work/bits.lua" "$base" | awk '/Requests\/sec/ {printf "%.0f", $2}')
   c=$(wrk -t1 -c32 -d5s "$closed" | awk '/Requests\/sec/ {printf "%.0f", $2}')
   g=$(wrk -t1 -c32 -d5s -H 'Accept-Encoding: gzip' "$closed" | awk '/Requests\/sec/ {printf "%.0f", $2}')
@@ -96,4 +128,8 @@ for i in $(seq "$runs"); do
   bits+=("$b"); cls+=("$c"); gzs+=("$g")
 done
 echo "bitstreams (2 KiB): median $(median "${bits[@]}") req/s (min $(lo "${bits[@]}"), max $(hi "${bits[@]}")); closed change list: median $(median "${cls[@]}") req/s (min $(lo "${cls[@]}"), max $(hi "${cls[@]}")), gzip median $(median "${gzs[@]}") req/s"
+if [ -n "$nginx_base" ]; then
+  echo "nginx (static files, same run): 2 KiB median $(median "${nbits[@]}") req/s; closed change list median $(median "${ncls[@]}") req/s"
+  echo "ratio Tributary/nginx: bitstreams $(awk -v a="$(median "${bits[@]}")" -v b="$(median "${nbits[@]}")" 'BEGIN {printf "%.2f", a / b}'), closed change list $(awk -v a="$(median "${cls[@]}")" -v b="$(median "${ncls[@]}")" 'BEGIN {printf "%.2f", a / b}')"
+fi
 echo "server RSS at the end: $(rss) KiB"
