@@ -272,7 +272,7 @@ fn run_harvest(global: &Global, args: HarvestArgs) -> anyhow::Result<ExitCode> {
 fn run_service(global: &Global) -> anyhow::Result<ExitCode> {
     let (config, store, fetcher) = load(global)?;
     let rt = harvest_runtime()?;
-    let web = web_state(&config, &store)?;
+    let web = web_state(&config, &store, &fetcher)?;
     rt.block_on(async {
         let listener = tokio::net::TcpListener::bind(config.aggregator.listen)
             .await
@@ -292,7 +292,7 @@ fn run_service(global: &Global) -> anyhow::Result<ExitCode> {
 fn run_serve(global: &Global) -> anyhow::Result<ExitCode> {
     let config = tributary::config::Config::load(&global.config, global.data_dir.as_deref())?;
     let store = tributary::store::Store::open(&config.aggregator.data_dir)?;
-    let web = web_state(&config, &store)?;
+    let web = web_state(&config, &store, &Fetcher::from_config(&config)?)?;
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async {
         let listener = tokio::net::TcpListener::bind(config.aggregator.listen)
@@ -305,10 +305,12 @@ fn run_serve(global: &Global) -> anyhow::Result<ExitCode> {
 }
 
 /// The publisher's view of the configuration: one set per source plus the merged sets, and
-/// each source's link policy.
+/// each source's link policy; `&verify=1` fetches origins through `fetcher` with each source's
+/// settings.
 fn web_state(
     config: &tributary::config::Config,
     store: &tributary::store::Store,
+    fetcher: &Fetcher,
 ) -> anyhow::Result<tributary::web::WebState> {
     use tributary::publish::{Limits, LinkPolicies, LinkPolicy, SetConfig};
     let mut sets: Vec<SetConfig> = config.sources.iter().map(|s| SetConfig::source(s.id.clone())).collect();
@@ -322,14 +324,21 @@ fn web_state(
         per_source: config.sources.iter().map(|s| (s.id.clone(), policy(&s.settings))).collect(),
     };
     let naming = tributary::naming::Naming::new(&config.aggregator.base_url);
-    Ok(tributary::web::WebState::new(store.clone(), naming, sets, policies, Limits::default())?)
+    let checker = tributary::provenance::OriginChecker::for_config(fetcher.clone(), config);
+    Ok(tributary::web::WebState::new(store.clone(), naming, sets, policies, Limits::default())?
+        .with_origin_checker(checker))
 }
 
 fn run_provenance(args: ProvenanceArgs, global: &Global) -> anyhow::Result<ExitCode> {
     let config = tributary::config::Config::load(&global.config, global.data_dir.as_deref())?;
     let store = tributary::store::Store::open_existing(&config.aggregator.data_dir)?;
     let naming = tributary::naming::Naming::new(&config.aggregator.base_url);
-    let (text, found) = tributary::provenance::provenance_cli(&store, &naming, &args.query, args.verify, args.json)?;
+    let checker = match args.verify {
+        true => Some(tributary::provenance::OriginChecker::for_config(Fetcher::from_config(&config)?, &config)),
+        false => None,
+    };
+    let (text, found) =
+        tributary::provenance::provenance_cli(&store, &naming, &args.query, checker.as_ref(), args.json)?;
     println!("{text}");
     Ok(if found { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

@@ -9,6 +9,8 @@ use std::collections::HashMap;
 use common::http::{Response, Server};
 use common::publish::{Res, bind, delete, get_json, sha, start, temp_store, upsert, urlencode};
 use reqwest::StatusCode;
+use tributary::config::Settings;
+use tributary::harvest::{Fetcher, FetcherOptions};
 use tributary::provenance::{OriginChecker, provenance_cli};
 use tributary::publish::{Limits, LinkPolicies, SetConfig};
 use tributary::web::WebState;
@@ -128,7 +130,7 @@ async fn verify_fetches_the_origin_and_compares() {
     let (_dir, store) = temp_store();
     let (listener, naming) = bind().await;
     let uris = upsert(&store, &naming, &["agg", "all"], &resources(&origin));
-    let checker = OriginChecker::new("tributary-test", true).unwrap();
+    let checker = private_checker();
     let state = WebState::new(store.clone(), naming.clone(), sets(), LinkPolicies::default(), Limits::default())
         .unwrap()
         .with_origin_checker(checker);
@@ -161,19 +163,25 @@ fn command_line_answers_text_json_and_not_found() {
     let (_dir, store) = temp_store();
     let naming = tributary::naming::Naming::new(&url::Url::parse("http://tributary.test/").unwrap());
     let uris = upsert(&store, &naming, &["agg"], &resources(&origin));
-    let (text, found) = provenance_cli(&store, &naming, &uris[0], false, false).unwrap();
+    let (text, found) = provenance_cli(&store, &naming, &uris[0], None, false).unwrap();
     assert!(found);
     assert!(
         text.contains("chain") && text.contains(&origin.url("/a.txt")) && text.contains("http://aggregator.test/a.txt"),
         "{text}"
     );
-    let (json, found) = provenance_cli(&store, &naming, &origin.url("/b.txt"), true, true).unwrap();
+    let (json, found) = provenance_cli(&store, &naming, &origin.url("/b.txt"), Some(&private_checker()), true).unwrap();
     assert!(found);
     let j: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(j["resources"][0]["uri"], uris[1].as_str());
     assert_eq!(j["resources"][0]["verify"]["matches_copy"], true, "{json}");
-    let (text, found) = provenance_cli(&store, &naming, "http://nowhere.test/", false, false).unwrap();
+    let (text, found) = provenance_cli(&store, &naming, "http://nowhere.test/", None, false).unwrap();
     assert!(!found);
     assert!(text.contains("no republished resource matches"));
-    assert!(provenance_cli(&store, &naming, "sha-256:123", false, false).is_err());
+    assert!(provenance_cli(&store, &naming, "sha-256:123", None, false).is_err());
+}
+
+/// A checker through the polite fetcher whose settings let it reach the loopback origin.
+fn private_checker() -> OriginChecker {
+    let fetcher = Fetcher::new(FetcherOptions::new("tributary-test (+mailto:test@example.org)")).unwrap();
+    OriginChecker::new(fetcher, Settings { allow_private: true, ..Settings::default() })
 }

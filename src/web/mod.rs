@@ -34,6 +34,8 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use self::error::WebError;
+use crate::config::Settings;
+use crate::harvest::{Fetcher, FetcherOptions};
 use crate::naming::Naming;
 use crate::provenance::OriginChecker;
 use crate::publish::{Limits, LinkPolicies, PublishError, Publisher, SetConfig};
@@ -65,8 +67,8 @@ struct Shared {
 impl WebState {
     /// Builds the state from plain values: the store, the URI scheme, every set to publish
     /// (one per source via [`SetConfig::source`], plus merged sets), the inherited-link
-    /// policies and the limits. Origins are live-checked with a default client that refuses
-    /// private addresses; see [`WebState::with_origin_checker`].
+    /// policies and the limits. Origins are live-checked with a fetcher of its own and default
+    /// settings (which refuse private addresses); see [`WebState::with_origin_checker`].
     ///
     /// # Errors
     /// [`PublishError::Config`] for an unusable set list or limits, or when the origin-check
@@ -81,7 +83,8 @@ impl WebState {
         let base_path = url::Url::parse(naming.base()).map(|u| u.path().to_owned()).unwrap_or_else(|_| "/".into());
         let publisher = Publisher::new(store, naming, sets, policies, limits)?;
         let agent = concat!("Tributary/", env!("CARGO_PKG_VERSION"), " (provenance check)");
-        let checker = OriginChecker::new(agent, false).map_err(|e| PublishError::Config(e.to_string()))?;
+        let fetcher = Fetcher::new(FetcherOptions::new(agent)).map_err(|e| PublishError::Config(e.to_string()))?;
+        let checker = OriginChecker::new(fetcher, Settings::default());
         Ok(WebState::build(Arc::new(publisher), base_path, checker))
     }
 
@@ -98,8 +101,8 @@ impl WebState {
         }
     }
 
-    /// Replaces the client used for `&verify=1` (until the harvester's polite fetcher takes
-    /// over this job).
+    /// Replaces the checker used for `&verify=1`, e.g. by one sharing the harvester's fetcher
+    /// and the configured sources' settings.
     #[must_use]
     pub fn with_origin_checker(self, checker: OriginChecker) -> WebState {
         WebState::build(self.shared.publisher.clone(), self.shared.base_path.clone(), checker)
