@@ -32,6 +32,8 @@ pub struct Config {
     pub path: PathBuf,
     /// `[aggregator]`
     pub aggregator: Aggregator,
+    /// `[publish]` with built-in defaults filled in.
+    pub publish: Publishing,
     /// `[defaults]` with built-in defaults filled in.
     pub defaults: Settings,
     /// `[[source]]` tables in file order.
@@ -51,6 +53,31 @@ pub struct Aggregator {
     pub data_dir: PathBuf,
     /// Sent with every request; contains a contact URL or e-mail address.
     pub user_agent: String,
+}
+
+/// The sitemap protocol's limit on entries per document (spec §7: 50,000).
+const SITEMAP_MAX_ENTRIES: usize = 50_000;
+
+/// The `[publish]` table: the shape of the documents Tributary serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Publishing {
+    /// Entries per Resource List; past it the list becomes an index with parts.
+    pub resource_list_entries: usize,
+    /// A Change List closes once it holds this many events.
+    pub change_list_events: u64,
+    /// A Change List also closes at the end of this period (epoch-aligned, so daily lists end
+    /// at midnight UTC); `None`: by count only.
+    pub change_list_period: Option<Duration>,
+}
+
+impl Default for Publishing {
+    fn default() -> Self {
+        Publishing {
+            resource_list_entries: SITEMAP_MAX_ENTRIES,
+            change_list_events: 1_000,
+            change_list_period: Some(Duration::from_secs(86_400)),
+        }
+    }
 }
 
 /// One upstream Source.

@@ -312,7 +312,7 @@ fn web_state(
     store: &tributary::store::Store,
     fetcher: &Fetcher,
 ) -> anyhow::Result<tributary::web::WebState> {
-    use tributary::publish::{Limits, LinkPolicies, LinkPolicy, SetConfig};
+    use tributary::publish::{Limits, LinkPolicies, LinkPolicy, Rollover, SetConfig};
     let mut sets: Vec<SetConfig> = config.sources.iter().map(|s| SetConfig::source(s.id.clone())).collect();
     sets.extend(config.sets.iter().map(|s| SetConfig::new(s.id.clone(), s.sources.clone())));
     let policy = |s: &tributary::config::Settings| LinkPolicy {
@@ -325,8 +325,12 @@ fn web_state(
     };
     let naming = tributary::naming::Naming::new(&config.aggregator.base_url);
     let checker = tributary::provenance::OriginChecker::for_config(fetcher.clone(), config);
-    Ok(tributary::web::WebState::new(store.clone(), naming, sets, policies, Limits::default())?
-        .with_origin_checker(checker))
+    let p = &config.publish;
+    let limits = Limits {
+        resource_list_entries: p.resource_list_entries,
+        change_list: Rollover { max_events: p.change_list_events, period: p.change_list_period },
+    };
+    Ok(tributary::web::WebState::new(store.clone(), naming, sets, policies, limits)?.with_origin_checker(checker))
 }
 
 fn run_provenance(args: ProvenanceArgs, global: &Global) -> anyhow::Result<ExitCode> {

@@ -171,3 +171,29 @@ fn missing_required_source_keys() {
 fn duplicate_keys_are_syntax_errors() {
     assert_invalid(&format!("{HEAD}[defaults]\nrate = \"5/s\"\nrate = \"1/s\"\n"), 8, "rate", "duplicate key");
 }
+
+#[test]
+fn publish_table_shapes_the_served_documents() {
+    let defaults = parse(HEAD).unwrap().publish;
+    assert_eq!(defaults.resource_list_entries, 50_000);
+    assert_eq!(defaults.change_list_events, 1_000);
+    assert_eq!(defaults.change_list_period, Some(Duration::from_secs(86_400)));
+    let text =
+        format!("{HEAD}[publish]\nresource_list_entries = 10\nchange_list_events = 5\nchange_list_period = \"1h\"\n");
+    let p = parse(&text).unwrap().publish;
+    assert_eq!((p.resource_list_entries, p.change_list_events), (10, 5));
+    assert_eq!(p.change_list_period, Some(Duration::from_secs(3_600)));
+    let by_count = parse(&format!("{HEAD}[publish]\nchange_list_period = \"none\"\n")).unwrap();
+    assert_eq!(by_count.publish.change_list_period, None);
+
+    let over = format!("{HEAD}[publish]\nresource_list_entries = 50001\n");
+    assert_invalid(&over, 7, "resource_list_entries", "out of range");
+    assert_invalid(&format!("{HEAD}[publish]\nchange_list_events = 0\n"), 7, "change_list_events", "out of range");
+    assert_invalid(
+        &format!("{HEAD}[publish]\nchange_list_period = \"0s\"\n"),
+        7,
+        "change_list_period",
+        "longer than 0",
+    );
+    assert_invalid(&format!("{HEAD}[publish]\nparts = 3\n"), 7, "parts", "unknown field");
+}

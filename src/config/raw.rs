@@ -13,7 +13,7 @@ use toml::Spanned;
 use url::Url;
 
 use super::values::{parse_duration, parse_rate, parse_size};
-use super::{Aggregator, Config, ConfigError, Locator, SetDef, Settings, Source};
+use super::{Aggregator, Config, ConfigError, Locator, Publishing, SITEMAP_MAX_ENTRIES, SetDef, Settings, Source};
 
 type Result<T> = std::result::Result<T, ConfigError>;
 
@@ -121,10 +121,45 @@ pub(super) struct RawSet {
     sources: Spanned<Vec<Spanned<String>>>,
 }
 
+/// `[publish]`: the shape of the documents Tributary serves.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPublish {
+    resource_list_entries: Option<Spanned<i64>>,
+    change_list_events: Option<Spanned<i64>>,
+    change_list_period: Option<Spanned<String>>,
+}
+
+impl RawPublish {
+    fn validate(&self, at: &Locator<'_>) -> Result<Publishing> {
+        let mut p = Publishing::default();
+        // The sitemap protocol's limit: no list or part may hold more.
+        let max = u32::try_from(SITEMAP_MAX_ENTRIES).unwrap_or(u32::MAX);
+        if let Some(v) = &self.resource_list_entries {
+            p.resource_list_entries = at.int(v, "resource_list_entries", 1, max)? as usize;
+        }
+        if let Some(v) = &self.change_list_events {
+            p.change_list_events = u64::from(at.int(v, "change_list_events", 1, max)?);
+        }
+        if let Some(v) = &self.change_list_period {
+            p.change_list_period = match v.get_ref().trim() {
+                "none" => None,
+                _ => Some(at.duration(v, "change_list_period")?).filter(|d| !d.is_zero()),
+            };
+            if v.get_ref().trim() != "none" && p.change_list_period.is_none() {
+                return Err(at.error(v.span(), "change_list_period", "must be longer than 0 (or \"none\")"));
+            }
+        }
+        Ok(p)
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawConfig {
     aggregator: Option<Spanned<RawAggregator>>,
+    #[serde(default)]
+    publish: RawPublish,
     #[serde(default)]
     defaults: RawDefaults,
     #[serde(default)]
@@ -139,6 +174,7 @@ impl RawConfig {
             return Err(at.error(0..0, "aggregator", "the [aggregator] table is missing (base_url and user_agent)"));
         };
         let aggregator = validate_aggregator(agg, at)?;
+        let publish = self.publish.validate(at)?;
         let defaults = self.defaults.apply(&Settings::default(), at)?;
         let mut ids = HashSet::new();
         let mut sources = Vec::with_capacity(self.source.len());
@@ -153,7 +189,7 @@ impl RawConfig {
         let source_ids: HashSet<&str> = sources.iter().map(|s| s.id.as_str()).collect();
         let sets =
             self.set.iter().map(|raw| validate_set(raw.get_ref(), &source_ids, &mut ids, at)).collect::<Result<_>>()?;
-        Ok(Config { path: at.path.to_owned(), aggregator, defaults, sources, sets })
+        Ok(Config { path: at.path.to_owned(), aggregator, publish, defaults, sources, sets })
     }
 }
 
