@@ -394,3 +394,59 @@ async fn closed_change_lists_are_served_gzip_compressed_when_accepted() {
     assert_eq!(open.status(), StatusCode::OK);
     assert!(open.headers().get("content-encoding").is_none());
 }
+
+#[tokio::test]
+async fn part_numbers_keep_their_ranges_across_a_restart() {
+    let (_dir, store) = temp_store();
+    let (listener, naming) = bind().await;
+    let addr = listener.local_addr().unwrap();
+    upsert(&store, &naming, &["src-a"], &(0..30).map(res_a).collect::<Vec<_>>());
+    let serve = |listener| {
+        start(
+            listener,
+            naming.clone(),
+            &store,
+            vec![SetConfig::source("src-a")],
+            LinkPolicies::default(),
+            limits(10, 1000),
+        )
+    };
+    let index = |s: &common::publish::Running| {
+        let (client, url) = (s.client.clone(), naming.resource_list("src-a"));
+        async move { doc(&client, &url).await.1.entries.into_iter().map(|e| e.loc).collect::<Vec<_>>() }
+    };
+    let s = serve(listener);
+    let parts = index(&s).await;
+    // Part 1 overflows and is replaced by two new numbers.
+    let added: Vec<Res> =
+        (0..6).map(|i| Res::new("src-a", &format!("http://museum-a.test/obj/03x{i}"), "new")).collect();
+    upsert(&store, &naming, &["src-a"], &added);
+    let before = index(&s).await;
+    assert_eq!(before.len(), 6);
+    drop(s);
+
+    // A new process over the same store: same index, the retired number keeps its old range.
+    let mut listener = None;
+    for _ in 0..100 {
+        match tokio::net::TcpListener::bind(addr).await {
+            Ok(l) => {
+                listener = Some(l);
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+    let s = serve(listener.expect("the old server released its port within 5 s"));
+    assert_eq!(index(&s).await, before, "the saved partition is served after the restart");
+    assert_eq!(locs(&doc(&s.client, &parts[0]).await.1.entries).len(), 13, "retired part 1 keeps its range");
+
+    // Numbers given out before the restart are never reused for another range.
+    let more: Vec<Res> =
+        (0..6).map(|i| Res::new("src-a", &format!("http://museum-a.test/obj/25x{i}"), "new")).collect();
+    upsert(&store, &naming, &["src-a"], &more);
+    let after = index(&s).await;
+    let old: BTreeSet<&String> = parts.iter().chain(&before).collect();
+    let fresh: Vec<&String> = after.iter().filter(|p| !before.contains(p)).collect();
+    assert_eq!(fresh.len(), 2, "the overgrown last part is replaced by two: {after:?}");
+    assert!(fresh.iter().all(|p| !old.contains(p)), "new parts get new numbers: {after:?}");
+}

@@ -136,7 +136,8 @@ impl Publisher {
     ///
     /// # Errors
     /// [`PublishError::Config`] for an empty or non-URL-safe id, a duplicate set id, a set
-    /// without sources, or limits outside `1..=50,000` (or a zero period).
+    /// without sources, or limits outside `1..=50,000` (or a zero period); [`PublishError::Store`]
+    /// when a saved partition cannot be read.
     pub fn new(
         store: Store,
         naming: Naming,
@@ -155,10 +156,13 @@ impl Publisher {
             let mut prefixes: Vec<String> = config.sources.iter().map(|s| format!("{}r/{s}/", naming.base())).collect();
             prefixes.sort();
             prefixes.dedup();
+            // A saved partition keeps the part numbers Destinations hold valid across restarts.
+            let saved = store.publisher_state(&resources::plan_key(&config.id))?;
+            let plan = saved.and_then(|b| plan::Plan::from_bytes(&b)).unwrap_or_default();
             views.push(SetView {
                 config,
                 prefixes,
-                plan: Mutex::new(plan::Plan::default()),
+                plan: Mutex::new(plan),
                 plan_scan: Mutex::new(()),
                 upstreams: Mutex::new(None),
                 changes: Mutex::new(changes::Layout::default()),

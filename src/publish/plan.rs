@@ -12,13 +12,16 @@
 //! the old index. Parts never merge (a shrinking set leaves smaller or empty parts, which is
 //! valid), and once a set needed an index it keeps one.
 //!
-//! The plan is derived state kept in memory: after a restart it is rebuilt from the store and
-//! numbering starts again at 1. It is revalidated (one scan of the set's live records) on an
-//! index request when the set's change log has moved since, or at least every
-//! [`MAX_AGE`]; a part request uses the plan as it is.
+//! The plan lives in memory and is saved in the store whenever its numbering changes (see
+//! [`Plan::to_bytes`]), so after a restart every number keeps its range and new parts get new
+//! numbers. It is revalidated (one scan of the set's live records) on an index request when
+//! the set's change log has moved since, at least every [`MAX_AGE`], and after a restart; a
+//! part request uses the plan as it is.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
 
 /// Revalidate at least this often even without new change events (records written without an
 /// event in this set, e.g. after a set's sources were reconfigured, are picked up this way).
@@ -62,6 +65,14 @@ pub(crate) struct Plan {
     parts: BTreeMap<u64, KeyRange>,
 }
 
+/// The saved form: the layout (`None`: a single list) and every part ever numbered as
+/// `(number, from, until)`. JSON, so a later build can add fields.
+#[derive(Serialize, Deserialize)]
+struct Saved {
+    layout: Option<Vec<u64>>,
+    parts: Vec<(u64, String, Option<String>)>,
+}
+
 /// What one scan found in one range: its live count and the URIs at which a new part of
 /// `fill` entries would start.
 #[derive(Debug, Default)]
@@ -71,6 +82,35 @@ struct Tally {
 }
 
 impl Plan {
+    /// The numbering, for the store: what must survive a restart (not the validation time).
+    pub(crate) fn to_bytes(&self) -> Vec<u8> {
+        let layout = match &self.layout {
+            Layout::Single => None,
+            Layout::Index(nums) => Some(nums.clone()),
+        };
+        let parts = self.parts.iter().map(|(n, r)| (*n, r.from.clone(), r.until.clone())).collect();
+        serde_json::to_vec(&Saved { layout, parts }).unwrap_or_default()
+    }
+
+    /// A plan saved by [`Plan::to_bytes`], to be revalidated before use; `None` when the bytes
+    /// are not a plan (a fresh plan is then as good as the old one for every new Destination).
+    pub(crate) fn from_bytes(bytes: &[u8]) -> Option<Plan> {
+        let saved: Saved = serde_json::from_slice(bytes).ok()?;
+        let parts: BTreeMap<u64, KeyRange> =
+            saved.parts.into_iter().map(|(n, from, until)| (n, KeyRange { from, until })).collect();
+        let layout = match saved.layout {
+            None => Layout::Single,
+            Some(nums) if nums.iter().all(|n| parts.contains_key(n)) => Layout::Index(nums),
+            Some(_) => return None,
+        };
+        Some(Plan { validated: None, layout, parts })
+    }
+
+    /// Whether `other` numbers parts differently (so the new numbering must be saved).
+    pub(crate) fn numbering_differs(&self, other: &Plan) -> bool {
+        self.layout != other.layout || self.parts != other.parts
+    }
+
     /// Whether a validation at `seq` is needed.
     pub(crate) fn is_stale(&self, seq: u64, now: Instant) -> bool {
         self.validated.is_none_or(|(s, at)| s != seq || now.duration_since(at) >= MAX_AGE)
@@ -203,6 +243,18 @@ mod tests {
         let parts = members(&p, &all);
         assert_eq!(parts.iter().map(Vec::len).sum::<usize>(), all.len(), "every key in exactly one part");
         assert!(parts.iter().all(|m| m.len() <= 10));
+    }
+
+    #[test]
+    fn numbering_survives_a_save_and_restore() {
+        let mut p = Plan::default();
+        p.validate(uris(0..20), 1, Instant::now(), 10, 7).unwrap();
+        let restored = Plan::from_bytes(&p.to_bytes()).unwrap();
+        assert!(!restored.numbering_differs(&p));
+        assert!(restored.is_stale(1, Instant::now()), "a restored plan is revalidated before use");
+        assert_eq!(restored.part(3), p.part(3));
+        assert!(Plan::from_bytes(b"{\"layout\":[9],\"parts\":[]}").is_none(), "a layout naming unknown parts");
+        assert!(Plan::from_bytes(b"not json").is_none());
     }
 
     #[test]

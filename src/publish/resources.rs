@@ -184,8 +184,13 @@ impl Publisher {
             uri.transpose()
         });
         let limit = self.limits.resource_list_entries;
+        let before = plan.clone();
         plan.validate(uris, seq, now, limit, fill(limit))?;
         *lock(&view.upstreams) = Some(Arc::new(upstreams.into_iter().collect()));
+        if plan.numbering_differs(&before) {
+            // Saved before any document names the new numbers, so no number handed out is lost.
+            self.store.save_publisher_state(&plan_key(&view.config.id), &plan.to_bytes())?;
+        }
         let layout = plan.layout.clone();
         *lock(&view.plan) = plan;
         Ok(layout)
@@ -247,4 +252,9 @@ fn fill(limit: usize) -> usize {
 /// and stay consistent even if a holder panicked.
 pub(super) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The store row holding a set's partition (see `plan`).
+pub(super) fn plan_key(set: &str) -> String {
+    format!("plan/{set}")
 }

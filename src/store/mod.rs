@@ -28,6 +28,7 @@ mod history;
 mod log;
 mod maint;
 mod open;
+mod published;
 mod record;
 mod report;
 mod state;
