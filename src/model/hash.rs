@@ -122,8 +122,9 @@ impl HashList {
         let mut list = Vec::with_capacity(2);
         let mut notes = Vec::new();
         for token in tokens(s) {
-            let (alg, value) = token
-                .split_once(':')
+            // memchr rather than `split_once(':')`, whose char searcher showed in profiles.
+            let (alg, value) = memchr::memchr(b':', token.as_bytes())
+                .map(|i| (&token[..i], &token[i + 1..]))
                 .filter(|(a, v)| !a.is_empty() && !v.is_empty())
                 .ok_or_else(|| HashError::NoAlgorithm(token.to_owned()))?;
             let algorithm = HashAlgorithm::from_token(alg);

@@ -15,10 +15,10 @@
 use std::borrow::Cow;
 use std::io::{self, BufRead};
 
-use quick_xml::NsReader;
+use quick_xml::Reader;
 use quick_xml::events::attributes::Attribute;
 use quick_xml::events::{BytesRef, BytesStart, Event};
-use quick_xml::name::ResolveResult;
+use quick_xml::name::{NamespaceResolver, ResolveResult};
 
 use super::datetime::W3cDateTime;
 use super::diagnostic::Diagnostic;
@@ -70,7 +70,15 @@ enum Ns {
 /// The parser state shared by all the reading steps (everything but the event buffer, so a
 /// borrowed event and the state can be used together).
 struct Core<R: BufRead> {
-    xml: NsReader<Tracked<R>>,
+    /// A plain reader with the namespace scopes kept here rather than by `NsReader`, which
+    /// walks every start tag's attributes looking for declarations (a tenth of the parse);
+    /// see [`Core::push_scope`].
+    xml: Reader<Tracked<R>>,
+    ns: NamespaceResolver,
+    /// The element just read was empty or an end tag: its scope closes before the next event.
+    pending_pop: bool,
+    /// Finds `xmlns` in a start tag's attributes: only tags containing it can declare anything.
+    xmlns: memchr::memmem::Finder<'static>,
     opts: ReadOptions,
     depth: usize,
     diagnostics: Vec<Diagnostic>,
@@ -102,12 +110,21 @@ impl<R: BufRead> DocumentReader<R> {
     /// `<urlset>`/`<sitemapindex>` in the Sitemap namespace. Errors further in are returned by
     /// the first [`next_entry`](Self::next_entry), so the header read so far stays available.
     pub fn new(input: R, opts: ReadOptions) -> Result<Self, ReadError> {
-        let mut xml = NsReader::from_reader(Tracked::new(input, opts.max_bytes));
+        let mut xml = Reader::from_reader(Tracked::new(input, opts.max_bytes));
         let config = xml.config_mut();
         config.check_end_names = true;
         config.expand_empty_elements = false;
         config.check_comments = true;
-        let core = Core { xml, opts, depth: 0, diagnostics: Vec::new(), event_start: 0 };
+        let core = Core {
+            xml,
+            ns: NamespaceResolver::default(),
+            pending_pop: false,
+            xmlns: memchr::memmem::Finder::new("xmlns"),
+            opts,
+            depth: 0,
+            diagnostics: Vec::new(),
+            event_start: 0,
+        };
         let mut reader = DocumentReader {
             core,
             buf: Vec::with_capacity(4096),
@@ -328,19 +345,31 @@ impl<R: BufRead> Core<R> {
     /// Reads one event, maintaining depth and turning parser failures into positioned errors.
     fn next<'b>(&mut self, buf: &'b mut Vec<u8>) -> Result<Event<'b>, ReadError> {
         buf.clear();
+        if self.pending_pop {
+            self.ns.pop();
+            self.pending_pop = false;
+        }
         self.event_start = self.xml.buffer_position();
         let ev = match self.xml.read_event_into(buf) {
             Ok(ev) => ev,
             Err(e) => return Err(self.parser_error(e)),
         };
         match &ev {
-            Event::Start(_) => {
+            Event::Start(e) => {
+                self.push_scope(e)?;
                 self.depth += 1;
                 if self.depth > self.opts.max_depth {
                     return Err(self.error(ReadErrorKind::TooDeep(self.opts.max_depth)));
                 }
             }
-            Event::End(_) => self.depth = self.depth.saturating_sub(1),
+            Event::Empty(e) => {
+                self.push_scope(e)?;
+                self.pending_pop = true;
+            }
+            Event::End(_) => {
+                self.pending_pop = true;
+                self.depth = self.depth.saturating_sub(1);
+            }
             Event::DocType(_) => return Err(self.error(ReadErrorKind::Doctype)),
             Event::Eof if self.xml.get_ref().exceeded() => {
                 return Err(self.error(ReadErrorKind::TooLarge(self.opts.max_bytes)));
@@ -348,6 +377,18 @@ impl<R: BufRead> Core<R> {
             _ => {}
         }
         Ok(ev)
+    }
+
+    /// Opens the namespace scope of a start tag, as `NsReader` does, but walks the attributes
+    /// only when the tag contains `xmlns`: without it no attribute can be a declaration, and
+    /// the scope is just one level deeper.
+    fn push_scope(&mut self, e: &BytesStart<'_>) -> Result<(), ReadError> {
+        let level = self.ns.level();
+        if level < u16::MAX && self.xmlns.find(e.attributes_raw().as_bytes()).is_none() {
+            self.ns.set_level(level + 1);
+            return Ok(());
+        }
+        self.ns.push(e).map_err(|err| self.parser_error(err.into()))
     }
 
     fn parser_error(&self, e: quick_xml::Error) -> ReadError {
@@ -402,7 +443,7 @@ impl<R: BufRead> Core<R> {
     /// The namespace class and local name of an element. Names ResourceSync cares about come
     /// back as static strings, so the per-entry hot path allocates nothing here.
     fn classify(&self, e: &BytesStart<'_>) -> (Ns, Cow<'static, str>) {
-        let (res, local) = self.xml.resolver().resolve_element(e.name());
+        let (res, local) = self.ns.resolve_element(e.name());
         let local: Cow<'static, str> = match local.as_ref() {
             "url" => Cow::Borrowed("url"),
             "sitemap" => Cow::Borrowed("sitemap"),
@@ -423,7 +464,7 @@ impl<R: BufRead> Core<R> {
     }
 
     fn root_format(&self, e: &BytesStart<'_>) -> Result<RootFormat, ReadError> {
-        let (res, local) = self.xml.resolver().resolve_element(e.name());
+        let (res, local) = self.ns.resolve_element(e.name());
         let format = match local.as_ref() {
             "urlset" => RootFormat::UrlSet,
             "sitemapindex" => RootFormat::SitemapIndex,
@@ -479,7 +520,7 @@ impl<R: BufRead> Core<R> {
     }
 
     fn foreign_attr(&self, attr: &Attribute<'_>) -> Result<ForeignAttr, ReadError> {
-        let (res, local) = self.xml.resolver().resolve_attribute(attr.key);
+        let (res, local) = self.ns.resolve_attribute(attr.key);
         let ns = match res {
             ResolveResult::Bound(ns) => Some(ns.as_ref().to_owned()),
             _ => None,
@@ -499,6 +540,12 @@ impl<R: BufRead> Core<R> {
         e: &BytesStart<'_>,
         mut each: impl FnMut(&mut Self, &str, &str),
     ) -> Result<Vec<ForeignAttr>, ReadError> {
+        if let Some(simple) = SimpleAttrs::scan(e.attributes_raw()) {
+            for &(key, value) in simple.as_slice() {
+                each(self, key, value);
+            }
+            return Ok(Vec::new());
+        }
         let mut extra = Vec::new();
         for attr in e.attributes() {
             let attr = attr.map_err(|err| self.error(ReadErrorKind::Malformed(err.to_string())))?;
@@ -843,7 +890,7 @@ impl<R: BufRead> Core<R> {
     }
 
     fn extension_head(&self, e: &BytesStart<'_>) -> Result<Extension, ReadError> {
-        let (res, local) = self.xml.resolver().resolve_element(e.name());
+        let (res, local) = self.ns.resolve_element(e.name());
         let ns = match res {
             ResolveResult::Bound(ns) => Some(ns.as_ref().to_owned()),
             _ => None,
@@ -912,6 +959,67 @@ impl<R: BufRead> Core<R> {
                 _ => return Err(self.error(ReadErrorKind::ContentAfterRoot)),
             }
         }
+    }
+}
+
+/// The attributes of a start tag in the shape nearly every `<rs:md>` and `<rs:ln>` has:
+/// unprefixed names, `name="value"` with nothing to unescape or normalise, whitespace between,
+/// no duplicates. quick-xml's general iterator walks values byte by byte and allocates for its
+/// duplicate check; this scan finds each closing quote with memchr. Anything else (prefixes,
+/// declarations, references, odd spacing, errors) returns `None` and takes the general path,
+/// which gives the same keys and values where both apply.
+struct SimpleAttrs<'a> {
+    attrs: [(&'a str, &'a str); SimpleAttrs::MAX],
+    len: usize,
+}
+
+impl<'a> SimpleAttrs<'a> {
+    /// Table 3 has at most nine attributes per element; more take the general path.
+    const MAX: usize = 10;
+
+    fn scan(raw: &'a str) -> Option<Self> {
+        let b = raw.as_bytes();
+        // One pass over the whole tag for anything needing unescaping or normalising (or
+        // spacing other than plain spaces), rather than one per value.
+        if memchr::memchr3(b'&', b'\t', b'\n', b).is_some() || memchr::memchr(b'\r', b).is_some() {
+            return None;
+        }
+        let mut out = SimpleAttrs { attrs: [("", ""); Self::MAX], len: 0 };
+        let mut i = 0;
+        loop {
+            while i < b.len() && b[i] == b' ' {
+                i += 1;
+            }
+            if i == b.len() {
+                return Some(out);
+            }
+            let key_start = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || matches!(b[i], b'_' | b'-' | b'.')) {
+                i += 1;
+            }
+            if i == key_start || i + 1 >= b.len() || b[i] != b'=' || out.len == Self::MAX {
+                return None;
+            }
+            let key = &raw[key_start..i];
+            let quote = b[i + 1];
+            if quote != b'"' && quote != b'\'' {
+                return None;
+            }
+            let value_start = i + 2;
+            let value_len = memchr::memchr(quote, &b[value_start..])?;
+            let value = &raw[value_start..value_start + value_len];
+            i = value_start + value_len + 1;
+            let separated = i == b.len() || b[i] == b' ';
+            if !separated || key.starts_with("xmlns") || out.as_slice().iter().any(|&(k, _)| k == key) {
+                return None;
+            }
+            out.attrs[out.len] = (key, value);
+            out.len += 1;
+        }
+    }
+
+    fn as_slice(&self) -> &[(&'a str, &'a str)] {
+        &self.attrs[..self.len]
     }
 }
 
