@@ -88,8 +88,6 @@ impl<R: BufRead> Tracked<R> {
         };
         Position { offset, line, column: offset - line_start + 1 }
     }
-
-
 }
 
 impl<R: BufRead> Read for Tracked<R> {
