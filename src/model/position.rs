@@ -32,6 +32,9 @@ const WINDOW_BYTES: u64 = 1 << 20;
 /// How far past the consumed position newlines are scanned in one go.
 const SCAN_AHEAD: usize = 256 * 1024;
 
+/// Remembered newlines beyond which old ones are dropped (checked when new ones are recorded).
+const PRUNE_AT: usize = 131_072;
+
 /// A `BufRead` adapter that tracks newlines and caps the bytes read.
 #[derive(Debug)]
 pub(crate) struct Tracked<R> {
@@ -62,7 +65,8 @@ impl<R: BufRead> Tracked<R> {
 
     /// True once more than `limit` bytes were requested.
     pub(crate) fn exceeded(&self) -> bool {
-        self.exceeded
+        // `consume` does not set the flag itself: it runs for every few bytes parsed.
+        self.exceeded || self.consumed > self.limit
     }
 
     /// Line and column of a byte offset at or before the consumed position.
@@ -84,14 +88,6 @@ impl<R: BufRead> Tracked<R> {
         };
         Position { offset, line, column: offset - line_start + 1 }
     }
-
-    fn prune(&mut self) {
-        let horizon = self.consumed.saturating_sub(WINDOW_BYTES);
-        // Keep at least the last newline so the current line's start stays known.
-        let old = self.newlines.partition_point(|&nl| nl < horizon).min(self.newlines.len().saturating_sub(1));
-        self.newlines.drain(..old);
-        self.dropped_lines += old as u64;
-    }
 }
 
 impl<R: BufRead> Read for Tracked<R> {
@@ -106,22 +102,27 @@ impl<R: BufRead> Read for Tracked<R> {
 
 impl<R: BufRead> BufRead for Tracked<R> {
     fn fill_buf(&mut self) -> io::Result<&[u8]> {
-        // Allow one byte past the limit so "exactly at the limit" is fine and "over" is seen.
+        // The parser calls this and `consume` a few times per event, so the common case is a
+        // subtraction, a `min` and one comparison; scanning, pruning and the limit error live
+        // on the cold paths.
         let allowed = self.limit.saturating_add(1).saturating_sub(self.consumed);
         if allowed == 0 {
             self.exceeded = true;
             return Err(io::Error::other("document exceeds the byte limit"));
         }
         let buf = self.inner.fill_buf()?;
-        let n = buf.len().min(usize::try_from(allowed).unwrap_or(usize::MAX));
+        let n = if (buf.len() as u64) < allowed { buf.len() } else { allowed as usize };
         // Scan ahead in large blocks (the parser consumes a few bytes at a time, and memchr
         // per tiny slice cost a tenth of the parse), but at most SCAN_AHEAD past the consumed
         // position, so memory stays bounded even when the input is one slice of a whole file.
-        let ahead = usize::try_from(self.scanned_to.saturating_sub(self.consumed)).unwrap_or(usize::MAX);
-        if ahead < n.min(SCAN_AHEAD / 2) {
+        if self.consumed + n.min(SCAN_AHEAD / 2) as u64 > self.scanned_to {
+            let ahead = usize::try_from(self.scanned_to.saturating_sub(self.consumed)).unwrap_or(usize::MAX);
             let end = n.min(ahead + SCAN_AHEAD);
             record_newlines(&mut self.newlines, self.consumed, &buf[ahead..end], ahead);
             self.scanned_to = self.consumed + end as u64;
+            if self.newlines.len() > PRUNE_AT {
+                prune(&mut self.newlines, &mut self.dropped_lines, self.consumed);
+            }
         }
         Ok(&buf[..n])
     }
@@ -129,25 +130,39 @@ impl<R: BufRead> BufRead for Tracked<R> {
     fn consume(&mut self, amt: usize) {
         let end = self.consumed + amt as u64;
         if end > self.scanned_to {
-            // Consumed past the scanned block in one go (a huge text node): scan the gap.
-            if let Ok(buf) = self.inner.fill_buf() {
-                let ahead = usize::try_from(self.scanned_to.saturating_sub(self.consumed)).unwrap_or(0);
-                let upto = amt.min(buf.len());
-                if ahead < upto {
-                    record_newlines(&mut self.newlines, self.consumed, &buf[ahead..upto], ahead);
-                }
-            }
-            self.scanned_to = end;
+            self.consume_unscanned(amt);
         }
         self.inner.consume(amt);
-        self.consumed += amt as u64;
-        if self.consumed > self.limit {
-            self.exceeded = true;
+        self.consumed = end;
+    }
+}
+
+impl<R: BufRead> Tracked<R> {
+    /// Consumed past the scanned block in one go (a huge text node): scan the gap first.
+    #[cold]
+    fn consume_unscanned(&mut self, amt: usize) {
+        if let Ok(buf) = self.inner.fill_buf() {
+            let ahead = usize::try_from(self.scanned_to.saturating_sub(self.consumed)).unwrap_or(0);
+            let upto = amt.min(buf.len());
+            if ahead < upto {
+                record_newlines(&mut self.newlines, self.consumed, &buf[ahead..upto], ahead);
+            }
         }
-        if self.newlines.len() > 131_072 {
-            self.prune();
+        self.scanned_to = self.consumed + amt as u64;
+        if self.newlines.len() > PRUNE_AT {
+            prune(&mut self.newlines, &mut self.dropped_lines, self.consumed);
         }
     }
+}
+
+/// Drops newlines older than the window (fields passed apart so the caller can hold the inner
+/// buffer meanwhile).
+fn prune(newlines: &mut Vec<u64>, dropped_lines: &mut u64, consumed: u64) {
+    let horizon = consumed.saturating_sub(WINDOW_BYTES);
+    // Keep at least the last newline so the current line's start stays known.
+    let old = newlines.partition_point(|&nl| nl < horizon).min(newlines.len().saturating_sub(1));
+    newlines.drain(..old);
+    *dropped_lines += old as u64;
 }
 
 fn record_newlines(newlines: &mut Vec<u64>, base: u64, bytes: &[u8], skip: usize) {

@@ -15,10 +15,10 @@
 use std::borrow::Cow;
 use std::io::{self, BufRead};
 
-use quick_xml::NsReader;
+use quick_xml::Reader;
 use quick_xml::events::attributes::Attribute;
 use quick_xml::events::{BytesRef, BytesStart, Event};
-use quick_xml::name::ResolveResult;
+use quick_xml::name::{NamespaceResolver, ResolveResult};
 
 use super::datetime::W3cDateTime;
 use super::diagnostic::Diagnostic;
@@ -70,7 +70,21 @@ enum Ns {
 /// The parser state shared by all the reading steps (everything but the event buffer, so a
 /// borrowed event and the state can be used together).
 struct Core<R: BufRead> {
-    xml: NsReader<Tracked<R>>,
+    /// A plain reader with the namespace scopes kept here rather than by `NsReader`, which
+    /// walks every start tag's attributes looking for declarations (a tenth of the parse);
+    /// see [`Core::push_scope`].
+    xml: Reader<Tracked<R>>,
+    ns: NamespaceResolver,
+    /// The element just read was empty or an end tag: its scope closes before the next event.
+    pending_pop: bool,
+    /// Finds `xmlns` in a start tag's attributes: only tags containing it can declare anything.
+    xmlns: memchr::memmem::Finder<'static>,
+    /// Namespace class of each element prefix met (`""` for none), valid while the bindings
+    /// in scope stay the same: resolving every element through the resolver cost 5% of a parse.
+    prefix_classes: Vec<(String, Ns)>,
+    /// Levels whose start tag went through the full resolver push (it may have declared
+    /// namespaces): leaving one may change the bindings in scope.
+    decl_levels: Vec<u16>,
     opts: ReadOptions,
     depth: usize,
     diagnostics: Vec<Diagnostic>,
@@ -102,12 +116,23 @@ impl<R: BufRead> DocumentReader<R> {
     /// `<urlset>`/`<sitemapindex>` in the Sitemap namespace. Errors further in are returned by
     /// the first [`next_entry`](Self::next_entry), so the header read so far stays available.
     pub fn new(input: R, opts: ReadOptions) -> Result<Self, ReadError> {
-        let mut xml = NsReader::from_reader(Tracked::new(input, opts.max_bytes));
+        let mut xml = Reader::from_reader(Tracked::new(input, opts.max_bytes));
         let config = xml.config_mut();
         config.check_end_names = true;
         config.expand_empty_elements = false;
         config.check_comments = true;
-        let core = Core { xml, opts, depth: 0, diagnostics: Vec::new(), event_start: 0 };
+        let core = Core {
+            xml,
+            ns: NamespaceResolver::default(),
+            pending_pop: false,
+            xmlns: memchr::memmem::Finder::new("xmlns"),
+            prefix_classes: Vec::new(),
+            decl_levels: Vec::new(),
+            opts,
+            depth: 0,
+            diagnostics: Vec::new(),
+            event_start: 0,
+        };
         let mut reader = DocumentReader {
             core,
             buf: Vec::with_capacity(4096),
@@ -328,19 +353,35 @@ impl<R: BufRead> Core<R> {
     /// Reads one event, maintaining depth and turning parser failures into positioned errors.
     fn next<'b>(&mut self, buf: &'b mut Vec<u8>) -> Result<Event<'b>, ReadError> {
         buf.clear();
+        if self.pending_pop {
+            self.ns.pop();
+            self.pending_pop = false;
+            while self.decl_levels.last().is_some_and(|&l| l > self.ns.level()) {
+                self.decl_levels.pop();
+                self.prefix_classes.clear();
+            }
+        }
         self.event_start = self.xml.buffer_position();
         let ev = match self.xml.read_event_into(buf) {
             Ok(ev) => ev,
             Err(e) => return Err(self.parser_error(e)),
         };
         match &ev {
-            Event::Start(_) => {
+            Event::Start(e) => {
+                self.push_scope(e)?;
                 self.depth += 1;
                 if self.depth > self.opts.max_depth {
                     return Err(self.error(ReadErrorKind::TooDeep(self.opts.max_depth)));
                 }
             }
-            Event::End(_) => self.depth = self.depth.saturating_sub(1),
+            Event::Empty(e) => {
+                self.push_scope(e)?;
+                self.pending_pop = true;
+            }
+            Event::End(_) => {
+                self.pending_pop = true;
+                self.depth = self.depth.saturating_sub(1);
+            }
             Event::DocType(_) => return Err(self.error(ReadErrorKind::Doctype)),
             Event::Eof if self.xml.get_ref().exceeded() => {
                 return Err(self.error(ReadErrorKind::TooLarge(self.opts.max_bytes)));
@@ -348,6 +389,22 @@ impl<R: BufRead> Core<R> {
             _ => {}
         }
         Ok(ev)
+    }
+
+    /// Opens the namespace scope of a start tag, as `NsReader` does, but walks the attributes
+    /// only when the tag contains `xmlns`: without it no attribute can be a declaration, and
+    /// the scope is just one level deeper.
+    fn push_scope(&mut self, e: &BytesStart<'_>) -> Result<(), ReadError> {
+        let level = self.ns.level();
+        let raw = e.attributes_raw().as_bytes();
+        if level < u16::MAX && (raw.len() < "xmlns".len() || self.xmlns.find(raw).is_none()) {
+            self.ns.set_level(level + 1);
+            return Ok(());
+        }
+        self.ns.push(e).map_err(|err| self.parser_error(err.into()))?;
+        self.decl_levels.push(self.ns.level());
+        self.prefix_classes.clear();
+        Ok(())
     }
 
     fn parser_error(&self, e: quick_xml::Error) -> ReadError {
@@ -401,9 +458,29 @@ impl<R: BufRead> Core<R> {
 
     /// The namespace class and local name of an element. Names ResourceSync cares about come
     /// back as static strings, so the per-entry hot path allocates nothing here.
-    fn classify(&self, e: &BytesStart<'_>) -> (Ns, Cow<'static, str>) {
-        let (res, local) = self.xml.resolver().resolve_element(e.name());
-        let local: Cow<'static, str> = match local.as_ref() {
+    fn classify(&mut self, e: &BytesStart<'_>) -> (Ns, Cow<'static, str>) {
+        // Split as `QName::decompose` does (at the first colon).
+        let name = e.name().into_inner();
+        let (prefix, local) = match name.bytes().position(|b| b == b':') {
+            Some(i) => (&name[..i], &name[i + 1..]),
+            None => ("", name),
+        };
+        let ns = match self.prefix_classes.iter().find(|(p, _)| p == prefix) {
+            Some(&(_, ns)) => ns,
+            None => {
+                let ns = match self.ns.resolve_element(e.name()).0 {
+                    ResolveResult::Bound(ns) if ns.as_ref() == SITEMAP_NS => Ns::Sitemap,
+                    ResolveResult::Bound(ns) if ns.as_ref() == RS_NS => Ns::Rs,
+                    _ => Ns::Other,
+                };
+                // Bounded: a hostile document may use any number of undeclared prefixes.
+                if self.prefix_classes.len() < 8 {
+                    self.prefix_classes.push((prefix.to_owned(), ns));
+                }
+                ns
+            }
+        };
+        let local: Cow<'static, str> = match local {
             "url" => Cow::Borrowed("url"),
             "sitemap" => Cow::Borrowed("sitemap"),
             "loc" => Cow::Borrowed("loc"),
@@ -414,16 +491,11 @@ impl<R: BufRead> Core<R> {
             "priority" => Cow::Borrowed("priority"),
             other => Cow::Owned(other.to_owned()),
         };
-        let ns = match res {
-            ResolveResult::Bound(ns) if ns.as_ref() == SITEMAP_NS => Ns::Sitemap,
-            ResolveResult::Bound(ns) if ns.as_ref() == RS_NS => Ns::Rs,
-            _ => Ns::Other,
-        };
         (ns, local)
     }
 
     fn root_format(&self, e: &BytesStart<'_>) -> Result<RootFormat, ReadError> {
-        let (res, local) = self.xml.resolver().resolve_element(e.name());
+        let (res, local) = self.ns.resolve_element(e.name());
         let format = match local.as_ref() {
             "urlset" => RootFormat::UrlSet,
             "sitemapindex" => RootFormat::SitemapIndex,
@@ -479,7 +551,7 @@ impl<R: BufRead> Core<R> {
     }
 
     fn foreign_attr(&self, attr: &Attribute<'_>) -> Result<ForeignAttr, ReadError> {
-        let (res, local) = self.xml.resolver().resolve_attribute(attr.key);
+        let (res, local) = self.ns.resolve_attribute(attr.key);
         let ns = match res {
             ResolveResult::Bound(ns) => Some(ns.as_ref().to_owned()),
             _ => None,
@@ -499,6 +571,12 @@ impl<R: BufRead> Core<R> {
         e: &BytesStart<'_>,
         mut each: impl FnMut(&mut Self, &str, &str),
     ) -> Result<Vec<ForeignAttr>, ReadError> {
+        if let Some(simple) = SimpleAttrs::scan(e.attributes_raw()) {
+            for &(key, value) in simple.as_slice() {
+                each(self, key, value);
+            }
+            return Ok(Vec::new());
+        }
         let mut extra = Vec::new();
         for attr in e.attributes() {
             let attr = attr.map_err(|err| self.error(ReadErrorKind::Malformed(err.to_string())))?;
@@ -685,8 +763,12 @@ impl<R: BufRead> Core<R> {
                     let (ns, local) = self.classify(e);
                     match (ns, local.as_ref()) {
                         (Ns::Sitemap, "loc" | "lastmod" | "changefreq" | "priority") => {
-                            let value = if empty { String::new() } else { self.read_text(buf, text)? };
-                            self.entry_field(&mut entry, &local, value, start, &mut seen_loc);
+                            if empty {
+                                text.clear();
+                            } else {
+                                self.read_text(buf, text)?;
+                            }
+                            self.entry_field(&mut entry, &local, text, start, &mut seen_loc);
                         }
                         (Ns::Rs, "md") => {
                             let md = self.parse_md(e, start)?;
@@ -734,14 +816,16 @@ impl<R: BufRead> Core<R> {
         Ok(entry)
     }
 
-    fn entry_field(&mut self, entry: &mut Entry, local: &str, value: String, start: u64, seen_loc: &mut bool) {
+    /// Stores one simple field; the value is copied only where the entry keeps it (a
+    /// `<lastmod>` is parsed straight from the reused text buffer).
+    fn entry_field(&mut self, entry: &mut Entry, local: &str, value: &str, start: u64, seen_loc: &mut bool) {
         match local {
             "loc" => {
                 if *seen_loc {
                     self.value_error(start, "7", "an entry has more than one <loc>");
                 }
                 *seen_loc = true;
-                entry.loc = value;
+                value.clone_into(&mut entry.loc);
             }
             "lastmod" => {
                 entry.lastmod = match value.parse::<W3cDateTime>() {
@@ -754,17 +838,18 @@ impl<R: BufRead> Core<R> {
             }
             "changefreq" => {
                 const FREQS: [&str; 7] = ["always", "hourly", "daily", "weekly", "monthly", "yearly", "never"];
-                if !FREQS.contains(&value.as_str()) {
+                if !FREQS.contains(&value) {
                     self.warn_at(start, "7", format!("<changefreq> `{value}` is not a Sitemap change frequency"));
                 }
-                entry.changefreq = Some(value);
+                entry.changefreq = Some(value.to_owned());
             }
-            _ => entry.priority = Some(value),
+            _ => entry.priority = Some(value.to_owned()),
         }
     }
 
-    /// Collects the text content of a simple element (`<loc>` …) whose start was just read.
-    fn read_text(&mut self, buf: &mut Vec<u8>, text: &mut String) -> Result<String, ReadError> {
+    /// Collects the text content of a simple element (`<loc>` …) whose start was just read into
+    /// `text`, trimmed and with CRLF line ends as LF.
+    fn read_text(&mut self, buf: &mut Vec<u8>, text: &mut String) -> Result<(), ReadError> {
         text.clear();
         let depth = self.depth;
         loop {
@@ -782,8 +867,15 @@ impl<R: BufRead> Core<R> {
                 Event::Decl(_) | Event::DocType(_) => return Err(self.error(ReadErrorKind::Doctype)),
             }
         }
-        let trimmed = text.trim();
-        Ok(if trimmed.contains('\r') { trimmed.replace("\r\n", "\n") } else { trimmed.to_owned() })
+        // Trimmed in place: the buffer is reused for every field of every entry.
+        let end = text.trim_end().len();
+        text.truncate(end);
+        let start = text.len() - text.trim_start().len();
+        text.drain(..start);
+        if text.contains('\r') {
+            *text = text.replace("\r\n", "\n");
+        }
+        Ok(())
     }
 
     fn resolve_ref(&self, r: &BytesRef<'_>) -> Result<char, ReadError> {
@@ -843,7 +935,7 @@ impl<R: BufRead> Core<R> {
     }
 
     fn extension_head(&self, e: &BytesStart<'_>) -> Result<Extension, ReadError> {
-        let (res, local) = self.xml.resolver().resolve_element(e.name());
+        let (res, local) = self.ns.resolve_element(e.name());
         let ns = match res {
             ResolveResult::Bound(ns) => Some(ns.as_ref().to_owned()),
             _ => None,
@@ -915,6 +1007,68 @@ impl<R: BufRead> Core<R> {
     }
 }
 
+/// The attributes of a start tag in the shape nearly every `<rs:md>` and `<rs:ln>` has:
+/// unprefixed names, `name="value"` with nothing to unescape or normalise, whitespace between,
+/// no duplicates. quick-xml's general iterator walks values byte by byte and allocates for its
+/// duplicate check; this scan finds each closing quote with memchr. Anything else (prefixes,
+/// declarations, references, odd spacing, errors) returns `None` and takes the general path,
+/// which gives the same keys and values where both apply.
+struct SimpleAttrs<'a> {
+    attrs: [(&'a str, &'a str); SimpleAttrs::MAX],
+    len: usize,
+}
+
+impl<'a> SimpleAttrs<'a> {
+    /// Table 3 has at most nine attributes per element; more take the general path.
+    const MAX: usize = 10;
+
+    fn scan(raw: &'a str) -> Option<Self> {
+        let b = raw.as_bytes();
+        // One branch-free (vectorisable) pass over the whole tag for anything needing
+        // unescaping or normalising, or spacing other than plain spaces: `&`, or a control
+        // character (tab, CR and LF among them). Cheaper than two memchr calls on a short tag.
+        if !b.iter().fold(true, |ok, &c| ok & (c != b'&') & (c >= b' ')) {
+            return None;
+        }
+        let mut out = SimpleAttrs { attrs: [("", ""); Self::MAX], len: 0 };
+        let mut i = 0;
+        loop {
+            while i < b.len() && b[i] == b' ' {
+                i += 1;
+            }
+            if i == b.len() {
+                return Some(out);
+            }
+            let key_start = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || matches!(b[i], b'_' | b'-' | b'.')) {
+                i += 1;
+            }
+            if i == key_start || i + 1 >= b.len() || b[i] != b'=' || out.len == Self::MAX {
+                return None;
+            }
+            let key = &raw[key_start..i];
+            let quote = b[i + 1];
+            if quote != b'"' && quote != b'\'' {
+                return None;
+            }
+            let value_start = i + 2;
+            let value_len = memchr::memchr(quote, &b[value_start..])?;
+            let value = &raw[value_start..value_start + value_len];
+            i = value_start + value_len + 1;
+            let separated = i == b.len() || b[i] == b' ';
+            if !separated || key.starts_with("xmlns") || out.as_slice().iter().any(|&(k, _)| k == key) {
+                return None;
+            }
+            out.attrs[out.len] = (key, value);
+            out.len += 1;
+        }
+    }
+
+    fn as_slice(&self) -> &[(&'a str, &'a str)] {
+        &self.attrs[..self.len]
+    }
+}
+
 fn flush_text(el: &mut Extension, text: &mut String) {
     if !text.trim().is_empty() {
         el.children.push(ExtNode::Text(std::mem::take(text)));
@@ -928,4 +1082,52 @@ fn flush_text(el: &mut Extension, text: &mut String) {
 /// See [`DocumentReader::new`] and [`DocumentReader::next_entry`].
 pub fn read_document(bytes: &[u8], opts: ReadOptions) -> Result<(Document, Vec<Diagnostic>), ReadError> {
     DocumentReader::new(bytes, opts)?.into_document()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Wherever the plain-attribute scan answers, it must give what quick-xml's iterator (and
+    /// `attr_value`'s normalisation) gives.
+    #[test]
+    fn the_simple_attribute_scan_agrees_with_quick_xml() {
+        let cases = [
+            r#"rs:md hash="md5:1e0d" length="2481" type="application/xml""#,
+            r#"rs:md a='1' b="2""#,
+            r#"rs:md   a="1"   "#,
+            r#"rs:md a="x'y" b='x"y'"#,
+            r#"rs:md a="""#,
+            r#"rs:md a="1"b="2""#,
+            r#"rs:md a = "1""#,
+            r#"rs:md a="1" a="2""#,
+            r#"rs:md a="a&amp;b""#,
+            "rs:md a=\"tab\there\"",
+            "rs:md a=\"1\"\nb=\"2\"",
+            r#"rs:md x:a="1" xmlns:x="urn:x""#,
+            r#"rs:md xmlns="urn:x" a="1""#,
+            r#"rs:md a="1"#,
+            r#"rs:md a=1"#,
+            r#"rs:md a"#,
+            r#"rs:md é="1""#,
+            r#"rs:md a-b.c_d="1" e="é""#,
+        ];
+        for content in cases {
+            let e = BytesStart::from_content(content, "rs:md".len());
+            let Some(simple) = SimpleAttrs::scan(e.attributes_raw()) else { continue };
+            let general: Vec<(String, String)> = e
+                .attributes()
+                .map(|a| {
+                    let a = a.expect("the scan only accepts well-formed attributes");
+                    let value = a.normalized_value(quick_xml::XmlVersion::Implicit1_0).unwrap();
+                    (a.key.as_ref().to_owned(), value.into_owned())
+                })
+                .collect();
+            let scanned: Vec<(String, String)> =
+                simple.as_slice().iter().map(|&(k, v)| (k.to_owned(), v.to_owned())).collect();
+            assert_eq!(scanned, general, "{content:?}");
+        }
+        let plain = BytesStart::from_content(r#"rs:md hash="md5:1e0d" length="1""#, 5);
+        assert_eq!(SimpleAttrs::scan(plain.attributes_raw()).map(|s| s.len), Some(2));
+    }
 }

@@ -308,29 +308,29 @@ impl Validator {
 /// that need no escaping. Anything else goes through `url::Url::parse`.
 fn looks_like_plain_http_uri(s: &str) -> bool {
     let Some(rest) = s.strip_prefix("https://").or_else(|| s.strip_prefix("http://")) else { return false };
-    let host_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let host = &rest[..host_end];
-    // Branch-free over the bytes: printable ASCII other than the characters a URI never holds
-    // unescaped. Anything unusual (percent-encoded hosts, IPv6 literals, userinfo) takes the
-    // full parse.
-    let plain = rest.bytes().fold(true, |ok, b| {
-        ok & (b > b' ')
-            & (b < 0x7f)
-            & (b != b'<')
-            & (b != b'>')
-            & (b != b'"')
-            & (b != b'{')
-            & (b != b'}')
-            & (b != b'|')
-            & (b != b'\\')
-            & (b != b'^')
-            & (b != b'`')
-    });
-    plain
-        && !host.is_empty()
-        && !host.contains(['%', '@', '['])
-        && host.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b':')
+    let b = rest.as_bytes();
+    // The host: letters, digits, `.`, `-` and a port's `:`, up to `/`, `?`, `#` or the end.
+    // Anything unusual (percent-encoded hosts, IPv6 literals, userinfo) takes the full parse.
+    let host_len = b.iter().position(|&c| !(c.is_ascii_alphanumeric() || matches!(c, b'.' | b'-' | b':')));
+    let host_len = host_len.unwrap_or(b.len());
+    if host_len == 0 || (host_len < b.len() && !matches!(b[host_len], b'/' | b'?' | b'#')) {
+        return false;
+    }
+    // Table-driven and branch-free over the rest: printable ASCII other than the characters a
+    // URI never holds unescaped.
+    b[host_len..].iter().fold(true, |ok, &c| ok & URI_PLAIN[usize::from(c)])
 }
+
+/// Bytes allowed unescaped in the plain-URI fast path (see [`looks_like_plain_http_uri`]).
+const URI_PLAIN: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = b'!';
+    while b < 0x7f {
+        t[b as usize] = !matches!(b, b'<' | b'>' | b'"' | b'{' | b'}' | b'|' | b'\\' | b'^' | b'`');
+        b += 1;
+    }
+    t
+};
 
 fn section_of(kind: DocumentKind) -> &'static str {
     match kind {
