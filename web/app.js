@@ -33,6 +33,7 @@
     const t = Date.parse(iso);
     const s = Math.round((t - Date.now()) / 1000);
     const abs = Math.abs(s);
+    if (abs < 1) return el("time", { datetime: iso, title: iso }, "now");
     const span = abs < 90 ? abs + " s" : abs < 5400 ? Math.round(abs / 60) + " min" : Math.round(abs / 3600) + " h";
     return el("time", { datetime: iso, title: iso }, s > 0 ? "in " + span : span + " ago");
   }
