@@ -19,9 +19,7 @@ use std::time::{Duration, Instant};
 use fantoccini::{ClientBuilder, Locator};
 use tributary::model::{HashList, W3cDateTime};
 use tributary::naming::Naming;
-use tributary::store::{
-    Batch, Expected, HarvestState, NewRecord, PassCounts, SourceState, SourceStatus, Store, Via,
-};
+use tributary::store::{Batch, Expected, HarvestState, NewRecord, PassCounts, SourceState, SourceStatus, Store, Via};
 use url::Url;
 
 fn main() -> Result<(), Box<dyn Error>> {
@@ -43,7 +41,8 @@ fn source_id(i: usize) -> String {
 fn fill(dir: &str, base: &str, sources: usize, resources: usize) -> Result<(), Box<dyn Error>> {
     let store = Store::open(dir.as_ref())?;
     let naming = Naming::new(&Url::parse(base)?);
-    let blob = store.put(&b"a small bitstream, shared by every record"[..], &Expected { md5: true, ..Expected::none() })?;
+    let blob =
+        store.put(&b"a small bitstream, shared by every record"[..], &Expected { md5: true, ..Expected::none() })?;
     let modified = Some(W3cDateTime::now());
     let per_source = resources / sources;
     let started = Instant::now();
@@ -89,7 +88,8 @@ fn state(s: usize, held: u64) -> SourceState {
         status: SourceStatus {
             last_attempt: Some(now),
             last_success: Some(now),
-            last_error: failing.then(|| format!("source {}: the Resource List could not be read: HTTP 503", source_id(s))),
+            last_error: failing
+                .then(|| format!("source {}: the Resource List could not be read: HTTP 503", source_id(s))),
             resources: held,
             failures: if failing { 3 } else { 0 },
             state: if failing { HarvestState::Failing } else { HarvestState::Idle },
@@ -116,7 +116,8 @@ async fn browse(url: &str, runs: usize) -> Result<(), Box<dyn Error>> {
 
 async fn measure(port: u16, url: &str, runs: usize) -> Result<(), Box<dyn Error>> {
     let mut caps = serde_json::Map::new();
-    let args = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1000"];
+    let args =
+        ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1000"];
     caps.insert("goog:chromeOptions".into(), serde_json::json!({ "args": args }));
     let c = ClientBuilder::rustls()?.capabilities(caps).connect(&format!("http://127.0.0.1:{port}")).await?;
     let (mut fcp, mut rendered) = (Vec::new(), Vec::new());
@@ -130,15 +131,21 @@ async fn measure(port: u16, url: &str, runs: usize) -> Result<(), Box<dyn Error>
         let v = c.execute(script, vec![]).await?;
         let (p, r, rows) = (v[0].as_f64().unwrap_or(-1.0), v[1].as_f64().unwrap_or(-1.0), v[2].as_u64().unwrap_or(0));
         // The first load warms caches (binary pages, the store's cache); it is shown, not counted.
-        println!("load {run}: first contentful paint {p:.1} ms, sources table filled {r:.1} ms ({rows} rows){}",
-            if run == 0 { " [warm-up]" } else { "" });
+        println!(
+            "load {run}: first contentful paint {p:.1} ms, sources table filled {r:.1} ms ({rows} rows){}",
+            if run == 0 { " [warm-up]" } else { "" }
+        );
         if run > 0 {
             fcp.push(p);
             rendered.push(r);
         }
     }
     c.close().await?;
-    println!("median over {runs} loads: first contentful paint {:.1} ms, sources table filled {:.1} ms", median(&mut fcp), median(&mut rendered));
+    println!(
+        "median over {runs} loads: first contentful paint {:.1} ms, sources table filled {:.1} ms",
+        median(&mut fcp),
+        median(&mut rendered)
+    );
     Ok(())
 }
 

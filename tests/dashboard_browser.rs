@@ -55,13 +55,16 @@ fn start_driver(path: &std::path::Path) -> Driver {
 
 async fn browser(driver: &Driver, chromium: &std::path::Path) -> Client {
     let mut caps = serde_json::Map::new();
-    let args = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1400"];
+    let args =
+        ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1400"];
     caps.insert("goog:chromeOptions".into(), json!({ "args": args, "binary": chromium }));
     ClientBuilder::rustls().unwrap().capabilities(caps).connect(&driver.url).await.expect("a WebDriver session")
 }
 
 async fn cell(c: &Client, field: &str) -> u64 {
-    let script = format!("const e = document.querySelector(\"tr[data-source='sim'] td[data-field='{field}']\"); return e ? e.textContent : '';");
+    let script = format!(
+        "const e = document.querySelector(\"tr[data-source='sim'] td[data-field='{field}']\"); return e ? e.textContent : '';"
+    );
     let text = c.execute(&script, vec![]).await.unwrap();
     text.as_str().unwrap_or("").replace(',', "").parse().unwrap_or(0)
 }
@@ -110,14 +113,19 @@ async fn drive(c: &Client, s: &Service) -> Result<(), String> {
         .await
         .map_err(err)?;
     let rendered = c
-        .execute("const m = performance.getEntriesByName('tributary-rendered')[0]; return m ? m.startTime : null;", vec![])
+        .execute(
+            "const m = performance.getEntriesByName('tributary-rendered')[0]; return m ? m.startTime : null;",
+            vec![],
+        )
         .await
         .map_err(err)?;
     println!("first render (navigation start → sources table filled): {rendered} ms");
 
     // Sources and counts appear, then update as the harvester applies changes.
-    eventually("the baseline's resources appear", Duration::from_secs(60), || async { cell(c, "resources").await >= 40 })
-        .await;
+    eventually("the baseline's resources appear", Duration::from_secs(60), || async {
+        cell(c, "resources").await >= 40
+    })
+    .await;
     let changes = cell(c, "changes").await;
     eventually("the changes count updates live", Duration::from_secs(45), || async {
         cell(c, "changes").await > changes

@@ -108,6 +108,7 @@ impl Service {
             std::thread::sleep(Duration::from_millis(100));
         }
         let _ = child.kill();
+        let _ = child.wait();
         panic!("tributary did not stop within 30 s of SIGTERM; log:\n{}", self.log());
     }
 }
