@@ -96,19 +96,24 @@
     return r.json();
   }
 
+  function renderStatus(status) {
+    renderSources(status.sources);
+    renderSets(status.sets);
+    $("updated").textContent = "Updated " + new Date().toLocaleTimeString();
+    if (firstRender) {
+      firstRender = false;
+      document.body.dataset.rendered = "1";
+      performance.mark("tributary-rendered");
+    }
+  }
+
   async function refresh() {
     try {
-      const [status, changes] = await Promise.all([getJSON("api/status"), getJSON("api/changes?limit=25")]);
-      renderSources(status.sources);
-      renderSets(status.sets);
-      renderChanges(changes.changes);
-      $("updated").textContent = "Updated " + new Date().toLocaleTimeString();
+      // Status first: the changes are a separate, slower read and must not hold the table back.
+      const changes = getJSON("api/changes?limit=25");
+      renderStatus(await getJSON("api/status"));
+      renderChanges((await changes).changes);
       notice("");
-      if (firstRender) {
-        firstRender = false;
-        document.body.dataset.rendered = "1";
-        performance.mark("tributary-rendered");
-      }
     } catch (e) {
       notice("Cannot reach Tributary (" + e.message + "); retrying every " + POLL_MS / 1000 + " s.");
     }
@@ -161,8 +166,20 @@
     }
   }
 
+  // The page embeds the status it was served with: the tables render before any request.
+  function renderEmbedded() {
+    const block = $("status-data");
+    if (!block) return;
+    try {
+      renderStatus(JSON.parse(block.textContent));
+    } catch (e) {
+      notice("The embedded status is unreadable (" + e.message + "); loading it instead.");
+    }
+  }
+
   function start() {
     $("provenance-form").addEventListener("submit", lookup);
+    renderEmbedded();
     refresh();
     setInterval(() => { if (!document.hidden) refresh(); }, POLL_MS);
   }

@@ -31,21 +31,38 @@ const DEFAULT_CHANGES: usize = 25;
 /// Most changes one request returns.
 const MAX_CHANGES: usize = 500;
 
-/// A file of the dashboard, by its path under the base URL.
+/// Where the page carries its first status, so it renders without waiting for a request.
+const STATUS_SLOT: &str = "<!--STATUS-->";
+
+/// A static file of the dashboard, by its path under the base URL.
 pub(crate) fn asset(rel: &str) -> Option<Response> {
     let (body, content_type) = match rel {
-        "" => (INDEX_HTML, "text/html; charset=utf-8"),
         "dashboard/style.css" => (STYLE_CSS, "text/css; charset=utf-8"),
         "dashboard/app.js" => (APP_JS, "text/javascript; charset=utf-8"),
         _ => return None,
     };
-    let mut r = body.into_response();
+    Some(with_headers(body.into_response(), content_type))
+}
+
+/// The page at the base URL, with the current status embedded as a JSON data block (inert:
+/// the script policy does not let it run, `app.js` only reads it).
+pub(crate) async fn index(st: &WebState) -> Result<Response, WebError> {
+    let p = st.shared.publisher.clone();
+    let s = tokio::task::spawn_blocking(move || status(&p)).await??;
+    // `<` only occurs inside JSON strings, where \u003c means the same; so no `</script>`.
+    let data = serde_json::to_string(&s).unwrap_or_default().replace('<', "\\u003c");
+    let block = format!("<script type=\"application/json\" id=\"status-data\">{data}</script>");
+    let page = INDEX_HTML.replacen(STATUS_SLOT, &block, 1);
+    Ok(with_headers(page.into_response(), "text/html; charset=utf-8"))
+}
+
+fn with_headers(mut r: Response, content_type: &'static str) -> Response {
     let h = r.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(DASHBOARD_CSP));
     // The assets change only with the binary; the page must still be revalidated after upgrades.
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    Some(r)
+    r
 }
 
 /// What `api/status` answers.
@@ -220,14 +237,31 @@ fn changes(p: &Publisher, q: &ChangeQuery) -> Result<Vec<ChangeRow>, WebError> {
         }
         return Ok(set_changes(p.store(), set, q.after, q.limit)?);
     }
-    // Every source's own log holds each change exactly once: the newest of each, merged.
-    let mut all = Vec::new();
+    // Every source's own log holds each change exactly once. Newest sources first: once
+    // `limit` changes are collected, a source whose last change is older than all of them
+    // cannot contribute, so only a few logs are read however many sources there are.
+    let store = p.store();
+    let mut recent = Vec::new();
     for id in source_ids(p) {
-        all.extend(set_changes(p.store(), &id, None, q.limit)?);
+        if let Some(info) = store.set_info(&id)?.filter(|i| i.visible_seq > 0) {
+            recent.push((info.last_change, id));
+        }
     }
-    all.sort_by(|a, b| b.datetime.cmp(&a.datetime).then(b.seq.cmp(&a.seq)));
-    all.truncate(q.limit);
-    Ok(all)
+    recent.sort_by(|a, b| b.0.cmp(&a.0));
+    let mut all: Vec<(W3cDateTime, ChangeRow)> = Vec::new();
+    for (last, id) in recent {
+        if all.len() >= q.limit && last.is_some_and(|l| l < all[q.limit - 1].0) {
+            break;
+        }
+        let start = store.set_info(&id)?.map_or(0, |i| i.visible_seq.saturating_sub(q.limit as u64));
+        for e in store.events_after(&id, start)?.take(q.limit) {
+            let e = e?;
+            all.push((e.datetime, row(&id, e)));
+        }
+        all.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.seq.cmp(&a.1.seq)));
+        all.truncate(q.limit);
+    }
+    Ok(all.into_iter().map(|(_, r)| r).collect())
 }
 
 /// `api/changes[?set=ID[&after=SEQ]][&limit=N]`: without `set`, the newest changes across
@@ -263,10 +297,10 @@ mod tests {
 
     #[test]
     fn assets_are_embedded() {
-        for rel in ["", "dashboard/style.css", "dashboard/app.js"] {
+        for rel in ["dashboard/style.css", "dashboard/app.js"] {
             assert!(asset(rel).is_some(), "{rel}");
         }
-        assert!(INDEX_HTML.contains("dashboard/app.js"));
+        assert!(INDEX_HTML.contains("dashboard/app.js") && INDEX_HTML.contains(STATUS_SLOT));
         assert!(asset("dashboard/nope.js").is_none());
     }
 }

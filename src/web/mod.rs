@@ -158,6 +158,7 @@ async fn route(st: &WebState, method: &Method, uri: &Uri, headers: HeaderMap) ->
         return Ok(page);
     }
     match rel {
+        "" => dashboard::index(st).await,
         "api/status" => dashboard::api_status(st).await,
         "api/changes" => dashboard::api_changes(st, uri.query()).await,
         "metrics" => metrics::render(st).await,
