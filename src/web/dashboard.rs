@@ -247,7 +247,7 @@ fn changes(p: &Publisher, q: &ChangeQuery) -> Result<Vec<ChangeRow>, WebError> {
             recent.push((info.last_change, id));
         }
     }
-    recent.sort_by(|a, b| b.0.cmp(&a.0));
+    recent.sort_by_key(|r| std::cmp::Reverse(r.0));
     let mut all: Vec<(W3cDateTime, ChangeRow)> = Vec::new();
     for (last, id) in recent {
         if all.len() >= q.limit && last.is_some_and(|l| l < all[q.limit - 1].0) {
