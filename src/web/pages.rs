@@ -1,5 +1,5 @@
-//! Plain HTML for people (the front page is the dashboard, in `dashboard`): one page per set (each Capability List's `describedby`), the provenance page, and
-//! `/robots.txt`.
+//! Plain HTML for people (the front page is the dashboard, in `dashboard`): one page per set
+//! (each Capability List's `describedby`), the provenance page, and `/robots.txt`.
 //!
 //! Pages show third-party strings (URIs, media types, error messages from upstreams), so
 //! everything interpolated is escaped, and every page is sent with a Content-Security-Policy
