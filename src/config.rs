@@ -11,6 +11,7 @@
 //! Must not depend on the harvester or the store: they depend on it.
 
 mod raw;
+mod simulate;
 mod values;
 
 use std::fmt;
@@ -23,6 +24,7 @@ use std::time::Duration;
 use url::Url;
 
 use raw::RawConfig;
+pub use simulate::SimulateDef;
 pub use values::{Rate, parse_rate, parse_size};
 
 /// The validated configuration.
@@ -40,6 +42,8 @@ pub struct Config {
     pub sources: Vec<Source>,
     /// `[[set]]` tables in file order (merged sets; each source is also a set of its own).
     pub sets: Vec<SetDef>,
+    /// `[[simulate]]` tables: simulated Sources started by `run` and `harvest`.
+    pub simulators: Vec<SimulateDef>,
 }
 
 /// The `[aggregator]` table.

@@ -134,7 +134,9 @@ fn main() -> ExitCode {
 fn init_tracing(json: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // Colour only on a terminal: escape codes in a log file or journal are noise.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
     if json {
         builder.json().init();
     } else {
@@ -252,14 +254,14 @@ fn run_harvest(global: &Global, args: HarvestArgs) -> anyhow::Result<ExitCode> {
     let _ = args.once; // `harvest` always makes one pass; the flag is accepted for scripts.
     let rt = harvest_runtime()?;
     let progress = progress::for_terminal();
-    let summary = rt.block_on(harvest::harvest_once_until(
-        &config,
-        &store,
-        &fetcher,
-        &args.sources,
-        progress.clone(),
-        shutdown_signal(),
-    ))?;
+    let summary = rt.block_on(async {
+        let simulators = start_simulators(&config).await?;
+        let summary =
+            harvest::harvest_once_until(&config, &store, &fetcher, &args.sources, progress.clone(), shutdown_signal())
+                .await;
+        simulators.stop().await;
+        anyhow::Ok(summary?)
+    })?;
     progress.finish();
     println!("{summary}");
     Ok(if summary.failed_sources().next().is_some() || summary.failed() > 0 {
@@ -277,16 +279,26 @@ fn run_service(global: &Global) -> anyhow::Result<ExitCode> {
         let listener = tokio::net::TcpListener::bind(config.aggregator.listen)
             .await
             .with_context(|| format!("cannot listen on {}", config.aggregator.listen))?;
-        tracing::info!(url = %config.aggregator.base_url, "serving the aggregate");
+        let simulators = start_simulators(&config).await?;
+        tracing::info!(url = %config.aggregator.base_url, "serving the aggregate; the dashboard is at this URL");
         let (server, harvester) = tokio::join!(
             tributary::web::serve(listener, web, shutdown_signal()),
             harvest::run(&config, &store, &fetcher, shutdown_signal()),
         );
+        // Upstreams stop last: the harvester may still be finishing a fetch from them.
+        simulators.stop().await;
         server.context("web server")?;
         harvester?;
         anyhow::Ok(())
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Starts the `[[simulate]]` Sources of the configuration (none: nothing to do).
+async fn start_simulators(
+    config: &tributary::config::Config,
+) -> anyhow::Result<tributary::simulate::configured::Simulators> {
+    tributary::simulate::configured::start_all(&config.simulators).await.context("starting the simulated sources")
 }
 
 fn run_serve(global: &Global) -> anyhow::Result<ExitCode> {

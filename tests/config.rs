@@ -197,3 +197,38 @@ fn publish_table_shapes_the_served_documents() {
     );
     assert_invalid(&format!("{HEAD}[publish]\nparts = 3\n"), 7, "parts", "unknown field");
 }
+
+#[test]
+fn shipped_sources_toml_starts_its_simulated_sources() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("sources.toml");
+    let c = Config::load(&path, None).unwrap();
+    assert!(c.simulators.len() >= 2, "the offline demo needs simulated Sources");
+    assert!(c.simulators.iter().any(|s| s.via_origin.is_some()), "one poses as an upstream aggregator");
+    for sim in &c.simulators {
+        assert!(sim.listen.ip().is_loopback());
+        let url = format!("http://{}/", sim.listen);
+        assert!(c.sources.iter().any(|s| s.url.as_str().starts_with(&url)), "{url} is harvested by a [[source]]");
+    }
+    assert!(c.sets.iter().any(|s| s.sources.len() >= 2), "a merged set over two sources");
+}
+
+#[test]
+fn simulate_tables_are_validated() {
+    let ok = format!(
+        "{HEAD}[[simulate]]\nid = \"s\"\nlisten = \"127.0.0.1:8091\"\nresources = 10\nmax_size = \"4 KiB\"\n\
+         change_rate = 2.5\nmix = \"1,2,3\"\nrollover_period = \"30s\"\nvia_origin = \"http://o.example.org/\"\n"
+    );
+    let sim = &parse(&ok).unwrap().simulators[0];
+    assert_eq!((sim.resources, sim.max_size, sim.change_rate, sim.mix), (10, 4096, 2.5, [1, 2, 3]));
+    assert_eq!((sim.min_size, sim.seed, sim.list_limit, sim.dump), (100, 1, 50_000, false));
+    assert_eq!(sim.rollover_period, Some(Duration::from_secs(30)));
+
+    let sim = |body: &str| format!("{HEAD}[[simulate]]\nid = \"s\"\n{body}\n");
+    assert_invalid(&sim("listen = \"127.0.0.1:8091\"\nrate = 3"), 9, "rate", "unknown field");
+    assert_invalid(&sim("listen = \"10.0.0.1:8091\""), 8, "listen", "loopback");
+    assert_invalid(&sim("listen = \"127.0.0.1:1\"\nmix = \"1,2\""), 9, "mix", "create,update,delete");
+    assert_invalid(&sim("listen = \"127.0.0.1:1\"\nchange_rate = -1.0"), 9, "change_rate", "per second");
+    assert_invalid(&sim("listen = \"127.0.0.1:1\"\nmin_size = 10\nmax_size = 5"), 9, "min_size", "larger");
+    let twice = format!("{}[[simulate]]\nid = \"t\"\nlisten = \"127.0.0.1:1\"\n", sim("listen = \"127.0.0.1:1\""));
+    assert_invalid(&twice, 11, "listen", "two simulators");
+}

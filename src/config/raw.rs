@@ -166,6 +166,8 @@ pub(super) struct RawConfig {
     source: Vec<Spanned<RawSource>>,
     #[serde(default)]
     set: Vec<Spanned<RawSet>>,
+    #[serde(default)]
+    simulate: Vec<Spanned<super::simulate::RawSimulate>>,
 }
 
 impl RawConfig {
@@ -189,7 +191,8 @@ impl RawConfig {
         let source_ids: HashSet<&str> = sources.iter().map(|s| s.id.as_str()).collect();
         let sets =
             self.set.iter().map(|raw| validate_set(raw.get_ref(), &source_ids, &mut ids, at)).collect::<Result<_>>()?;
-        Ok(Config { path: at.path.to_owned(), aggregator, publish, defaults, sources, sets })
+        let simulators = super::simulate::validate_all(&self.simulate, at)?;
+        Ok(Config { path: at.path.to_owned(), aggregator, publish, defaults, sources, sets, simulators })
     }
 }
 

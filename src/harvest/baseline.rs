@@ -238,7 +238,7 @@ impl Pass<'_> {
         let Ok(permit) = self.sem.clone().acquire_owned().await else { return };
         let (fetcher, store, tx) = (self.ctx.fetcher.clone(), self.ctx.store.clone(), self.tx.clone());
         let (settings, id) = (self.source.settings.clone(), self.source.id.clone());
-        self.tasks.spawn(async move {
+        self.tasks.spawn(super::metrics::inherit(async move {
             let _permit = permit;
             match resource::fetch_verified(&fetcher, &store, &listed.urls(), &listed.expected(), &settings).await {
                 Ok(stored) => {
@@ -250,7 +250,7 @@ impl Pass<'_> {
                 }
                 Err(e) => Err((listed.loc.to_string(), e)),
             }
-        });
+        }));
     }
 
     fn count(&mut self, done: Result<TaskResult, tokio::task::JoinError>) {

@@ -219,13 +219,18 @@ fn after(d: Duration) -> W3cDateTime {
 #[tracing::instrument(skip_all, fields(source.id = %source.id))]
 pub(crate) async fn harvest_source(ctx: &Ctx, source: &Source, sets: &[String]) -> SourceReport {
     ctx.progress.source_started(&source.id);
-    let report = match begin(ctx, source).await {
-        Ok(state) => match baseline(ctx, source, sets, state).await {
-            Ok(r) => r,
+    let started = Instant::now();
+    let report = super::metrics::in_source(&source.id, async {
+        match begin(ctx, source).await {
+            Ok(state) => match baseline(ctx, source, sets, state).await {
+                Ok(r) => r,
+                Err(e) => SourceReport::failed_with(&source.id, e.to_string()),
+            },
             Err(e) => SourceReport::failed_with(&source.id, e.to_string()),
-        },
-        Err(e) => SourceReport::failed_with(&source.id, e.to_string()),
-    };
+        }
+    })
+    .await;
+    super::metrics::record_pass(&report, started.elapsed());
     if let Err(e) = finish(ctx, source, &report).await {
         tracing::error!(error = %e, "could not save the source's status");
     }

@@ -29,6 +29,7 @@ mod guard;
 mod host;
 mod index;
 mod listed;
+mod metrics;
 mod report;
 mod request;
 mod resource;

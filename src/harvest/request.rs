@@ -77,6 +77,7 @@ async fn send(
         }
     }
     Counters::add(&host.counters.requests, 1);
+    super::metrics::request();
     let header_end = (Instant::now() + s.header_timeout).min(deadline);
     let phase = if header_end == deadline { Phase::Total } else { Phase::Header };
     let result = tokio::time::timeout_at(tokio::time::Instant::from_std(header_end), req.send()).await;

@@ -16,14 +16,16 @@
 //! - `state`: the mutable Source and the only code that changes it.
 //! - `render`, `dump`: documents from a borrowed state, via the model's writer.
 //! - `sim`: [`Simulator`], the shared handle (lock, manual controls, ticker, views).
-//! - `http`: the axum router; `cli`: the `simulate` subcommand's arguments and entry point.
+//! - `http`: the axum router; `cli`: the `simulate` subcommand's arguments and entry point;
+//!   `configured`: the `[[simulate]]` tables of `sources.toml`, started by `run` and `harvest`.
 //!
-//! It depends on the model and on tokio/axum for serving; nothing in the aggregator depends on
+//! It depends on the model, the configuration's plain `[[simulate]]` values, and tokio/axum; nothing in the aggregator depends on
 //! it, so harvest and publish are tested against it exactly as against a remote Source.
 
 pub mod cli;
 mod clock;
 mod config;
+pub mod configured;
 mod content;
 mod dump;
 mod http;

@@ -4,7 +4,9 @@
 //! One fallback handler maps a request path under the configured base URL to what
 //! [`crate::naming`] says lives there: the Source Description, set documents
 //! (`documents`), bitstreams (`bitstream`), the provenance endpoint (`provenance`) and the
-//! pages for people (`pages`); `/robots.txt` is answered at the host root. Documents come
+//! pages for people (`pages`); the operator's dashboard and its JSON (`dashboard`) and
+//! `/metrics` (`metrics`, whose middleware also times every request); `/robots.txt` is
+//! answered at the host root. Documents come
 //! from [`crate::publish`], always on the blocking pool, because every store call blocks.
 //!
 //! Depends on `publish`, `store`, `model`, `naming` and the application-level
@@ -17,8 +19,10 @@ mod bitstream;
 mod body;
 mod cache;
 mod conditional;
+mod dashboard;
 mod documents;
 mod error;
+mod metrics;
 mod pages;
 mod provenance;
 
@@ -116,7 +120,12 @@ impl WebState {
 
 /// Every route, under the base URL's path.
 pub fn router(state: WebState) -> Router {
-    Router::new().fallback(dispatch).with_state(state)
+    let base_path: Arc<str> = Arc::from(state.shared.base_path.as_str());
+    metrics::handle();
+    Router::new()
+        .fallback(dispatch)
+        .with_state(state)
+        .layer(axum::middleware::from_fn_with_state(base_path, metrics::track))
 }
 
 /// Serves until `shutdown` completes, then lets in-flight responses finish.
@@ -148,8 +157,14 @@ async fn route(st: &WebState, method: &Method, uri: &Uri, headers: HeaderMap) ->
     let not_found = || WebError::NotFound(format!("nothing is served at {path}"));
     let rel = path.strip_prefix(st.shared.base_path.as_str()).ok_or_else(not_found)?;
     let naming = st.shared.publisher.naming();
+    if let Some(page) = dashboard::asset(rel) {
+        return Ok(page);
+    }
     match rel {
-        "" => Ok(pages::front_page(st)),
+        "" => dashboard::index(st).await,
+        "api/status" => dashboard::api_status(st).await,
+        "api/changes" => dashboard::api_changes(st, uri.query()).await,
+        "metrics" => metrics::render(st).await,
         ".well-known/resourcesync" => documents::source_description(st).await,
         "provenance" => provenance::provenance(st, uri.query(), &headers).await,
         r if r.starts_with("r/") => {

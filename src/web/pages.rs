@@ -1,6 +1,5 @@
-//! Plain HTML for people: the aggregator's front page (the Source Description's `describedby`),
-//! one page per set (each Capability List's `describedby`), the provenance page, and
-//! `/robots.txt`.
+//! Plain HTML for people (the front page is the dashboard, in `dashboard`): one page per set
+//! (each Capability List's `describedby`), the provenance page, and `/robots.txt`.
 //!
 //! Pages show third-party strings (URIs, media types, error messages from upstreams), so
 //! everything interpolated is escaped, and every page is sent with a Content-Security-Policy
@@ -55,32 +54,6 @@ pub(crate) fn html(status: axum::http::StatusCode, title: &str, body: &str) -> R
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
     h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(PAGE_CSP));
     r
-}
-
-/// The base URL: what this aggregator is and which sets it publishes.
-pub(crate) fn front_page(st: &WebState) -> Response {
-    let p = &st.shared.publisher;
-    let n = p.naming();
-    let mut b = String::new();
-    let _ = writeln!(b, "<p>A ResourceSync aggregator. Source Description: {}</p>", link(&n.source_description()));
-    let _ = writeln!(
-        b,
-        "<p>Provenance lookup: <code>{}?uri=…</code> or <code>?hash=sha-256:…</code></p>",
-        esc(&n.provenance())
-    );
-    b.push_str("<table><tr><th>set</th><th>sources</th><th>Capability List</th></tr>\n");
-    for s in p.sets() {
-        let _ = writeln!(
-            b,
-            "<tr><td><a href=\"{}\">{}</a></td><td>{}</td><td>{}</td></tr>",
-            esc(&n.set_page(&s.id)),
-            esc(&s.id),
-            esc(&s.sources.join(", ")),
-            link(&n.capability_list(&s.id))
-        );
-    }
-    b.push_str("</table>\n");
-    html(axum::http::StatusCode::OK, "Tributary", &b)
 }
 
 /// `sets/{set}/`: sources, counts, last change and harvest.

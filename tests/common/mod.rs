@@ -4,6 +4,7 @@
 pub mod http;
 pub(crate) mod publish;
 pub mod rs;
+pub(crate) mod service;
 pub(crate) mod sim;
 pub mod upstream;
 pub(crate) mod zipkit;

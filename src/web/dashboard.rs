@@ -1,0 +1,306 @@
+//! The operator's dashboard: the static page from the top-level `web/` directory (compiled into
+//! the binary, so an installed `tributary` needs no files beside it) and the two small JSON
+//! endpoints it polls, `api/status` and `api/changes`.
+//!
+//! Both endpoints read only counters and status rows — a source's saved status, each set's
+//! counters, and the last few events of a log by sequence number — never a scan of records, so
+//! they cost the same with a thousand resources or a million.
+
+use std::collections::HashSet;
+
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use super::WebState;
+use super::error::WebError;
+use crate::model::W3cDateTime;
+use crate::publish::Publisher;
+use crate::store::{Event, SourceState, Store, StoreError};
+
+const INDEX_HTML: &str = include_str!("../../web/index.html");
+const STYLE_CSS: &str = include_str!("../../web/style.css");
+const APP_JS: &str = include_str!("../../web/app.js");
+
+/// Scripts, styles and requests only from this server; nothing inline, nothing framed.
+const DASHBOARD_CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
+     img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+
+/// Changes returned when the client does not say.
+const DEFAULT_CHANGES: usize = 25;
+/// Most changes one request returns.
+const MAX_CHANGES: usize = 500;
+
+/// Where the page carries its first status, so it renders without waiting for a request.
+const STATUS_SLOT: &str = "<!--STATUS-->";
+
+/// A static file of the dashboard, by its path under the base URL.
+pub(crate) fn asset(rel: &str) -> Option<Response> {
+    let (body, content_type) = match rel {
+        "dashboard/style.css" => (STYLE_CSS, "text/css; charset=utf-8"),
+        "dashboard/app.js" => (APP_JS, "text/javascript; charset=utf-8"),
+        _ => return None,
+    };
+    Some(with_headers(body.into_response(), content_type))
+}
+
+/// The page at the base URL, with the current status embedded as a JSON data block (inert:
+/// the script policy does not let it run, `app.js` only reads it).
+pub(crate) async fn index(st: &WebState) -> Result<Response, WebError> {
+    let p = st.shared.publisher.clone();
+    let s = tokio::task::spawn_blocking(move || status(&p)).await??;
+    // `<` only occurs inside JSON strings, where \u003c means the same; so no `</script>`.
+    let data = serde_json::to_string(&s).unwrap_or_default().replace('<', "\\u003c");
+    let block = format!("<script type=\"application/json\" id=\"status-data\">{data}</script>");
+    let page = INDEX_HTML.replacen(STATUS_SLOT, &block, 1);
+    Ok(with_headers(page.into_response(), "text/html; charset=utf-8"))
+}
+
+fn with_headers(mut r: Response, content_type: &'static str) -> Response {
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(DASHBOARD_CSP));
+    // The assets change only with the binary; the page must still be revalidated after upgrades.
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    r
+}
+
+/// What `api/status` answers.
+#[derive(Debug, Serialize)]
+pub(crate) struct Status {
+    generated: String,
+    source_description: String,
+    provenance: String,
+    sources: Vec<SourceRow>,
+    sets: Vec<SetRow>,
+}
+
+#[derive(Debug, Serialize)]
+struct SourceRow {
+    id: String,
+    state: crate::store::HarvestState,
+    last_attempt: Option<String>,
+    last_success: Option<String>,
+    next_attempt: Option<String>,
+    /// Live resources held (the source's own set counter).
+    resources: u64,
+    /// Change events applied (the length of the source's own change log).
+    changes: u64,
+    failures: u64,
+    consecutive_failures: u32,
+    last_error: Option<String>,
+    last_pass: crate::store::PassCounts,
+    set_page: String,
+}
+
+#[derive(Debug, Serialize)]
+struct SetRow {
+    id: String,
+    sources: Vec<String>,
+    resources: u64,
+    changes: u64,
+    last_change: Option<String>,
+    capability_list: String,
+    page: String,
+}
+
+/// One change as the dashboard lists it.
+#[derive(Debug, Serialize)]
+struct ChangeRow {
+    set: String,
+    seq: u64,
+    source: String,
+    uri: String,
+    change: &'static str,
+    datetime: String,
+    origin: String,
+    length: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct Changes {
+    changes: Vec<ChangeRow>,
+}
+
+fn text(t: Option<W3cDateTime>) -> Option<String> {
+    t.map(|t| t.to_string())
+}
+
+/// Every source of every set, in configuration order, once.
+pub(crate) fn source_ids(p: &Publisher) -> Vec<String> {
+    let mut seen = HashSet::new();
+    p.sets().flat_map(|s| s.sources.iter()).filter(|id| seen.insert(id.as_str())).cloned().collect()
+}
+
+fn status(p: &Publisher) -> Result<Status, StoreError> {
+    let store = p.store();
+    let n = p.naming();
+    let mut sources = Vec::new();
+    for id in source_ids(p) {
+        let SourceState { status: s, .. } = store.source_state(&id)?.unwrap_or_default();
+        let own = store.set_info(&id)?;
+        sources.push(SourceRow {
+            resources: own.as_ref().map_or(0, |i| i.live),
+            changes: own.as_ref().map_or(0, |i| i.visible_seq),
+            state: s.state,
+            last_attempt: text(s.last_attempt),
+            last_success: text(s.last_success),
+            next_attempt: text(s.next_attempt),
+            failures: s.failures,
+            consecutive_failures: s.consecutive_failures,
+            last_error: s.last_error,
+            last_pass: s.last_pass,
+            set_page: n.set_page(&id),
+            id,
+        });
+    }
+    let mut sets = Vec::new();
+    for s in p.sets() {
+        let info = store.set_info(&s.id)?;
+        sets.push(SetRow {
+            resources: info.as_ref().map_or(0, |i| i.live),
+            changes: info.as_ref().map_or(0, |i| i.visible_seq),
+            last_change: text(info.and_then(|i| i.last_change)),
+            capability_list: n.capability_list(&s.id),
+            page: n.set_page(&s.id),
+            sources: s.sources.clone(),
+            id: s.id.clone(),
+        });
+    }
+    Ok(Status {
+        generated: W3cDateTime::now().to_string(),
+        source_description: n.source_description(),
+        provenance: n.provenance(),
+        sources,
+        sets,
+    })
+}
+
+/// `api/status`: every source's harvest status and every set's counters.
+pub(crate) async fn api_status(st: &WebState) -> Result<Response, WebError> {
+    let p = st.shared.publisher.clone();
+    let s = tokio::task::spawn_blocking(move || status(&p)).await??;
+    Ok(json(&s))
+}
+
+struct ChangeQuery {
+    set: Option<String>,
+    after: Option<u64>,
+    limit: usize,
+}
+
+fn change_query(raw: Option<&str>) -> Result<ChangeQuery, WebError> {
+    let mut q = ChangeQuery { set: None, after: None, limit: DEFAULT_CHANGES };
+    for (k, v) in url::form_urlencoded::parse(raw.unwrap_or("").as_bytes()) {
+        let number =
+            |v: &str| v.parse::<u64>().map_err(|_| WebError::BadRequest(format!("{k}={v}: expected a number")));
+        match k.as_ref() {
+            "set" => q.set = Some(v.into_owned()),
+            "after" => q.after = Some(number(&v)?),
+            "limit" => q.limit = usize::try_from(number(&v)?).unwrap_or(MAX_CHANGES).clamp(1, MAX_CHANGES),
+            _ => {}
+        }
+    }
+    if q.after.is_some() && q.set.is_none() {
+        return Err(WebError::BadRequest("after=SEQ needs set=ID: sequence numbers are per set".into()));
+    }
+    Ok(q)
+}
+
+fn row(set: &str, e: Event) -> ChangeRow {
+    ChangeRow {
+        set: set.to_owned(),
+        seq: e.seq,
+        source: e.source,
+        uri: e.uri,
+        change: e.change.as_str(),
+        datetime: e.datetime.to_string(),
+        origin: e.origin,
+        length: e.length,
+    }
+}
+
+/// The newest `limit` events of `set`, oldest first; or, with `after`, the first `limit`
+/// events after that sequence number.
+fn set_changes(store: &Store, set: &str, after: Option<u64>, limit: usize) -> Result<Vec<ChangeRow>, StoreError> {
+    let start = match after {
+        Some(a) => a,
+        None => store.set_info(set)?.map_or(0, |i| i.visible_seq.saturating_sub(limit as u64)),
+    };
+    store.events_after(set, start)?.take(limit).map(|e| e.map(|e| row(set, e))).collect()
+}
+
+fn changes(p: &Publisher, q: &ChangeQuery) -> Result<Vec<ChangeRow>, WebError> {
+    if let Some(set) = &q.set {
+        if p.set(set).is_none() {
+            return Err(WebError::NotFound(format!("no set {set:?}")));
+        }
+        return Ok(set_changes(p.store(), set, q.after, q.limit)?);
+    }
+    // Every source's own log holds each change exactly once. Newest sources first: once
+    // `limit` changes are collected, a source whose last change is older than all of them
+    // cannot contribute, so only a few logs are read however many sources there are.
+    let store = p.store();
+    let mut recent = Vec::new();
+    for id in source_ids(p) {
+        if let Some(info) = store.set_info(&id)?.filter(|i| i.visible_seq > 0) {
+            recent.push((info.last_change, id));
+        }
+    }
+    recent.sort_by_key(|r| std::cmp::Reverse(r.0));
+    let mut all: Vec<(W3cDateTime, ChangeRow)> = Vec::new();
+    for (last, id) in recent {
+        if all.len() >= q.limit && last.is_some_and(|l| l < all[q.limit - 1].0) {
+            break;
+        }
+        let start = store.set_info(&id)?.map_or(0, |i| i.visible_seq.saturating_sub(q.limit as u64));
+        for e in store.events_after(&id, start)?.take(q.limit) {
+            let e = e?;
+            all.push((e.datetime, row(&id, e)));
+        }
+        all.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.seq.cmp(&a.1.seq)));
+        all.truncate(q.limit);
+    }
+    Ok(all.into_iter().map(|(_, r)| r).collect())
+}
+
+/// `api/changes[?set=ID[&after=SEQ]][&limit=N]`: without `set`, the newest changes across
+/// every source, newest first; with `set`, that set's log in order (after `SEQ`, or its tail).
+pub(crate) async fn api_changes(st: &WebState, raw_query: Option<&str>) -> Result<Response, WebError> {
+    let q = change_query(raw_query)?;
+    let p = st.shared.publisher.clone();
+    let changes = tokio::task::spawn_blocking(move || changes(&p, &q)).await??;
+    Ok(json(&Changes { changes }))
+}
+
+fn json<T: Serialize>(v: &T) -> Response {
+    let body = serde_json::to_vec(v).unwrap_or_default();
+    let mut r = body.into_response();
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn change_queries() {
+        let q = change_query(Some("set=a&after=7&limit=100000")).unwrap();
+        assert_eq!((q.set.as_deref(), q.after, q.limit), (Some("a"), Some(7), MAX_CHANGES));
+        assert_eq!(change_query(None).unwrap().limit, DEFAULT_CHANGES);
+        assert!(change_query(Some("after=3")).is_err());
+        assert!(change_query(Some("set=a&after=x")).is_err());
+    }
+
+    #[test]
+    fn assets_are_embedded() {
+        for rel in ["dashboard/style.css", "dashboard/app.js"] {
+            assert!(asset(rel).is_some(), "{rel}");
+        }
+        assert!(INDEX_HTML.contains("dashboard/app.js") && INDEX_HTML.contains(STATUS_SLOT));
+        assert!(asset("dashboard/nope.js").is_none());
+    }
+}

@@ -1,0 +1,181 @@
+//! `/metrics` in the Prometheus text format, and the middleware that measures every HTTP
+//! request the server answers.
+//!
+//! Two kinds of series. Events (requests sent and answered, resources fetched, bytes, pass
+//! durations) are recorded as they happen through the `metrics` facade, by the harvester and
+//! by [`track`]. State (resources held, changes applied, change-log lengths, harvest state) is
+//! read at scrape time from the store's counters and status rows — never a scan — so it is
+//! right after a restart, when in-process counters start again from zero.
+//!
+//! The exporter is process-global (the facade allows one recorder); [`handle`] installs it
+//! once. Labels are source and set ids and a fixed set of route names, never URLs.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+use super::WebState;
+use super::error::WebError;
+use crate::publish::Publisher;
+use crate::store::{HarvestState, StoreError};
+
+/// Latency buckets in seconds: from a cached document to a slow bitstream or harvest pass.
+const BUCKETS: &[f64] =
+    &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0];
+
+/// The process's exporter, installed on first use.
+pub(crate) fn handle() -> &'static PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE.get_or_init(|| {
+        let recorder = PrometheusBuilder::new()
+            .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), BUCKETS)
+            .map(PrometheusBuilder::build_recorder)
+            .unwrap_or_else(|_| PrometheusBuilder::new().build_recorder());
+        let handle = recorder.handle();
+        if metrics::set_global_recorder(recorder).is_err() {
+            tracing::warn!("another metrics recorder is installed; /metrics shows only scrape-time gauges");
+        }
+        describe();
+        handle
+    })
+}
+
+fn describe() {
+    use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+    describe_counter!("tributary_source_requests_total", "HTTP requests sent to the source (retries count)");
+    describe_counter!("tributary_source_bytes_total", Unit::Bytes, "Bitstream bytes received from the source");
+    describe_counter!("tributary_source_resources_fetched_total", "Resources fetched, verified and stored");
+    describe_counter!("tributary_source_resources_unchanged_total", "Listed resources already held as listed");
+    describe_counter!("tributary_source_resources_failed_total", "Resources that failed fetching or verification");
+    describe_counter!("tributary_source_resources_deleted_total", "Resources marked deleted");
+    describe_counter!("tributary_source_passes_total", "Harvest passes by outcome (ok, error, interrupted)");
+    describe_histogram!("tributary_source_harvest_duration_seconds", Unit::Seconds, "Duration of one harvest pass");
+    describe_counter!(
+        "tributary_source_changes_applied_total",
+        "Change events in the source's own log (from the store)"
+    );
+    describe_gauge!("tributary_source_resources", "Live resources held for the source (from the store)");
+    describe_gauge!("tributary_source_state", "1 for the source's current harvest state, 0 for the others");
+    describe_gauge!("tributary_source_backing_off", "1 while the source is backing off or failing");
+    describe_gauge!("tributary_source_consecutive_failures", "Failed passes in a row");
+    describe_gauge!("tributary_source_last_success_timestamp_seconds", "Unix time of the last successful pass");
+    describe_gauge!("tributary_set_resources", "Live resources in the set");
+    describe_gauge!("tributary_set_changelog_length", "Events in the set's change log");
+    describe_counter!("tributary_http_requests_total", "HTTP requests answered, by route, method and status");
+    describe_histogram!(
+        "tributary_http_request_duration_seconds",
+        Unit::Seconds,
+        "Time to the response head, by route"
+    );
+}
+
+const STATES: [(HarvestState, &str); 4] = [
+    (HarvestState::Idle, "idle"),
+    (HarvestState::Harvesting, "harvesting"),
+    (HarvestState::BackingOff, "backing_off"),
+    (HarvestState::Failing, "failing"),
+];
+
+/// Reads the scrape-time series from the store into the recorder.
+fn refresh(p: &Publisher) -> Result<(), StoreError> {
+    let store = p.store();
+    for id in super::dashboard::source_ids(p) {
+        let status = store.source_state(&id)?.unwrap_or_default().status;
+        let own = store.set_info(&id)?;
+        let (live, events) = own.as_ref().map_or((0, 0), |i| (i.live, i.visible_seq));
+        metrics::gauge!("tributary_source_resources", "source" => id.clone()).set(live as f64);
+        metrics::counter!("tributary_source_changes_applied_total", "source" => id.clone()).absolute(events);
+        for (state, name) in STATES {
+            let on = if status.state == state { 1.0 } else { 0.0 };
+            metrics::gauge!("tributary_source_state", "source" => id.clone(), "state" => name).set(on);
+        }
+        let backing_off = matches!(status.state, HarvestState::BackingOff | HarvestState::Failing);
+        metrics::gauge!("tributary_source_backing_off", "source" => id.clone()).set(if backing_off {
+            1.0
+        } else {
+            0.0
+        });
+        let failures = f64::from(status.consecutive_failures);
+        metrics::gauge!("tributary_source_consecutive_failures", "source" => id.clone()).set(failures);
+        if let Some(t) = status.last_success {
+            metrics::gauge!("tributary_source_last_success_timestamp_seconds", "source" => id.clone())
+                .set(t.unix_timestamp() as f64);
+        }
+    }
+    for s in p.sets() {
+        let (live, events) = store.set_info(&s.id)?.map_or((0, 0), |i| (i.live, i.visible_seq));
+        metrics::gauge!("tributary_set_resources", "set" => s.id.clone()).set(live as f64);
+        metrics::gauge!("tributary_set_changelog_length", "set" => s.id.clone()).set(events as f64);
+    }
+    Ok(())
+}
+
+/// `GET /metrics`.
+pub(crate) async fn render(st: &WebState) -> Result<Response, WebError> {
+    let p = st.shared.publisher.clone();
+    let text = tokio::task::spawn_blocking(move || {
+        let h = handle();
+        refresh(&p).map(|()| h.render())
+    })
+    .await??;
+    let mut r = text.into_response();
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
+    Ok(r)
+}
+
+/// Middleware: counts every request answered and how long its response head took.
+pub(crate) async fn track(State(base_path): State<Arc<str>>, req: Request, next: Next) -> Response {
+    let route = route_name(&base_path, req.uri().path());
+    let method = match *req.method() {
+        axum::http::Method::GET => "GET",
+        axum::http::Method::HEAD => "HEAD",
+        _ => "other",
+    };
+    let started = Instant::now();
+    let response = next.run(req).await;
+    let elapsed = started.elapsed().as_secs_f64();
+    let status = response.status().as_u16().to_string();
+    metrics::counter!("tributary_http_requests_total", "route" => route, "method" => method, "status" => status)
+        .increment(1);
+    metrics::histogram!("tributary_http_request_duration_seconds", "route" => route).record(elapsed);
+    response
+}
+
+/// A bounded name for a path, so the label's values stay few whatever clients ask for.
+fn route_name(base_path: &str, path: &str) -> &'static str {
+    if path == "/robots.txt" {
+        return "robots";
+    }
+    let Some(rel) = path.strip_prefix(base_path) else { return "other" };
+    match rel {
+        "" => "dashboard",
+        r if r.starts_with("dashboard/") => "dashboard",
+        r if r.starts_with("api/") => "api",
+        "metrics" => "metrics",
+        "provenance" => "provenance",
+        ".well-known/resourcesync" => "source_description",
+        r if r.starts_with("r/") => "bitstream",
+        r if r.starts_with("sets/") => "set_document",
+        _ => "other",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_are_a_fixed_set() {
+        assert_eq!(route_name("/", "/"), "dashboard");
+        assert_eq!(route_name("/", "/api/status"), "api");
+        assert_eq!(route_name("/", "/r/a/http/x/1"), "bitstream");
+        assert_eq!(route_name("/agg/", "/agg/sets/a/changelist.xml"), "set_document");
+        assert_eq!(route_name("/agg/", "/elsewhere"), "other");
+        assert_eq!(route_name("/", "/robots.txt"), "robots");
+    }
+}
