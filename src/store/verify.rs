@@ -232,7 +232,7 @@ impl Inner {
                 }
                 *entry = (entry.0 + 1, seq);
                 r.events += 1;
-                let event = match bytes.and_then(|b| decode_event(b)) {
+                let event = match bytes.and_then(decode_event) {
                     Ok(e) => e,
                     Err(e) => {
                         r.problem("event", key, e.to_string());
