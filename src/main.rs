@@ -243,10 +243,16 @@ fn run_store(cmd: StoreCommand, dir: PathBuf) -> anyhow::Result<ExitCode> {
 /// Loads and validates `sources.toml` before anything else happens: a bad file stops here.
 fn load(global: &Global) -> anyhow::Result<(tributary::config::Config, tributary::store::Store, Fetcher)> {
     let config = tributary::config::Config::load(&global.config, global.data_dir.as_deref())?;
-    let store = tributary::store::Store::open(&config.aggregator.data_dir)
-        .with_context(|| format!("opening the store at {}", config.aggregator.data_dir.display()))?;
+    let store = open_store(&config)?;
     let fetcher = Fetcher::from_config(&config)?;
     Ok((config, store, fetcher))
+}
+
+/// Opens (creating if needed) the configured store with the configured page cache.
+fn open_store(config: &tributary::config::Config) -> anyhow::Result<tributary::store::Store> {
+    let options = tributary::store::StoreOptions::with_cache_mb(config.aggregator.store_cache_mb);
+    tributary::store::Store::open_with(&config.aggregator.data_dir, &options)
+        .with_context(|| format!("opening the store at {}", config.aggregator.data_dir.display()))
 }
 
 fn run_harvest(global: &Global, args: HarvestArgs) -> anyhow::Result<ExitCode> {
@@ -303,7 +309,7 @@ async fn start_simulators(
 
 fn run_serve(global: &Global) -> anyhow::Result<ExitCode> {
     let config = tributary::config::Config::load(&global.config, global.data_dir.as_deref())?;
-    let store = tributary::store::Store::open(&config.aggregator.data_dir)?;
+    let store = open_store(&config)?;
     let web = web_state(&config, &store, &Fetcher::from_config(&config)?)?;
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async {

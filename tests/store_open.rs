@@ -22,7 +22,10 @@ fn open_creates_a_store_when_the_parent_exists() {
     assert_eq!(store.path(), path);
     drop(store);
     assert!(listing(&path).contains(&"FORMAT".to_owned()));
-    assert_eq!(fs::read_to_string(path.join("FORMAT")).unwrap().trim(), "tributary-store 1");
+    assert_eq!(
+        fs::read_to_string(path.join("FORMAT")).unwrap().trim(),
+        format!("tributary-store {}", tributary::store::FORMAT_VERSION)
+    );
     Store::open_existing(&path).unwrap();
 }
 
@@ -74,7 +77,7 @@ fn another_format_version_is_refused_without_modification() {
     let before = listing(&path);
     let db_before = listing(&path.join("db"));
     let err = Store::open(&path).unwrap_err();
-    assert!(matches!(err, StoreError::IncompatibleFormat { supported: 1, .. }), "{err}");
+    assert!(matches!(err, StoreError::IncompatibleFormat { supported: tributary::store::FORMAT_VERSION, .. }), "{err}");
     let text = err.to_string();
     assert!(text.contains("99") && text.contains(&path.display().to_string()), "{text}");
     assert_eq!(listing(&path), before);
@@ -106,5 +109,8 @@ fn a_first_open_interrupted_before_format_was_written_can_be_retried() {
     fs::write(dir.path().join("LOCK"), "").unwrap();
     fs::write(dir.path().join("FORMAT.tmp"), "tributary-st").unwrap();
     Store::open(dir.path()).unwrap();
-    assert_eq!(fs::read_to_string(dir.path().join("FORMAT")).unwrap().trim(), "tributary-store 1");
+    assert_eq!(
+        fs::read_to_string(dir.path().join("FORMAT")).unwrap().trim(),
+        format!("tributary-store {}", tributary::store::FORMAT_VERSION)
+    );
 }

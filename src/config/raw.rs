@@ -112,6 +112,7 @@ pub(super) struct RawAggregator {
     listen: Option<Spanned<String>>,
     data_dir: Option<String>,
     user_agent: Option<Spanned<String>>,
+    store_cache_mb: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -222,8 +223,17 @@ fn validate_aggregator(agg: &Spanned<RawAggregator>, at: &Locator<'_>) -> Result
         })?,
     };
     let data_dir = at.relative_path(a.data_dir.as_deref().unwrap_or("store"));
-    Ok(Aggregator { base_url, listen, data_dir, user_agent: ua.get_ref().trim().to_owned() })
+    let store_cache_mb = match &a.store_cache_mb {
+        Some(v) => at.int(v, "store_cache_mb", 1, 65_536)?,
+        None => DEFAULT_STORE_CACHE_MB,
+    };
+    Ok(Aggregator { base_url, listen, data_dir, user_agent: ua.get_ref().trim().to_owned(), store_cache_mb })
 }
+
+/// sled's page cache by default: enough for a harvest's working set while keeping the
+/// harvester's peak RSS under 100 MiB; publishing large Resource Lists gains from more (see
+/// docs/STORE.md).
+const DEFAULT_STORE_CACHE_MB: u32 = 64;
 
 const USER_AGENT_HELP: &str = "[aggregator] needs user_agent with a contact URL or e-mail address, e.g. \
      \"Tributary/0.1 (+mailto:ops@example.org)\": upstream operators must be able to reach whoever runs this harvester";

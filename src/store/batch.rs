@@ -14,7 +14,7 @@ use super::blob::BlobId;
 use super::codec::{self, check_key};
 use super::error::StoreError;
 use super::history;
-use super::log::{Counters, Event, event_key};
+use super::log::{ChunkBuf, Counters, Event, event_key};
 use super::record::{NewRecord, Record, keys};
 use super::state::{self, SourceState};
 use super::table::Overlay;
@@ -140,6 +140,8 @@ struct Tx<'a> {
     w: Overlay,
     /// Touched sets: the last seq before this batch, and the counters as they will be.
     counters: HashMap<String, (u64, Counters)>,
+    /// Per set, the chunk of change events being filled (see [`super::log`]).
+    chunks: HashMap<String, ChunkBuf>,
     now: W3cDateTime,
 }
 
@@ -167,7 +169,8 @@ impl Store {
         let _gc = inner.gc_lock.read().unwrap_or_else(|p| p.into_inner());
         let mut unflushed = inner.unflushed.lock().unwrap_or_else(|p| p.into_inner());
         let t = &inner.trees;
-        let mut tx = Tx { t, w: Overlay::default(), counters: HashMap::new(), now: W3cDateTime::now() };
+        let mut tx =
+            Tx { t, w: Overlay::default(), counters: HashMap::new(), chunks: HashMap::new(), now: W3cDateTime::now() };
         let applied = tx.run(&batch.ops)?;
         if let Some((id, s)) = &batch.state {
             tx.w.insert(&t.sources, id.as_bytes(), state::encode(s)?);
@@ -315,7 +318,7 @@ impl Tx<'_> {
         rec: &Record,
         change: Change,
     ) -> Result<Vec<(String, u64)>, StoreError> {
-        let mut out = Vec::with_capacity(sets.len());
+        let mut out: Vec<(String, u64)> = Vec::with_capacity(sets.len());
         for set in sets {
             let now = self.now;
             let c = self.counters_mut(set)?;
@@ -337,15 +340,46 @@ impl Tx<'_> {
                 via: rec.via.clone(),
                 source: rec.source.clone(),
             };
-            self.w.insert(&self.t.log, &event_key(set, seq), codec::encode(&event)?);
-            self.w.insert(&self.t.log_by_uri, &history::key(&rec.uri, set, seq), Vec::new());
+            self.push_event(set, &event)?;
             out.push((set.clone(), seq));
+        }
+        if let Some(((set, seq), rest)) = out.split_first() {
+            let mut others = Vec::new();
+            for (s, q) in rest {
+                history::push_pair(&mut others, s, *q);
+            }
+            self.w.insert(&self.t.log_by_uri, &history::key(&rec.uri, set, *seq), others);
         }
         Ok(out)
     }
 
-    /// Writes every touched set's counters once; returns the seq ranges written per set.
+    /// Adds an event to its set's open chunk, writing the chunk out once it is full.
+    fn push_event(&mut self, set: &str, event: &Event) -> Result<(), StoreError> {
+        let chunk = match self.chunks.get_mut(set) {
+            Some(c) => c,
+            None => self.chunks.entry(set.to_owned()).or_insert_with(|| ChunkBuf::new(event.seq)),
+        };
+        chunk.push(event)?;
+        if chunk.is_full() {
+            let full = std::mem::replace(chunk, ChunkBuf::new(event.seq + 1));
+            self.w.insert(&self.t.log, &event_key(set, full.first), full.into_value());
+        }
+        Ok(())
+    }
+
+    /// Writes every chunk still open.
+    fn write_chunks(&mut self) {
+        for (set, chunk) in std::mem::take(&mut self.chunks) {
+            if !chunk.is_empty() {
+                self.w.insert(&self.t.log, &event_key(&set, chunk.first), chunk.into_value());
+            }
+        }
+    }
+
+    /// Writes the open event chunks and every touched set's counters once; returns the seq
+    /// ranges written per set.
     fn write_counters(&mut self) -> Result<Vec<(String, u64, u64)>, StoreError> {
+        self.write_chunks();
         let mut ranges = Vec::new();
         for (set, (before, c)) in &self.counters {
             self.w.insert(&self.t.sets, set.as_bytes(), codec::encode(c)?);

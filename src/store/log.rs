@@ -1,7 +1,15 @@
 //! The per-set change log: what the publisher turns into Change Lists.
 //!
-//! Events are keyed `set \0 seq_be_u64`, so reading a set forward from a sequence number is
-//! a range scan. Sequence numbers start at 1 and have no gaps within a set; the datetime is
+//! Events are stored in chunks: one row holds consecutive events of one set, keyed
+//! `set \0 first_seq_be_u64`, written by one batch (a batch of 1,000 upserts in a set writes
+//! about eight rows instead of 1,000). sled 0.34 costs several microseconds per row however
+//! rows are grouped, so the row count per record is what bounds write throughput. The event
+//! with seq `n` is in the last chunk whose first seq is `<= n` (a reverse range seek), and
+//! reading a set forward from a sequence number is still one range scan. Chunks are capped
+//! ([`CHUNK_EVENTS`], [`CHUNK_BYTES`]) so no value becomes large for sled, and each event in a
+//! chunk is length-prefixed so a reader skips to one event without decoding the others.
+//!
+//! Sequence numbers start at 1 and have no gaps within a set; the datetime is
 //! Tributary's own clock, never earlier than the set's previous event (a clock stepping back
 //! must not reorder a Change List), which also makes "from this datetime" a binary search.
 //!
@@ -20,6 +28,7 @@ use super::record::Via;
 use super::table::TableIter;
 use super::{Inner, Store};
 use crate::model::{Change, W3cDateTime};
+use sled::IVec;
 
 /// One change event: everything a Change List entry needs, without another lookup.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -137,6 +146,110 @@ pub(super) fn event_key(set: &str, seq: u64) -> Vec<u8> {
     codec::pair_key(set.as_bytes(), &seq.to_be_bytes())
 }
 
+/// Most events in one chunk row.
+pub(super) const CHUNK_EVENTS: u64 = 128;
+/// A chunk is closed once its value reaches this size (sled handles values of a few KiB
+/// well; much larger ones are kept resident).
+pub(super) const CHUNK_BYTES: usize = 24 * 1024;
+/// First byte of a chunk value; codec's value version for single values is 1.
+const CHUNK_VERSION: u8 = 2;
+
+/// The first seq of a chunk from its key (`set \0 seq_be`, table prefix already stripped).
+pub(super) fn chunk_first(key: &[u8]) -> Option<u64> {
+    let cut = key.len().checked_sub(8)?;
+    Some(u64::from_be_bytes(key[cut..].try_into().ok()?))
+}
+
+/// A chunk being written by a batch: consecutive events of one set.
+#[derive(Debug)]
+pub(super) struct ChunkBuf {
+    pub(super) first: u64,
+    count: u64,
+    bytes: Vec<u8>,
+}
+
+impl ChunkBuf {
+    pub(super) fn new(first: u64) -> Self {
+        let mut bytes = Vec::with_capacity(4096);
+        bytes.push(CHUNK_VERSION);
+        ChunkBuf { first, count: 0, bytes }
+    }
+
+    /// Appends the event with seq `first + count`.
+    pub(super) fn push(&mut self, event: &Event) -> Result<(), StoreError> {
+        let mut b = std::mem::take(&mut self.bytes);
+        let at = b.len();
+        b.extend_from_slice(&[0; 4]);
+        b = postcard::to_extend(event, b).map_err(|e| StoreError::corrupt("event (encoding)", e))?;
+        let len = u32::try_from(b.len() - at - 4).map_err(|e| StoreError::corrupt("event (encoding)", e))?;
+        b[at..at + 4].copy_from_slice(&len.to_le_bytes());
+        self.bytes = b;
+        self.count += 1;
+        Ok(())
+    }
+
+    pub(super) fn is_full(&self) -> bool {
+        self.count >= CHUNK_EVENTS || self.bytes.len() >= CHUNK_BYTES
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    pub(super) fn into_value(self) -> Vec<u8> {
+        self.bytes
+    }
+}
+
+/// The encoded events of a chunk value, in order. Yields byte ranges of `value`.
+pub(super) struct ChunkEvents<'a> {
+    value: &'a [u8],
+    off: usize,
+}
+
+impl<'a> ChunkEvents<'a> {
+    pub(super) fn new(value: &'a [u8]) -> Result<Self, StoreError> {
+        match value.first() {
+            Some(&CHUNK_VERSION) => Ok(ChunkEvents { value, off: 1 }),
+            Some(v) => Err(StoreError::corrupt("change log", format!("unknown chunk version {v}"))),
+            None => Err(StoreError::corrupt("change log", "empty chunk")),
+        }
+    }
+
+    /// Skips one event without decoding it; false at the end of the chunk.
+    fn skip_one(&mut self) -> Result<bool, StoreError> {
+        Ok(self.next_range().transpose()?.is_some())
+    }
+
+    fn next_range(&mut self) -> Option<Result<std::ops::Range<usize>, StoreError>> {
+        if self.off >= self.value.len() {
+            return None;
+        }
+        let truncated = || StoreError::corrupt("change log", "truncated chunk");
+        let Some(len) = self.value.get(self.off..self.off + 4) else { return Some(Err(truncated())) };
+        let len = u32::from_le_bytes(len.try_into().expect("four bytes")) as usize;
+        let start = self.off + 4;
+        if start + len > self.value.len() {
+            return Some(Err(truncated()));
+        }
+        self.off = start + len;
+        Some(Ok(start..start + len))
+    }
+}
+
+impl<'a> Iterator for ChunkEvents<'a> {
+    type Item = Result<&'a [u8], StoreError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let value = self.value;
+        Some(self.next_range()?.map(|r| &value[r]))
+    }
+}
+
+pub(super) fn decode_event(bytes: &[u8]) -> Result<Event, StoreError> {
+    postcard::from_bytes(bytes).map_err(|e| StoreError::corrupt("event", e))
+}
+
 impl Inner {
     pub(super) fn counters(&self, set: &str) -> Result<Counters, StoreError> {
         match self.trees.sets.get(set.as_bytes())? {
@@ -156,8 +269,25 @@ impl Inner {
         }
     }
 
+    /// The chunk row holding `seq` (the last one starting at or before it), if any.
+    fn chunk_of(&self, set: &str, seq: u64) -> Result<Option<(u64, IVec)>, StoreError> {
+        let Some(kv) = self.trees.log.range_inclusive(&event_key(set, 0), &event_key(set, seq)).next_back() else {
+            return Ok(None);
+        };
+        let (k, v) = kv?;
+        let first = chunk_first(&k).ok_or_else(|| StoreError::corrupt("change log", hex::encode(&k)))?;
+        Ok(Some((first, v)))
+    }
+
     pub(super) fn event(&self, set: &str, seq: u64) -> Result<Option<Event>, StoreError> {
-        self.trees.log.get(event_key(set, seq))?.map(|v| codec::decode("event", &v)).transpose()
+        let Some((first, value)) = self.chunk_of(set, seq)? else { return Ok(None) };
+        let mut events = ChunkEvents::new(&value)?;
+        for _ in first..seq {
+            if !events.skip_one()? {
+                return Ok(None);
+            }
+        }
+        events.next().transpose()?.map(decode_event).transpose()
     }
 
     /// The first seq in `1..=limit` whose datetime is at or after `from` (`limit + 1` if none).
@@ -186,7 +316,7 @@ impl Store {
     /// [`StoreError::Database`] / [`StoreError::Corrupt`]; the iterator yields the same.
     pub fn events_after(&self, set: &str, after: u64) -> Result<EventIter, StoreError> {
         let limit = self.inner.visible_seq(set)?;
-        Ok(self.iter_range(set, after.saturating_add(1), limit, None))
+        self.iter_range(set, after.saturating_add(1), limit, None)
     }
 
     /// The set's events with `from <= datetime < until`, in order; either bound may be open.
@@ -205,16 +335,23 @@ impl Store {
             Some(from) => self.inner.first_at_or_after(set, from, limit)?,
             None => 1,
         };
-        Ok(self.iter_range(set, start, limit, until.copied()))
+        self.iter_range(set, start, limit, until.copied())
     }
 
-    fn iter_range(&self, set: &str, start: u64, last: u64, until: Option<W3cDateTime>) -> EventIter {
-        let iter = if start > last {
+    fn iter_range(
+        &self,
+        set: &str,
+        start: u64,
+        last: u64,
+        until: Option<W3cDateTime>,
+    ) -> Result<EventIter, StoreError> {
+        let rows = if start > last {
             None
         } else {
-            Some(self.inner.trees.log.range_inclusive(&event_key(set, start), &event_key(set, last)))
+            let from = self.inner.chunk_of(set, start)?.map_or(start, |(first, _)| first);
+            Some(self.inner.trees.log.range_inclusive(&event_key(set, from), &event_key(set, last)))
         };
-        EventIter { iter, until }
+        Ok(EventIter { rows, chunk: None, start, last, until })
     }
 
     /// A set's counters, or `None` for a set with no events yet.
@@ -250,24 +387,75 @@ impl Store {
 
 /// Streams change events forward; see [`Store::events_after`].
 pub struct EventIter {
-    iter: Option<TableIter>,
+    rows: Option<TableIter>,
+    /// The chunk being read: its value, the offset of its next event and that event's seq.
+    chunk: Option<(IVec, usize, u64)>,
+    start: u64,
+    last: u64,
     until: Option<W3cDateTime>,
+}
+
+impl EventIter {
+    fn stop(&mut self) {
+        self.rows = None;
+        self.chunk = None;
+    }
+
+    /// The next event at or after `start`, undecoded: `(seq, value range)`.
+    fn next_raw(&mut self) -> Option<Result<(u64, std::ops::Range<usize>), StoreError>> {
+        // Bounded by the rows of the range: each turn consumes an event or a chunk.
+        loop {
+            if let Some((value, off, seq)) = &mut self.chunk {
+                let mut events = match ChunkEvents::new(value) {
+                    Ok(e) => e,
+                    Err(e) => return Some(Err(e)),
+                };
+                events.off = *off;
+                match events.next_range() {
+                    None => self.chunk = None,
+                    Some(Err(e)) => return Some(Err(e)),
+                    Some(Ok(range)) => {
+                        *off = events.off;
+                        let this = *seq;
+                        *seq += 1;
+                        if this > self.last {
+                            self.stop();
+                            return None;
+                        }
+                        if this >= self.start {
+                            return Some(Ok((this, range)));
+                        }
+                    }
+                }
+                continue;
+            }
+            let (key, value) = match self.rows.as_mut()?.next()? {
+                Ok(kv) => kv,
+                Err(e) => return Some(Err(e.into())),
+            };
+            let Some(first) = chunk_first(&key) else {
+                return Some(Err(StoreError::corrupt("change log", hex::encode(&key))));
+            };
+            self.chunk = Some((value, 1, first));
+        }
+    }
 }
 
 impl Iterator for EventIter {
     type Item = Result<Event, StoreError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        let (_, value) = match self.iter.as_mut()?.next()? {
-            Ok(kv) => kv,
-            Err(e) => return Some(Err(e.into())),
+        let (_, range) = match self.next_raw()? {
+            Ok(r) => r,
+            Err(e) => return Some(Err(e)),
         };
-        let event: Event = match codec::decode("event", &value) {
+        let value = &self.chunk.as_ref().expect("next_raw returned an event of this chunk").0;
+        let event = match decode_event(&value[range]) {
             Ok(e) => e,
             Err(e) => return Some(Err(e)),
         };
         if self.until.is_some_and(|until| event.datetime >= until) {
-            self.iter = None;
+            self.stop();
             return None;
         }
         Some(Ok(event))

@@ -41,6 +41,12 @@ impl Default for StoreOptions {
 }
 
 impl StoreOptions {
+    /// The service's options with a page cache of `mb` MiB (`store_cache_mb` in
+    /// `sources.toml`).
+    pub fn with_cache_mb(mb: u32) -> Self {
+        StoreOptions { cache_capacity: u64::from(mb) << 20, ..StoreOptions::default() }
+    }
+
     /// Options with a small cache, for tests and short-lived commands.
     pub fn small() -> Self {
         StoreOptions { cache_capacity: 8 * 1024 * 1024, ..StoreOptions::default() }

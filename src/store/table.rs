@@ -104,6 +104,12 @@ impl Iterator for TableIter {
     }
 }
 
+impl DoubleEndedIterator for TableIter {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        Some(self.inner.next_back()?.map(|(k, v)| (k.subslice(1, k.len() - 1), v)))
+    }
+}
+
 /// The writes of one batch, collected so they can be applied atomically at the end; reads
 /// through it see the batch's own earlier writes (two ops on one URI in a batch).
 #[derive(Default)]

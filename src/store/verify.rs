@@ -11,7 +11,7 @@ use std::io::Read;
 use super::blob::{BlobId, BlobRow};
 use super::codec;
 use super::error::StoreError;
-use super::log::{Counters, Event};
+use super::log::{ChunkEvents, Counters, decode_event};
 use super::record::{Record, keys};
 use super::report::VerifyReport;
 use super::writer::Hashers;
@@ -206,44 +206,53 @@ impl Inner {
         Ok(())
     }
 
-    /// Walks the log in key order: per set, seqs 1, 2, 3… and datetimes never decreasing, and
-    /// each event's record exists.
+    /// Walks the log in key order: per set, seqs 1, 2, 3… (each chunk starting where its key
+    /// says) and datetimes never decreasing, and each event's record exists.
     fn verify_log(&self, r: &mut VerifyReport) -> Result<LogTally, StoreError> {
         let mut tally: LogTally = HashMap::new();
         let mut last_time: HashMap<String, W3cDateTime> = HashMap::new();
         for kv in self.trees.log.iter() {
             let (k, v) = kv?;
-            let Some((set, seq)) = split_event_key(&k) else {
+            let Some((set, first)) = split_event_key(&k) else {
                 r.problem("event", hex::encode(&k), "malformed key");
                 continue;
             };
-            let key = format!("{set} #{seq}");
-            let entry = tally.entry(set.clone()).or_default();
-            if seq != entry.1 + 1 {
-                r.problem("event", &key, format!("sequence gap: expected #{}", entry.1 + 1));
-            }
-            *entry = (entry.0 + 1, seq);
-            r.events += 1;
-            let event: Event = match codec::decode("event", &v) {
-                Ok(e) => e,
+            let events = match ChunkEvents::new(&v) {
+                Ok(events) => events,
                 Err(e) => {
-                    r.problem("event", key, e.to_string());
+                    r.problem("event", format!("{set} #{first}"), e.to_string());
                     continue;
                 }
             };
-            if event.seq != seq {
-                r.problem("event", &key, format!("stored under #{seq} but says #{}", event.seq));
+            for (seq, bytes) in (first..).zip(events) {
+                let key = format!("{set} #{seq}");
+                let entry = tally.entry(set.clone()).or_default();
+                if seq != entry.1 + 1 {
+                    r.problem("event", &key, format!("sequence gap: expected #{}", entry.1 + 1));
+                }
+                *entry = (entry.0 + 1, seq);
+                r.events += 1;
+                let event = match bytes.and_then(decode_event) {
+                    Ok(e) => e,
+                    Err(e) => {
+                        r.problem("event", key, e.to_string());
+                        break;
+                    }
+                };
+                if event.seq != seq {
+                    r.problem("event", &key, format!("stored as #{seq} but says #{}", event.seq));
+                }
+                if last_time.get(&set).is_some_and(|t| event.datetime < *t) {
+                    r.problem("event", &key, "datetime earlier than the previous event's");
+                }
+                if !self.trees.records.contains_key(event.uri.as_bytes())? {
+                    r.problem("event", &key, format!("record {} does not exist", event.uri));
+                }
+                if !self.has_history_row(&event.uri, &set, seq)? {
+                    r.problem("event", &key, format!("no history row for {}", event.uri));
+                }
+                last_time.insert(set.clone(), event.datetime);
             }
-            if last_time.get(&set).is_some_and(|t| event.datetime < *t) {
-                r.problem("event", &key, "datetime earlier than the previous event's");
-            }
-            if !self.trees.records.contains_key(event.uri.as_bytes())? {
-                r.problem("event", &key, format!("record {} does not exist", event.uri));
-            }
-            if !self.has_history_row(&event.uri, &set, seq)? {
-                r.problem("event", &key, format!("no history row for {}", event.uri));
-            }
-            last_time.insert(set, event.datetime);
         }
         Ok(tally)
     }
