@@ -18,7 +18,6 @@ use tokio::task::JoinSet;
 
 pub use super::report::{NoProgress, Progress, ResourceOutcome, SourceReport, Summary};
 
-use super::baseline::baseline;
 use super::discover::DiscoverError;
 use super::fetch::Fetcher;
 use crate::config::{Config, Source};
@@ -220,7 +219,7 @@ fn after(d: Duration) -> W3cDateTime {
 pub(crate) async fn harvest_source(ctx: &Ctx, source: &Source, sets: &[String]) -> SourceReport {
     ctx.progress.source_started(&source.id);
     let report = match begin(ctx, source).await {
-        Ok(state) => match baseline(ctx, source, sets, state).await {
+        Ok(state) => match super::sync::synchronize(ctx, source, sets, state).await {
             Ok(r) => r,
             Err(e) => SourceReport::failed_with(&source.id, e.to_string()),
         },
@@ -246,7 +245,7 @@ pub(crate) async fn harvest_source(ctx: &Ctx, source: &Source, sets: &[String]) 
     report
 }
 
-async fn load_state(ctx: &Ctx, id: &str) -> Result<SourceState, StoreError> {
+pub(crate) async fn load_state(ctx: &Ctx, id: &str) -> Result<SourceState, StoreError> {
     let (store, id) = (ctx.store.clone(), id.to_owned());
     tokio::task::spawn_blocking(move || store.source_state(&id))
         .await
@@ -254,7 +253,7 @@ async fn load_state(ctx: &Ctx, id: &str) -> Result<SourceState, StoreError> {
         .map(Option::unwrap_or_default)
 }
 
-async fn save_state(ctx: &Ctx, id: &str, state: SourceState) -> Result<(), StoreError> {
+pub(crate) async fn save_state(ctx: &Ctx, id: &str, state: SourceState) -> Result<(), StoreError> {
     let (store, id) = (ctx.store.clone(), id.to_owned());
     tokio::task::spawn_blocking(move || store.save_source_state(&id, &state))
         .await

@@ -19,20 +19,24 @@
 pub mod audit;
 mod baseline;
 mod body;
+mod changes;
 mod commit;
 pub mod daemon;
 pub mod discover;
 pub mod dump;
+mod dump_sync;
 mod error;
 pub mod fetch;
 mod guard;
 mod host;
+mod incremental;
 mod index;
 mod listed;
 mod report;
 mod request;
 mod resource;
 mod robots;
+mod sync;
 
 pub use daemon::{
     HarvestError, NoProgress, Progress, ResourceOutcome, SourceReport, Summary, harvest_once, harvest_once_until, run,
