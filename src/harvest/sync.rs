@@ -1,5 +1,6 @@
 //! Which way one poll synchronizes a source: a Source that offers only a Resource List is
-//! diffed against the store on every poll (`baseline`); one that offers a Change List is
+//! diffed against the store on every poll (`baseline`; the first time from its Resource Dump
+//! when it offers one and `dumps` is on); one that offers a Change List is
 //! baselined once — from its Resource Dump when it has one and the source's `dumps` setting
 //! is on, else from its Resource List — and then followed by its changes (`incremental`),
 //! re-baselining when the changes no longer reach back to where Tributary stopped.
@@ -25,7 +26,11 @@ pub(crate) async fn synchronize(
 ) -> Result<SourceReport, HarvestError> {
     let caps = capabilities(ctx, source, &mut state).await?;
     let Some(changes) = caps.change_list.as_deref().and_then(|u| Url::parse(u).ok()) else {
-        return baseline(ctx, source, sets, state).await;
+        // Diffed on every poll; only the very first baseline may come from a dump.
+        if state.baselined {
+            return baseline(ctx, source, sets, state).await;
+        }
+        return initial(ctx, source, sets, state, &caps).await;
     };
     let mut report = SourceReport::new(&source.id);
     // At most: a baseline, a poll that finds a gap, a re-baseline and a poll.
