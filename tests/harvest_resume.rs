@@ -11,7 +11,7 @@
 mod common;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,7 +20,7 @@ use tributary::config::Config;
 use tributary::harvest::{Fetcher, NoProgress, Summary, harvest_once};
 use tributary::model::Change;
 use tributary::naming::Naming;
-use tributary::simulate::{ClockMode, Rollover, SimConfig, Simulator};
+use tributary::simulate::{ClockMode, Rollover, Simulator};
 use tributary::store::Store;
 
 const AGG: &str = "http://agg.example/";
@@ -45,7 +45,8 @@ struct Harness {
 impl Harness {
     fn new(url: &str, extra: &str) -> Harness {
         let dir = tempfile::tempdir().unwrap();
-        let config = Config::parse(&config_text(dir.path(), url, extra), &dir.path().join("sources.toml"), None).unwrap();
+        let config =
+            Config::parse(&config_text(dir.path(), url, extra), &dir.path().join("sources.toml"), None).unwrap();
         let store = Store::open(&config.aggregator.data_dir).unwrap();
         let fetcher = Fetcher::from_config(&config).unwrap();
         Harness { _dir: dir, config, store, fetcher }
@@ -190,7 +191,7 @@ fn tributary(cfg: &Path, args: &[&str]) -> Command {
     c
 }
 
-fn harvest_to_the_end(cfg: &PathBuf) -> String {
+fn harvest_to_the_end(cfg: &Path) -> String {
     let out = tributary(cfg, &["harvest", "--once"]).stdout(Stdio::piped()).output().unwrap();
     format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
@@ -241,4 +242,7 @@ async fn survives_sigkill_at_random_moments() {
     assert_eq!(differences(&store, &s.sim), Vec::<String>::new(), "seed {seed}\n{log}");
     let events = assert_log_consistent(&store, "a");
     assert!(events >= 200, "seed {seed}: {events} events");
+    let state = store.source_state("a").unwrap().unwrap();
+    assert!(state.baselined && state.change_list.is_some(), "seed {seed}: followed the Change Lists: {state:?}");
+    eprintln!("{events} events; position {:?} #{:?}", state.change_list, state.change_list_position);
 }

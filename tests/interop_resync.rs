@@ -177,7 +177,16 @@ async fn follows_a_change_list_built_by_the_reference_implementation() {
     files.push(("files/new.dat".into(), b"brand new".to_vec()));
     resync_build(
         &site,
-        &["--write-changelist", "--reference", "resourcelist.xml", "--hash", "md5", "--outfile", "changelist.xml", &map],
+        &[
+            "--write-changelist",
+            "--reference",
+            "resourcelist.xml",
+            "--hash",
+            "md5",
+            "--outfile",
+            "changelist.xml",
+            &map,
+        ],
     );
     let rl_hits = srv.count("/resourcelist.xml");
     let second = pass().await.unwrap();

@@ -293,9 +293,7 @@ pub async fn audit_with_changes(
     audit.list_at = at.map(|t| t.to_string());
     overlay.retain(|_, (_, datetime)| datetime.is_none_or(|d| at.is_none_or(|at| d > at)));
     for (key, (entry, base)) in deferred {
-        if !overlay.contains_key(&key) {
-            overlay.insert(key, (Some((entry, base)), None));
-        }
+        overlay.entry(key).or_insert((Some((entry, base)), None));
     }
     for (change, _) in overlay.into_values() {
         // Deleted: it should not be held; held live, it stays unseen and is reported extra.

@@ -102,7 +102,10 @@ pub(crate) async fn incremental(
             continue;
         };
         let skip = if remembered { resume.skip } else { 0 };
-        if let Err(Gap(why)) = poll.read_list(list, doc, skip, remembered, &state) {
+        // A list that cannot be read is an error of this poll (retried at the next); only a
+        // list that contradicts the position is a reason to re-baseline.
+        let entries = read_entries(source, &doc)?;
+        if let Err(Gap(why)) = poll.read_list(list, doc, entries, skip, remembered, &state) {
             return Ok(Outcome::Rebaseline(why));
         }
     }
@@ -203,11 +206,11 @@ impl Poll<'_> {
         &mut self,
         list: &ListRef,
         doc: FetchedDoc,
+        entries: Vec<Entry>,
         skip: u64,
         remembered: bool,
         state: &SourceState,
     ) -> Result<(), Gap> {
-        let entries = read_entries(self.source, &doc).map_err(|e| Gap(e.to_string()))?;
         if remembered {
             let at = usize::try_from(skip).ok().and_then(|s| s.checked_sub(1)).and_then(|s| entries.get(s));
             check_reread(&list.url, entries.len(), skip, state.last_change, at)?;
