@@ -2,7 +2,8 @@
 # Incremental and dump benchmarks against a local nginx on 127.0.0.1 (pattern: bench-harvest.sh).
 #
 # (a) Incremental: a 10,000-resource Source (1-4 KiB files, Resource List with md5 + sha-256,
-#     a Change List written by `resync-build --write-changelist`). Each run: fresh baseline of
+#     a Change List written by `resync-build --write-changelist`, given a `datetime` per change
+#     because resync-sync 2.0.1 --incremental refuses changes without one). Each run: fresh baseline of
 #     both clients (not measured), then 100 changes on disk (80 updates, 10 creates, 10
 #     deletes) and the new Change List; measured: `tributary harvest --once` (process wall
 #     time, and the pass duration it prints) and `resync-sync --incremental --delete`.
@@ -135,7 +136,7 @@ for _ in $(seq 50); do curl -sf "$BASE/capabilitylist.xml" -o /dev/null && break
 # Resets the incremental Source to the pristine files and an empty Change List.
 reset_source() {
     rm -rf "$SITE/files"
-    cp -r "$WORK/pristine/files" "$SITE/files"
+    cp -a "$WORK/pristine/files" "$SITE/files" # keep mtimes: resync-build compares lastmod
     cp "$WORK/pristine/resourcelist.xml" "$SITE/resourcelist.xml"
     (cd "$SITE" && resync-build --write-changelist --empty --outfile changelist.xml) >/dev/null 2>&1
 }
@@ -161,6 +162,15 @@ for i, p in enumerate(picked):
 EOF
     (cd "$SITE" && resync-build --write-changelist --reference resourcelist.xml --hash md5 --hash sha-256 \
         --outfile changelist.xml "$BASE/files/=files") >/dev/null 2>&1
+    # resync-build writes no `datetime`, and resync-sync --incremental refuses changes without
+    # one ("has no update datetime/timestamp"): give every change the time the list was made.
+    python3 - "$SITE/changelist.xml" <<'EOF'
+import datetime, re, sys
+p = sys.argv[1]
+now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+s = open(p).read()
+open(p, "w").write(re.sub(r"<rs:md change=", f'<rs:md datetime="{now}" change=', s))
+EOF
 }
 
 write_config "$WORK/incr.toml" false
@@ -180,11 +190,14 @@ for run in $(seq "$RUNS"); do
     echo "tributary run $run: $(head -1 "$WORK/summary.txt"); process wall ${wall}s, pass ${pass:-?}s"
     echo "$wall" >>"$WORK/trib.wall"; echo "${pass:-$wall}" >>"$WORK/trib.pass"
     start=$(date +%s.%N)
-    resync-sync --incremental --delete --hash md5 --noauth --sitemap "$BASE/resourcelist.xml" \
-        --changelist-uri "$BASE/changelist.xml" "$BASE/files/=$WORK/dst" >"$WORK/py.txt" 2>&1 || true
+    # No --hash: resync 2.0.1's --incremental crashes with it ('ChangeList' object has no
+    # attribute 'hashes'); it then trusts the Change List and verifies nothing.
+    resync-sync --incremental --delete --noauth --sitemap "$BASE/resourcelist.xml" \
+        --changelist-uri "$BASE/changelist.xml" "$BASE/files/=$WORK/dst" >"$WORK/py.txt" 2>&1 ||
+        { echo "resync-sync --incremental failed:" >&2; tail -5 "$WORK/py.txt" >&2; exit 1; }
     end=$(date +%s.%N)
     py=$(awk -v s="$start" -v e="$end" 'BEGIN {printf "%.3f", e - s}')
-    echo "resync-sync --incremental run $run: ${py}s ($(grep -ioE 'Status:.*' "$WORK/py.txt" | tail -1))"
+    echo "resync-sync --incremental run $run: ${py}s, $(find "$WORK/dst" -type f | wc -l) files in its copy"
     echo "$py" >>"$WORK/py.wall"
 done
 

@@ -278,9 +278,13 @@ async fn finish(ctx: &Ctx, source: &Source, report: &SourceReport) -> Result<(),
     save_state(ctx, &source.id, state).await
 }
 
+/// Live resources of a source: the counter of its own set (one read), else a scan.
 async fn count_live(ctx: &Ctx, id: &str) -> Result<u64, StoreError> {
-    let (store, prefix) = (ctx.store.clone(), ctx.naming.resource_prefix(id));
+    let (store, prefix, id) = (ctx.store.clone(), ctx.naming.resource_prefix(id), id.to_owned());
     tokio::task::spawn_blocking(move || {
+        if let Some(set) = store.set_info(&id)? {
+            return Ok(set.live);
+        }
         store.records_with_prefix(&prefix).try_fold(0u64, |n, r| r.map(|r| n + u64::from(!r.is_deleted())))
     })
     .await
