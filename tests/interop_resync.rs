@@ -133,3 +133,81 @@ async fn harvests_a_source_built_by_the_reference_implementation() {
         assert_eq!(&stored, body, "{rel}");
     }
 }
+
+/// Incremental: a Change List written by `resync-build --write-changelist` (no `from`, no
+/// `datetime`, changes in the tool's own order) after a baseline from its Resource List is
+/// applied exactly once: the store then equals the directory, and re-reading the list
+/// changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follows_a_change_list_built_by_the_reference_implementation() {
+    if !resync_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let site = dir.path().join("site");
+    let mut files = write_files(&site);
+    let srv = serve(site.clone()).await;
+    let base = format!("http://{}/", srv.addr);
+    let map = format!("{base}files/=files");
+    let (rl, cl) = (format!("{base}resourcelist.xml"), format!("{base}changelist.xml"));
+    resync_build(&site, &["--write-resourcelist", "--hash", "md5", "--outfile", "resourcelist.xml", &map]);
+    resync_build(&site, &["--write-changelist", "--empty", "--outfile", "changelist.xml"]);
+    let caps = format!("resourcelist={rl},changelist={cl}");
+    resync_build(&site, &["--write-capabilitylist", &caps, "--outfile", "capabilitylist.xml"]);
+
+    let text = format!(
+        "[aggregator]\nbase_url = \"http://agg.example/\"\nlisten = \"127.0.0.1:9\"\ndata_dir = \"{}\"\n\
+         user_agent = \"TributaryTest/0.1 (+mailto:test@example.org)\"\n[defaults]\nrate = \"unlimited\"\n\
+         [[source]]\nid = \"py\"\nurl = \"{base}capabilitylist.xml\"\nallow_private = true\n",
+        dir.path().join("store").display()
+    );
+    let config = Config::parse(&text, &dir.path().join("sources.toml"), None).unwrap();
+    let store = Store::open(&config.aggregator.data_dir).unwrap();
+    let fetcher = Fetcher::from_config(&config).unwrap();
+    let pass = || harvest_once(&config, &store, &fetcher, &[], Arc::new(NoProgress));
+    let first = pass().await.unwrap();
+    assert_eq!((first.fetched(), first.failed()), (files.len() as u64, 0), "{first}");
+
+    // One file updated, one deleted, one created; then the tool writes the Change List.
+    let (upd, gone) = (files[1].0.clone(), files.remove(2).0);
+    std::fs::write(site.join(&upd), b"updated content").unwrap();
+    files[1].1 = b"updated content".to_vec();
+    std::fs::remove_file(site.join(&gone)).unwrap();
+    std::fs::write(site.join("files/new.dat"), b"brand new").unwrap();
+    files.push(("files/new.dat".into(), b"brand new".to_vec()));
+    resync_build(
+        &site,
+        &[
+            "--write-changelist",
+            "--reference",
+            "resourcelist.xml",
+            "--hash",
+            "md5",
+            "--outfile",
+            "changelist.xml",
+            &map,
+        ],
+    );
+    let rl_hits = srv.count("/resourcelist.xml");
+    let second = pass().await.unwrap();
+    let r = &second.sources[0];
+    assert_eq!((r.created, r.updated, r.deleted, r.failed), (1, 1, 1, 0), "{second}");
+    assert_eq!(srv.count("/resourcelist.xml"), rl_hits, "incremental: the Resource List is not read again");
+    let third = pass().await.unwrap();
+    let r = &third.sources[0];
+    assert_eq!((r.created, r.updated, r.deleted, r.fetched), (0, 0, 0, 0), "re-read applies nothing: {third}");
+
+    let audit = tributary::harvest::audit::audit_sources(&config, &store, &[], false).await.unwrap();
+    assert!(audit[0].is_in_sync(), "ahead of the Resource List, in step with the Change List: {:?}", audit[0]);
+
+    let naming = Naming::new(&config.aggregator.base_url);
+    let gone_rec = store.record(&naming.resource("py", &format!("{base}{gone}")).unwrap()).unwrap().unwrap();
+    assert!(gone_rec.is_deleted(), "{gone} deleted");
+    for (rel, body) in &files {
+        let uri = naming.resource("py", &format!("{base}{rel}")).unwrap();
+        let rec = store.record(&uri).unwrap().unwrap_or_else(|| panic!("{rel} not stored"));
+        let mut stored = Vec::new();
+        store.get(&rec.sha256).unwrap().read_to_end(&mut stored).unwrap();
+        assert_eq!(&stored, body, "{rel}");
+    }
+}

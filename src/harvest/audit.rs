@@ -13,7 +13,13 @@
 //! because a partial list would show every unread resource as extra.
 //!
 //! Records are matched by their `upstream` field: the `<loc>` as written, or else as resolved
-//! against the list URL. Change Lists published since the list's `at` are not yet layered on.
+//! against the list URL.
+//!
+//! A Destination that follows Change Lists is usually *ahead* of the Resource List, so the
+//! Source's Change Lists are layered on top of it: for every URI changed after the list's
+//! `at` (or without a `datetime`, which Python-written lists never give), its last change
+//! stands instead of the list entry — a deletion means it should not be held, a create or
+//! update is compared like a list entry.
 //!
 //! # Architecture
 //! Reads the store and fetches through the fetcher; never imports the publisher or web code.
@@ -208,7 +214,9 @@ pub async fn audit_sources(
         let found =
             super::discover::discover(&fetcher, &source.url, source.capability_list.as_ref(), &source.settings).await?;
         let list = found.capabilities.resourcelist.ok_or_else(|| AuditError::NoResourceList(source.id.clone()))?;
-        reports.push(audit_source(&source.settings, store, &fetcher, &naming, &source.id, &list, fetch).await?);
+        let ctx = AuditCtx { settings: &source.settings, store, fetcher: &fetcher, naming: &naming };
+        let changes = found.capabilities.changelist.as_ref();
+        reports.push(audit_with_changes(&ctx, &source.id, &list, changes, fetch).await?);
     }
     Ok(reports)
 }
@@ -228,21 +236,104 @@ pub async fn audit_source(
     list_url: &Url,
     fetch: bool,
 ) -> Result<AuditReport, AuditError> {
-    let held = load_held(store, naming, source_id).await?;
+    let ctx = AuditCtx { settings, store, fetcher, naming };
+    audit_with_changes(&ctx, source_id, list_url, None, fetch).await
+}
+
+/// What an audit of one source works with.
+pub struct AuditCtx<'a> {
+    /// The source's settings.
+    pub settings: &'a Settings,
+    /// The store.
+    pub store: &'a Store,
+    /// The fetcher.
+    pub fetcher: &'a Fetcher,
+    /// Tributary's naming scheme.
+    pub naming: &'a Naming,
+}
+
+/// As [`audit_source`], with the Change List (or Index) at `changes` layered on the Resource
+/// List (see the module docs).
+///
+/// # Errors
+/// As [`audit_source`]; a Change List that cannot be read in full is [`AuditError::List`].
+pub async fn audit_with_changes(
+    ctx: &AuditCtx<'_>,
+    source_id: &str,
+    list_url: &Url,
+    changes: Option<&Url>,
+    fetch: bool,
+) -> Result<AuditReport, AuditError> {
+    let (settings, fetcher) = (ctx.settings, ctx.fetcher);
+    let mut overlay = match changes {
+        Some(u) => read_changes(fetcher, settings, u).await?,
+        None => HashMap::new(),
+    };
+    let held = load_held(ctx.store, ctx.naming, source_id).await?;
     let mut audit = Audit::new(source_id, list_url, fetch, held);
     let mut walker = IndexWalker::new(fetcher, list_url.clone(), settings, WalkLimits::default());
     let mut fetches = Fetches { set: JoinSet::new(), max: settings.concurrency.get() as usize };
+    let mut deferred: HashMap<String, (Entry, Option<Url>)> = HashMap::new();
     // Bounded by the walk's document and entry limits.
     while let Some(entry) = walker.next_entry().await? {
-        if let Some(target) = audit.entry(&entry, walker.leaf().map(|(u, _)| u))
+        let base = walker.leaf().map(|(u, _)| u.clone());
+        if !overlay.is_empty()
+            && let Some(key) = changed_key(&overlay, &entry, base.as_ref())
+        {
+            deferred.insert(key, (entry, base));
+            continue;
+        }
+        if let Some(target) = audit.entry(&entry, base.as_ref())
             && fetch
         {
             fetches.spawn(fetcher, settings, target, &mut audit).await?;
         }
     }
-    audit.list_at = walker.root_header().and_then(|h| h.md.as_ref()).and_then(|m| m.at).map(|t| t.to_string());
+    let at = walker.root_header().and_then(|h| h.md.as_ref()).and_then(|m| m.at);
+    audit.list_at = at.map(|t| t.to_string());
+    overlay.retain(|_, (_, datetime)| datetime.is_none_or(|d| at.is_none_or(|at| d > at)));
+    for (key, (entry, base)) in deferred {
+        overlay.entry(key).or_insert((Some((entry, base)), None));
+    }
+    for (change, _) in overlay.into_values() {
+        // Deleted: it should not be held; held live, it stays unseen and is reported extra.
+        let Some((entry, base)) = change else { continue };
+        if let Some(target) = audit.entry(&entry, base.as_ref())
+            && fetch
+        {
+            fetches.spawn(fetcher, settings, target, &mut audit).await?;
+        }
+    }
     fetches.drain(&mut audit).await?;
     Ok(audit.finish())
+}
+
+/// Per URI, its last change: the entry (with the list it came from) or `None` for a deletion,
+/// and the change's `datetime`.
+type Overlay = HashMap<String, (Option<(Entry, Option<Url>)>, Option<W3cDateTime>)>;
+
+/// Every change in the Change List (or Index) at `url`, last change per URI.
+async fn read_changes(fetcher: &Fetcher, settings: &Settings, url: &Url) -> Result<Overlay, AuditError> {
+    let mut walker = IndexWalker::new(fetcher, url.clone(), settings, WalkLimits::default());
+    let mut out = Overlay::new();
+    // Bounded by the walk's document and entry limits.
+    while let Some(entry) = walker.next_entry().await? {
+        let base = walker.leaf().map(|(u, _)| u.clone());
+        let Some(key) = base.as_ref().and_then(|b| b.join(entry.loc.trim()).ok()).map(String::from) else { continue };
+        let md = entry.md.clone().unwrap_or_default();
+        let change = (md.change != Some(crate::model::Change::Deleted)).then_some((entry, base));
+        out.insert(key, (change, md.datetime));
+    }
+    Ok(out)
+}
+
+/// The overlay key of a Resource List entry whose URI changed, if it did.
+fn changed_key(overlay: &Overlay, entry: &Entry, base: Option<&Url>) -> Option<String> {
+    if overlay.contains_key(&entry.loc) {
+        return Some(entry.loc.clone());
+    }
+    let resolved = base.and_then(|b| b.join(entry.loc.trim()).ok()).map(String::from)?;
+    overlay.contains_key(&resolved).then_some(resolved)
 }
 
 /// The live records of a source, keyed by upstream URI.

@@ -132,7 +132,7 @@ async fn open_list(
 }
 
 /// The live records of a source, by URI: what the list is compared with.
-async fn load_held(store: &Store, prefix: &str) -> Result<HashMap<String, Record>, HarvestError> {
+pub(crate) async fn load_held(store: &Store, prefix: &str) -> Result<HashMap<String, Record>, HarvestError> {
     let (store, prefix) = (store.clone(), prefix.to_owned());
     let held = tokio::task::spawn_blocking(move || {
         store
@@ -148,6 +148,9 @@ async fn load_held(store: &Store, prefix: &str) -> Result<HashMap<String, Record
 
 fn update_state(state: &mut SourceState, list_url: &Url, walker: &IndexWalker, report: &SourceReport) {
     state.resource_list = Some(list_url.to_string());
+    if report.complete {
+        start_changes(state, walker.root_header().and_then(|h| h.md.as_ref()).and_then(|md| md.at), list_url);
+    }
     if report.complete && report.failed == 0 {
         state.resource_list_at =
             walker.root_header().and_then(|h| h.md.as_ref()).and_then(|md| md.at).or(state.resource_list_at);
@@ -159,6 +162,23 @@ fn update_state(state: &mut SourceState, list_url: &Url, walker: &IndexWalker, r
         // Next time the list must be read again in full, not answered by a 304.
         state.documents.remove(list_url.as_str());
     }
+}
+
+/// A complete walk is a baseline: changes are followed from the list's `at` on. Resources
+/// that failed to verify changed after `at` (or are broken at the Source); either way the
+/// Change List reports them again if they change, so failures do not hold the position back.
+fn start_changes(state: &mut SourceState, at: Option<crate::model::W3cDateTime>, list_url: &Url) {
+    if state.baselined {
+        return;
+    }
+    if at.is_none() && state.capabilities.as_ref().is_some_and(|c| c.change_list.is_some()) {
+        tracing::warn!(list = %list_url, "the Resource List has no `at`: every change in the Change Lists will be applied");
+    }
+    state.baselined = true;
+    state.changes_through = at;
+    state.change_list = None;
+    state.change_list_position = None;
+    state.last_change = None;
 }
 
 /// The state of one walk.

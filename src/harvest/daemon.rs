@@ -18,7 +18,6 @@ use tokio::task::JoinSet;
 
 pub use super::report::{NoProgress, Progress, ResourceOutcome, SourceReport, Summary};
 
-use super::baseline::baseline;
 use super::discover::DiscoverError;
 use super::fetch::Fetcher;
 use crate::config::{Config, Source};
@@ -222,7 +221,7 @@ pub(crate) async fn harvest_source(ctx: &Ctx, source: &Source, sets: &[String]) 
     let started = Instant::now();
     let report = super::metrics::in_source(&source.id, async {
         match begin(ctx, source).await {
-            Ok(state) => match baseline(ctx, source, sets, state).await {
+            Ok(state) => match super::sync::synchronize(ctx, source, sets, state).await {
                 Ok(r) => r,
                 Err(e) => SourceReport::failed_with(&source.id, e.to_string()),
             },
@@ -251,7 +250,7 @@ pub(crate) async fn harvest_source(ctx: &Ctx, source: &Source, sets: &[String]) 
     report
 }
 
-async fn load_state(ctx: &Ctx, id: &str) -> Result<SourceState, StoreError> {
+pub(crate) async fn load_state(ctx: &Ctx, id: &str) -> Result<SourceState, StoreError> {
     let (store, id) = (ctx.store.clone(), id.to_owned());
     tokio::task::spawn_blocking(move || store.source_state(&id))
         .await
@@ -259,7 +258,7 @@ async fn load_state(ctx: &Ctx, id: &str) -> Result<SourceState, StoreError> {
         .map(Option::unwrap_or_default)
 }
 
-async fn save_state(ctx: &Ctx, id: &str, state: SourceState) -> Result<(), StoreError> {
+pub(crate) async fn save_state(ctx: &Ctx, id: &str, state: SourceState) -> Result<(), StoreError> {
     let (store, id) = (ctx.store.clone(), id.to_owned());
     tokio::task::spawn_blocking(move || store.save_source_state(&id, &state))
         .await
@@ -284,9 +283,13 @@ async fn finish(ctx: &Ctx, source: &Source, report: &SourceReport) -> Result<(),
     save_state(ctx, &source.id, state).await
 }
 
+/// Live resources of a source: the counter of its own set (one read), else a scan.
 async fn count_live(ctx: &Ctx, id: &str) -> Result<u64, StoreError> {
-    let (store, prefix) = (ctx.store.clone(), ctx.naming.resource_prefix(id));
+    let (store, prefix, id) = (ctx.store.clone(), ctx.naming.resource_prefix(id), id.to_owned());
     tokio::task::spawn_blocking(move || {
+        if let Some(set) = store.set_info(&id)? {
+            return Ok(set.live);
+        }
         store.records_with_prefix(&prefix).try_fold(0u64, |n, r| r.map(|r| n + u64::from(!r.is_deleted())))
     })
     .await

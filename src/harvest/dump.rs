@@ -194,6 +194,11 @@ impl DumpWalker {
         }
     }
 
+    /// The header of the dump document (or dump index) the walk started at, once read.
+    pub fn root_header(&self) -> Option<&Header> {
+        self.walker.root_header()
+    }
+
     /// The next package, downloaded and stored; `Ok(None)` once the dump was read in full.
     ///
     /// # Errors

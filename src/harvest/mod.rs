@@ -6,9 +6,11 @@
 //!   conditional GET, gzip, size caps and timeouts. Typed [`FetchError`]s.
 //! - [`mod@discover`]: from whatever URL the operator gave to a Capability List and its
 //!   capabilities (spec §6), and the walk of list indexes down to their entries.
-//! - [`daemon`]: baseline synchronization of every source into the store (`baseline`,
-//!   verified streaming in `resource`, batched commits in `commit`), one pass
-//!   ([`harvest_once`]) or the long-running service ([`run`]) with per-source status.
+//! - [`daemon`]: one pass ([`harvest_once`]) or the long-running service ([`run`]) with
+//!   per-source status. What a pass does per source is `sync`'s choice: a baseline
+//!   (`baseline` from the Resource List, `dump_sync` from a Resource Dump; verified streaming
+//!   in `resource`, batched commits in `commit`), then incremental polls of the Change Lists
+//!   (`incremental`, position rules in `changes`), re-baselining after a gap.
 //! - [`dump`]: Resource and Change Dumps (spec §11, §13): ZIP packages streamed into the store.
 //! - [`audit`]: compares the store with a Source's current Resource List (spec §5.2).
 //!
@@ -19,14 +21,17 @@
 pub mod audit;
 mod baseline;
 mod body;
+mod changes;
 mod commit;
 pub mod daemon;
 pub mod discover;
 pub mod dump;
+mod dump_sync;
 mod error;
 pub mod fetch;
 mod guard;
 mod host;
+mod incremental;
 mod index;
 mod listed;
 mod metrics;
@@ -34,6 +39,7 @@ mod report;
 mod request;
 mod resource;
 mod robots;
+mod sync;
 
 pub use daemon::{
     HarvestError, NoProgress, Progress, ResourceOutcome, SourceReport, Summary, harvest_once, harvest_once_until, run,

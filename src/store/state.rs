@@ -35,8 +35,32 @@ pub struct SourceState {
     pub documents: BTreeMap<String, DocumentValidators>,
     /// The Resource List (or Index) discovery last found, so a poll need not rediscover.
     pub resource_list: Option<String>,
+    /// What the Source's Capability List offered when last discovered; `None` until then.
+    pub capabilities: Option<KnownCapabilities>,
+    /// True once a baseline completed for a Source that offers changes: polls then follow its
+    /// Change List (or Change Dump) instead of diffing the Resource List.
+    pub baselined: bool,
+    /// Every change up to and including this datetime (the Source's clock) is incorporated:
+    /// the baseline's `at`, the `until` of a closed list read to its end, or the `datetime`
+    /// of the last change processed.
+    #[serde(with = "w3c_opt")]
+    pub changes_through: Option<W3cDateTime>,
     /// Dashboard status.
     pub status: SourceStatus,
+}
+
+/// The capability documents of a Source, as absolute URLs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct KnownCapabilities {
+    /// Resource List or Resource List Index.
+    pub resource_list: Option<String>,
+    /// Change List or Change List Index.
+    pub change_list: Option<String>,
+    /// Resource Dump (or its index).
+    pub resource_dump: Option<String>,
+    /// Change Dump (or its index).
+    pub change_dump: Option<String>,
 }
 
 /// HTTP validators of one fetched document.
