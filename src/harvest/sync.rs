@@ -11,6 +11,7 @@
 use url::Url;
 
 use super::baseline::baseline;
+use super::change_dump_sync::{ChangeDumpError, follow_change_dump};
 use super::daemon::{Ctx, HarvestError, SourceReport, load_state, save_state};
 use super::discover::discover;
 use super::incremental::{Outcome, incremental};
@@ -42,6 +43,23 @@ pub(crate) async fn synchronize(
             state = load_state(ctx, &source.id).await?;
             if !done || !state.baselined {
                 return Ok(report);
+            }
+        }
+        if source.settings.dumps
+            && let Some(dump) = caps.change_dump.as_deref().and_then(|u| Url::parse(u).ok())
+        {
+            // The Change Dump catches up in bulk; the Change List then brings the tail that is
+            // not packaged yet (resuming by datetime after the last package applied).
+            match follow_change_dump(ctx, source, sets, state.clone(), &dump).await {
+                Ok(r) => {
+                    merge(&mut report, r);
+                    state = load_state(ctx, &source.id).await?;
+                }
+                Err(ChangeDumpError::Harvest(e)) => return Err(e),
+                Err(e) => tracing::warn!(
+                    source.id = %source.id, dump = %dump, error = %e,
+                    "the Change Dump cannot be followed; following the Change List instead"
+                ),
             }
         }
         match incremental(ctx, source, sets, state.clone(), &changes).await {
