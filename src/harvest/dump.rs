@@ -232,7 +232,10 @@ impl DumpWalker {
     ///
     /// # Errors
     /// As [`DumpWalker::next_package`].
-    pub async fn next_package_where(&mut self, mut want: impl FnMut(&Entry) -> bool) -> Result<Option<Package>, DumpError> {
+    pub async fn next_package_where(
+        &mut self,
+        mut want: impl FnMut(&Entry) -> bool,
+    ) -> Result<Option<Package>, DumpError> {
         if self.aborted {
             return Err(DumpError::WalkAborted);
         }
