@@ -2,8 +2,11 @@
 //! diffed against the store on every poll (`baseline`; the first time from its Resource Dump
 //! when it offers one and `dumps` is on); one that offers a Change List is
 //! baselined once — from its Resource Dump when it has one and the source's `dumps` setting
-//! is on, else from its Resource List — and then followed by its changes (`incremental`),
-//! re-baselining when the changes no longer reach back to where Tributary stopped.
+//! is on, else from its Resource List — and then followed by its changes: first its Change
+//! Dump packages when it offers them and `dumps` is on (`change_dump_sync`, a bulk catch-up),
+//! then its Change List for the tail not packaged yet and as the fallback when the Change Dump
+//! cannot be followed (`incremental`), re-baselining when the changes no longer reach back to
+//! where Tributary stopped.
 //!
 //! The capabilities found by discovery are kept in the source's state, so a poll costs the
 //! conditional GETs of the documents it follows, not a rediscovery.
