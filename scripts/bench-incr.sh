@@ -8,7 +8,7 @@
 #     deletes) and the new Change List; measured: `tributary harvest --once` (process wall
 #     time, and the pass duration it prints) and `resync-sync --incremental --delete`.
 # (b) Baseline from a Resource Dump vs from the Resource List: 10,000 x 2 KiB, one ZIP
-#     package written by `resync-build --write-resourcedump`; `tributary harvest --once` on a
+#     package written with Python's zipfile (safe entry names); `tributary harvest --once` on a
 #     fresh store with `dumps = true` and with `dumps = false` (process wall time).
 # Prints every run, then medians and ratios.
 #
@@ -39,6 +39,12 @@ trap cleanup EXIT
 command -v nginx >/dev/null || { echo "nginx missing: apt-get install -y nginx" >&2; exit 2; }
 python3 -c 'import resync' || { echo "resync missing: pip install resync" >&2; exit 2; }
 [[ -x $BIN ]] || (cd "$ROOT" && cargo build --release --bin tributary)
+# resync-sync/resync-build write `.resync-client-status.cfg` into the working directory (and
+# read ~/.resync*): run everything from the temp dir, with HOME there, so the repo stays clean.
+mkdir -p "$WORK/home"
+cd "$WORK"
+[[ -d $HOME/.pyenv ]] && export PYENV_ROOT=${PYENV_ROOT:-$HOME/.pyenv} # pyenv shims find Python by HOME
+export HOME="$WORK/home"
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 wall_of() { awk -F': ' '/Elapsed \(wall clock\)/ {n=split($2,t,":"); s=0; for(i=1;i<=n;i++) s=s*60+t[i]; print s}' "$1"; }
@@ -90,9 +96,30 @@ cat >"$SITE/capabilitylist.xml" <<EOF
 </urlset>
 EOF
 # The dump Source: Resource List, Resource Dump (one package) and a Capability List naming both.
+# The package is written here rather than by `resync-build --write-resourcedump`: resync 2.0.1
+# names the entries relative to the manifest's directory (`../00/r00000.bin`), which
+# Tributary rightly refuses as unsafe (zip-slip), so (b) measured nothing.
 (cd "$SITE/dumpsite" && mkdir -p out &&
-    resync-build --write-resourcelist --hash md5 --hash sha-256 --outfile resourcelist.xml "$BASE/dumpsite/files/=files" &&
-    resync-build --write-resourcedump --hash md5 --hash sha-256 --outfile out/dump "$BASE/dumpsite/files/=files") >/dev/null 2>&1
+    resync-build --write-resourcelist --hash md5 --hash sha-256 --outfile resourcelist.xml "$BASE/dumpsite/files/=files") >/dev/null 2>&1
+python3 - "$SITE/dumpsite" "$BASE/dumpsite/files" <<'EOF2'
+import hashlib, os, sys, zipfile
+root, base = sys.argv[1], sys.argv[2]
+files = sorted(os.path.relpath(os.path.join(d, f), os.path.join(root, "files"))
+               for d, _, fs in os.walk(os.path.join(root, "files")) for f in fs)
+entries = []
+with zipfile.ZipFile(os.path.join(root, "out", "dump00000.zip"), "w", zipfile.ZIP_STORED) as z:
+    for rel in files:
+        data = open(os.path.join(root, "files", rel), "rb").read()
+        path = "resources/" + rel  # safe: relative, no `..`
+        z.writestr(path, data)
+        entries.append(f'<url><loc>{base}/{rel}</loc><rs:md length="{len(data)}" '
+                       f'hash="md5:{hashlib.md5(data).hexdigest()} sha-256:{hashlib.sha256(data).hexdigest()}" '
+                       f'path="/{path}"/></url>')
+    manifest = ('<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" '
+                'xmlns:rs="http://www.openarchives.org/rs/terms/">\n<rs:md capability="resourcedump-manifest" '
+                'at="2024-01-01T00:00:00Z"/>\n' + "\n".join(entries) + "\n</urlset>\n")
+    z.writestr("manifest.xml", manifest)
+EOF2
 ls "$SITE/dumpsite/out/"dump*.zip >/dev/null
 {
     echo '<?xml version="1.0" encoding="UTF-8"?>'
@@ -177,7 +204,7 @@ write_config "$WORK/incr.toml" false
 : >"$WORK/trib.wall"; : >"$WORK/trib.pass"; : >"$WORK/py.wall"
 for run in $(seq "$RUNS"); do
     reset_source
-    rm -rf "$WORK/store" "$WORK/dst" "$HOME/.resync-client-status.cfg"; mkdir -p "$WORK/dst"
+    rm -rf "$WORK/store" "$WORK/dst" "$HOME/.resync-client-status.cfg" "$WORK/.resync-client-status.cfg"; mkdir -p "$WORK/dst"
     "$BIN" --config "$WORK/incr.toml" --data-dir "$WORK/store" harvest --once >/dev/null 2>"$WORK/log.txt" ||
         { cat "$WORK/log.txt" >&2; exit 1; }
     resync-sync --baseline --hash md5 --noauth --sitemap "$BASE/resourcelist.xml" "$BASE/files/=$WORK/dst" >/dev/null 2>&1

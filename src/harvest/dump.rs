@@ -194,6 +194,23 @@ impl DumpWalker {
         }
     }
 
+    /// Makes the first request for the dump document conditional on `validators`; when the
+    /// Source answers `304` the walk yields no package and [`DumpWalker::not_modified`] is true.
+    pub fn conditional(mut self, validators: Option<super::fetch::Validators>) -> Self {
+        self.walker = self.walker.conditional(validators);
+        self
+    }
+
+    /// Whether the dump document was answered `304 Not Modified`.
+    pub fn not_modified(&self) -> bool {
+        self.walker.not_modified()
+    }
+
+    /// `ETag`/`Last-Modified` of the dump document, once read.
+    pub fn root_validators(&self) -> Option<&super::fetch::Validators> {
+        self.walker.root_validators()
+    }
+
     /// The header of the dump document (or dump index) the walk started at, once read.
     pub fn root_header(&self) -> Option<&Header> {
         self.walker.root_header()
@@ -206,15 +223,32 @@ impl DumpWalker {
     /// lost and the walk may go on (for a Change Dump, stop anyway: its changes are missing);
     /// otherwise the walk is over and further calls return [`DumpError::WalkAborted`].
     pub async fn next_package(&mut self) -> Result<Option<Package>, DumpError> {
+        self.next_package_where(|_| true).await
+    }
+
+    /// Like [`DumpWalker::next_package`], but packages whose dump entry (`<loc>` and its
+    /// `<rs:md>`, e.g. a Change Dump's `from`/`until`) fails `want` are passed over without
+    /// being downloaded: a Change Dump follower need not fetch packages it already applied.
+    ///
+    /// # Errors
+    /// As [`DumpWalker::next_package`].
+    pub async fn next_package_where(
+        &mut self,
+        mut want: impl FnMut(&Entry) -> bool,
+    ) -> Result<Option<Package>, DumpError> {
         if self.aborted {
             return Err(DumpError::WalkAborted);
         }
-        let entry = match self.walker.next_entry().await {
-            Ok(Some(e)) => e,
-            Ok(None) => return Ok(None),
-            Err(e) => {
-                self.aborted = true;
-                return Err(e.into());
+        // Bounded by the walk's document limit and each document's entry limit.
+        let entry = loop {
+            match self.walker.next_entry().await {
+                Ok(Some(e)) if want(&e) => break e,
+                Ok(Some(_)) => {}
+                Ok(None) => return Ok(None),
+                Err(e) => {
+                    self.aborted = true;
+                    return Err(e.into());
+                }
             }
         };
         let (base, expect) = self.leaf_context()?;

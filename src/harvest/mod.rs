@@ -21,6 +21,7 @@
 pub mod audit;
 mod baseline;
 mod body;
+mod change_dump_sync;
 mod changes;
 mod commit;
 pub mod daemon;

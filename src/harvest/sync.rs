@@ -2,8 +2,11 @@
 //! diffed against the store on every poll (`baseline`; the first time from its Resource Dump
 //! when it offers one and `dumps` is on); one that offers a Change List is
 //! baselined once — from its Resource Dump when it has one and the source's `dumps` setting
-//! is on, else from its Resource List — and then followed by its changes (`incremental`),
-//! re-baselining when the changes no longer reach back to where Tributary stopped.
+//! is on, else from its Resource List — and then followed by its changes: first its Change
+//! Dump packages when it offers them and `dumps` is on (`change_dump_sync`, a bulk catch-up),
+//! then its Change List for the tail not packaged yet and as the fallback when the Change Dump
+//! cannot be followed (`incremental`), re-baselining when the changes no longer reach back to
+//! where Tributary stopped.
 //!
 //! The capabilities found by discovery are kept in the source's state, so a poll costs the
 //! conditional GETs of the documents it follows, not a rediscovery.
@@ -11,6 +14,7 @@
 use url::Url;
 
 use super::baseline::baseline;
+use super::change_dump_sync::{ChangeDumpError, follow_change_dump};
 use super::daemon::{Ctx, HarvestError, SourceReport, load_state, save_state};
 use super::discover::discover;
 use super::incremental::{Outcome, incremental};
@@ -42,6 +46,23 @@ pub(crate) async fn synchronize(
             state = load_state(ctx, &source.id).await?;
             if !done || !state.baselined {
                 return Ok(report);
+            }
+        }
+        if source.settings.dumps
+            && let Some(dump) = caps.change_dump.as_deref().and_then(|u| Url::parse(u).ok())
+        {
+            // The Change Dump catches up in bulk; the Change List then brings the tail that is
+            // not packaged yet (resuming by datetime after the last package applied).
+            match follow_change_dump(ctx, source, sets, state.clone(), &dump).await {
+                Ok(r) => {
+                    merge(&mut report, r);
+                    state = load_state(ctx, &source.id).await?;
+                }
+                Err(ChangeDumpError::Harvest(e)) => return Err(e),
+                Err(e) => tracing::warn!(
+                    source.id = %source.id, dump = %dump, error = %e,
+                    "the Change Dump cannot be followed; following the Change List instead"
+                ),
             }
         }
         match incremental(ctx, source, sets, state.clone(), &changes).await {

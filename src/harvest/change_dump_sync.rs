@@ -1,0 +1,195 @@
+//! Incremental synchronization from a Change Dump (spec §13): the bulk counterpart of
+//! `incremental`. A Source that publishes its changes as ZIP packages lets Tributary catch up
+//! on a large backlog without one GET per changed resource; the packages are downloaded,
+//! unpacked and verified by the shared [`DumpWalker`] (same zip-slip, symlink and bomb rules
+//! as the Resource Dump), and this module only decides which changes are new and commits them.
+//!
+//! Position semantics are those of the Change List (see `changes`): `change_list` names the
+//! last package applied (its URL) and `change_list_position` how many of its manifest entries
+//! are processed; `changes_through` is the Source datetime up to which everything is
+//! incorporated. A package is one store batch — its records, change events and the position
+//! after it — so a SIGKILL leaves the position at the last whole package. Packages whose
+//! `until` is not after `changes_through` are passed over without being downloaded; in other
+//! packages a change is new when its `datetime` is after `changes_through` (as in a Change
+//! List not read before), and the remembered package skips its processed entries by count.
+//!
+//! A Change Dump cannot be followed without a datetime to place it against the position, nor
+//! past a package that fails (its changes would be lost): both come back as an error and the
+//! caller falls back to the Change List, which re-baselines if it cannot continue either.
+
+use std::collections::HashMap;
+
+use url::Url;
+
+use super::changes::is_new;
+use super::commit::join_error;
+use super::daemon::{Ctx, HarvestError, SourceReport};
+use super::dump::{Content, DumpOptions, DumpWalker, Package};
+use super::listed::Listed;
+use crate::config::Source;
+use crate::model::{Change, W3cDateTime};
+use crate::store::{Applied, Batch, DocumentValidators, Outcome, SourceState};
+
+/// Why the Change Dump could not be followed (the caller logs it and uses the Change List).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ChangeDumpError {
+    /// No datetime to compare the Source's changes with: nothing says which are new.
+    #[error("the position has no datetime to place the Change Dump against")]
+    Undated,
+    /// The Source's packages start after the position: changes in between are missing.
+    #[error("the Change Dump starts at {from}, after the changes processed up to {through}")]
+    Gap { from: W3cDateTime, through: W3cDateTime },
+    /// A package or one of its entries failed: the changes after it cannot be applied in order.
+    #[error("{0}")]
+    Package(String),
+    /// The store or the runtime failed (not a reason to use the Change List: the poll fails).
+    #[error(transparent)]
+    Harvest(#[from] HarvestError),
+}
+
+/// One poll of the Change Dump at `url`; see the module docs.
+pub(crate) async fn follow_change_dump(
+    ctx: &Ctx,
+    source: &Source,
+    sets: &[String],
+    mut state: SourceState,
+    url: &Url,
+) -> Result<SourceReport, ChangeDumpError> {
+    let id = &source.id;
+    let mut report = SourceReport::new(id);
+    let Some(start) = state.changes_through else { return Err(ChangeDumpError::Undated) };
+    let validators = state
+        .documents
+        .get(url.as_str())
+        .map(|v| super::fetch::Validators { etag: v.etag.clone(), last_modified: v.last_modified.clone() });
+    let options = DumpOptions::new(&source.settings, Some(&source.url));
+    let mut walker =
+        DumpWalker::new(&ctx.fetcher, &ctx.store, url.clone(), &source.settings, options).conditional(validators);
+    // Bounded by the walk's document limit and each document's entry limit.
+    loop {
+        if *ctx.shutdown.borrow() {
+            report.interrupted = true;
+            return Ok(report);
+        }
+        let through = state.changes_through.unwrap_or(start);
+        // A package is committed whole, so one ending at or before the position is done.
+        let wanted = |e: &crate::model::Entry| e.md.as_ref().and_then(|m| m.until).is_none_or(|u| u > through);
+        let package = walker.next_package_where(wanted).await.map_err(|e| ChangeDumpError::Package(e.to_string()))?;
+        let Some(package) = package else { break };
+        let md = package.manifest.md.clone().unwrap_or_default();
+        if let Some(from) = md.from.filter(|f| *f > through) {
+            return Err(ChangeDumpError::Gap { from, through });
+        }
+        let batch = changes(ctx, source, sets, &package, &mut state, &mut report)?;
+        tally(&mut report, &apply(ctx, batch).await?);
+    }
+    if walker.not_modified() {
+        report.not_modified = true;
+    } else {
+        let root = walker.root_header().and_then(|h| h.md.as_ref());
+        if let Some(from) = root.and_then(|m| m.from).filter(|f| *f > start) {
+            // Checked after the walk too: a dump with no new package has no manifest to check.
+            return Err(ChangeDumpError::Gap { from, through: start });
+        }
+        // The dump read to its end: the next poll may ask for it conditionally.
+        if let Some(v) = walker.root_validators() {
+            let dv = DocumentValidators { etag: v.etag.clone(), last_modified: v.last_modified.clone() };
+            state.documents.insert(url.to_string(), dv);
+            let mut last = Batch::new();
+            last.source_state(id, state);
+            apply(ctx, last).await?;
+        }
+    }
+    report.complete = true;
+    tracing::info!(source.id = %id, dump = %url, created = report.created, updated = report.updated,
+        deleted = report.deleted, "followed the Change Dump");
+    Ok(report)
+}
+
+/// One package's new changes and the position after it, as one batch. Within the package
+/// only each URI's last change is applied (the manifest is in forward chronological order,
+/// so that is the state the package leaves it in); every entry must have verified.
+fn changes(
+    ctx: &Ctx,
+    source: &Source,
+    sets: &[String],
+    package: &Package,
+    state: &mut SourceState,
+    report: &mut SourceReport,
+) -> Result<Batch, ChangeDumpError> {
+    let remembered = state.change_list.as_deref() == Some(package.url.as_str());
+    let skip = if remembered { state.change_list_position.unwrap_or(0) } else { 0 };
+    let through = state.changes_through;
+    let mut last: HashMap<&str, usize> = HashMap::new();
+    let mut new = Vec::new();
+    for (i, item) in package.items.iter().enumerate() {
+        if (i as u64) < skip || (!remembered && !is_new(item.datetime(), through)) {
+            continue;
+        }
+        let url = match &item.outcome {
+            Ok(Content::Stored { url, .. } | Content::Deleted { url }) => url,
+            Err(e) => return Err(ChangeDumpError::Package(format!("{}: {e}", package.url))),
+        };
+        last.insert(url.as_str(), new.len());
+        new.push(item);
+    }
+    let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
+    let mut batch = Batch::new();
+    let mut newest = through;
+    for (k, item) in new.iter().enumerate() {
+        if let Some(d) = item.datetime() {
+            newest = Some(newest.map_or(d, |t| t.max(d)));
+        }
+        let (url, blob) = match &item.outcome {
+            Ok(Content::Stored { url, blob }) => (url, Some(blob)),
+            Ok(Content::Deleted { url }) => (url, None),
+            Err(_) => unreachable!("failed entries were refused above"),
+        };
+        if last.get(url.as_str()) != Some(&k) {
+            continue; // superseded by a later change of the same URI in this package
+        }
+        let Some(uri) = ctx.naming.resource(&source.id, url.as_str()) else {
+            report.skipped += 1;
+            continue;
+        };
+        match (item.change(), blob) {
+            (Some(Change::Deleted), _) | (_, None) => {
+                if source.settings.deletes {
+                    batch.delete(&sets, &uri);
+                }
+            }
+            (_, Some(blob)) => {
+                report.fetched += 1;
+                report.bytes += blob.length;
+                let listed = Listed::new(item.entry.clone(), url.clone(), uri);
+                batch.upsert(&sets, listed.record(&source.id, blob.id));
+            }
+        }
+    }
+    let until = package.manifest.md.as_ref().and_then(|m| m.until);
+    if let Some(u) = until {
+        newest = Some(newest.map_or(u, |t| t.max(u)));
+    }
+    state.change_list = Some(package.url.to_string());
+    state.change_list_position = Some(package.items.len() as u64);
+    state.last_change = package.items.last().and_then(|i| i.datetime());
+    state.changes_through = newest;
+    batch.source_state(&source.id, state.clone());
+    Ok(batch)
+}
+
+async fn apply(ctx: &Ctx, batch: Batch) -> Result<Applied, HarvestError> {
+    let store = ctx.store.clone();
+    Ok(tokio::task::spawn_blocking(move || store.apply(&batch)).await.map_err(join_error)??)
+}
+
+fn tally(report: &mut SourceReport, applied: &Applied) {
+    for op in &applied.ops {
+        match op.outcome {
+            Outcome::Created => report.created += 1,
+            Outcome::Updated => report.updated += 1,
+            Outcome::Deleted => report.deleted += 1,
+            Outcome::Unchanged => {}
+        }
+    }
+}
