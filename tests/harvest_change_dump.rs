@@ -30,6 +30,8 @@ struct Site {
     packages: Vec<(String, Vec<u8>, String, String)>,
     /// Change List entries: (path, change, datetime).
     changes: Vec<(String, &'static str, String)>,
+    /// The Capability List offers no Change List (a Source publishing only Change Dumps).
+    no_change_list: bool,
 }
 
 fn sha(data: &[u8]) -> String {
@@ -56,6 +58,7 @@ fn serve(site: &Mutex<Site>, base: &str, path: &str) -> Reply {
             "capability=\"capabilitylist\"",
             &["resourcelist", "changelist", "changedump"]
                 .iter()
+                .filter(|c| !(s.no_change_list && **c == "changelist"))
                 .map(|c| format!("<url><loc>{base}/{c}.xml</loc><rs:md capability=\"{c}\"/></url>\n"))
                 .collect::<String>(),
         )),
@@ -274,4 +277,42 @@ async fn follows_change_dump_packages_applies_each_change_once_and_falls_back_to
     assert_eq!(h.events().len(), 10);
     h.pass().await;
     assert_eq!(h.events().len(), 10, "nothing applied twice after the fallback");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_with_change_dumps_but_no_change_list_is_followed_through_its_packages() {
+    let site = Arc::new(Mutex::new(Site { no_change_list: true, ..Site::default() }));
+    let base_cell: Arc<Mutex<String>> = Arc::default();
+    let (s2, b2) = (site.clone(), base_cell.clone());
+    let up = Upstream::start(move |hit, _| {
+        let base = b2.lock().unwrap().clone();
+        serve(&s2, &base, &hit.path)
+    })
+    .await;
+    let base = up.url("/").as_str().trim_end_matches('/').to_owned();
+    *base_cell.lock().unwrap() = base.clone();
+    {
+        let mut s = site.lock().unwrap();
+        for p in ["/a", "/b"] {
+            s.live.insert(p.into(), format!("{p} v1").into_bytes());
+        }
+    }
+    let h = Harness::new(&base);
+    h.pass().await;
+    assert_eq!(h.events().len(), 2, "baseline");
+    {
+        let mut s = site.lock().unwrap();
+        s.live.insert("/d".into(), b"/d v1".to_vec());
+        s.live.remove("/b");
+        let changes = [("/d", "created", "2024-01-01T01:00:00Z"), ("/b", "deleted", "2024-01-01T02:00:00Z")];
+        let z = package(&s, &base, T0, "2024-01-01T03:00:00Z", &changes);
+        s.packages.push(("/cd/1.zip".into(), z, T0.into(), "2024-01-01T03:00:00Z".into()));
+    }
+    let second = h.pass().await;
+    assert_eq!(h.held(), h.expected(&base, &site.lock().unwrap()), "{second}");
+    assert_eq!(up.count("/d"), 0, "the new resource came from the package, not from a Resource List diff");
+    let kinds: Vec<Change> = h.events()[2..].iter().map(|(_, c)| *c).collect();
+    assert_eq!(kinds, vec![Change::Created, Change::Deleted]);
+    h.pass().await;
+    assert_eq!(h.events().len(), 4, "re-polling applies nothing twice");
 }

@@ -1,6 +1,7 @@
 //! Which way one poll synchronizes a source: a Source that offers only a Resource List is
 //! diffed against the store on every poll (`baseline`; the first time from its Resource Dump
-//! when it offers one and `dumps` is on); one that offers a Change List is
+//! when it offers one and `dumps` is on), or followed through its Change Dump when it offers
+//! one (falling back to the diff); one that offers a Change List is
 //! baselined once — from its Resource Dump when it has one and the source's `dumps` setting
 //! is on, else from its Resource List — and then followed by its changes: first its Change
 //! Dump packages when it offers them and `dumps` is on (`change_dump_sync`, a bulk catch-up),
@@ -30,11 +31,22 @@ pub(crate) async fn synchronize(
 ) -> Result<SourceReport, HarvestError> {
     let caps = capabilities(ctx, source, &mut state).await?;
     let Some(changes) = caps.change_list.as_deref().and_then(|u| Url::parse(u).ok()) else {
-        // Diffed on every poll; only the very first baseline may come from a dump.
-        if state.baselined {
-            return baseline(ctx, source, sets, state).await;
+        if !state.baselined {
+            return initial(ctx, source, sets, state, &caps).await;
         }
-        return initial(ctx, source, sets, state, &caps).await;
+        // No Change List: follow the Change Dump when there is one, else (or when it cannot
+        // be followed) diff the Resource List, as on every poll of a list-only Source.
+        if let Some(dump) = change_dump(source, &caps) {
+            match follow_change_dump(ctx, source, sets, state.clone(), &dump).await {
+                Ok(r) => return Ok(r),
+                Err(ChangeDumpError::Harvest(e)) => return Err(e),
+                Err(e) => tracing::warn!(
+                    source.id = %source.id, dump = %dump, error = %e,
+                    "the Change Dump cannot be followed; diffing the Resource List instead"
+                ),
+            }
+        }
+        return baseline(ctx, source, sets, state).await;
     };
     let mut report = SourceReport::new(&source.id);
     // At most: a baseline, a poll that finds a gap, a re-baseline and a poll.
@@ -48,9 +60,7 @@ pub(crate) async fn synchronize(
                 return Ok(report);
             }
         }
-        if source.settings.dumps
-            && let Some(dump) = caps.change_dump.as_deref().and_then(|u| Url::parse(u).ok())
-        {
+        if let Some(dump) = change_dump(source, &caps) {
             // The Change Dump catches up in bulk; the Change List then brings the tail that is
             // not packaged yet (resuming by datetime after the last package applied).
             match follow_change_dump(ctx, source, sets, state.clone(), &dump).await {
@@ -84,6 +94,11 @@ pub(crate) async fn synchronize(
         }
     }
     Ok(report)
+}
+
+/// The Change Dump to follow, when the Source offers one and the source uses dumps.
+fn change_dump(source: &Source, caps: &KnownCapabilities) -> Option<Url> {
+    caps.change_dump.as_deref().filter(|_| source.settings.dumps).and_then(|u| Url::parse(u).ok())
 }
 
 /// The baseline of a Source that offers changes: the position starts at its `at`.
