@@ -40,10 +40,14 @@ pub(crate) async fn synchronize(
             match follow_change_dump(ctx, source, sets, state.clone(), &dump).await {
                 Ok(r) => return Ok(r),
                 Err(ChangeDumpError::Harvest(e)) => return Err(e),
-                Err(e) => tracing::warn!(
-                    source.id = %source.id, dump = %dump, error = %e,
-                    "the Change Dump cannot be followed; diffing the Resource List instead"
-                ),
+                Err(e) => {
+                    tracing::warn!(
+                        source.id = %source.id, dump = %dump, error = %e,
+                        "the Change Dump cannot be followed; re-baselining from the Resource List"
+                    );
+                    // The diff levels the store; the position restarts at the list's `at`.
+                    forget_changes(&mut state);
+                }
             }
         }
         return baseline(ctx, source, sets, state).await;
