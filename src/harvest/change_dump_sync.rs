@@ -22,13 +22,13 @@ use std::collections::HashMap;
 use url::Url;
 
 use super::changes::is_new;
-use super::commit::join_error;
+use super::commit::apply_blocking;
 use super::daemon::{Ctx, HarvestError, SourceReport};
 use super::dump::{Content, DumpOptions, DumpWalker, Package};
 use super::listed::Listed;
 use crate::config::Source;
 use crate::model::{Change, W3cDateTime};
-use crate::store::{Applied, Batch, DocumentValidators, Outcome, SourceState};
+use crate::store::{Batch, DocumentValidators, SourceState};
 
 /// Why the Change Dump could not be followed (the caller logs it and uses the Change List).
 #[derive(Debug, thiserror::Error)]
@@ -81,7 +81,7 @@ pub(crate) async fn follow_change_dump(
             return Err(ChangeDumpError::Gap { from, through });
         }
         let batch = changes(ctx, source, sets, &package, &mut state, &mut report)?;
-        tally(&mut report, &apply(ctx, batch).await?);
+        report.count_applied(&apply_blocking(&ctx.store, batch).await?);
     }
     if walker.not_modified() {
         report.not_modified = true;
@@ -97,7 +97,7 @@ pub(crate) async fn follow_change_dump(
             state.documents.insert(url.to_string(), dv);
             let mut last = Batch::new();
             last.source_state(id, state);
-            apply(ctx, last).await?;
+            apply_blocking(&ctx.store, last).await?;
         }
     }
     report.complete = true;
@@ -176,20 +176,4 @@ fn changes(
     state.changes_through = newest;
     batch.source_state(&source.id, state.clone());
     Ok(batch)
-}
-
-async fn apply(ctx: &Ctx, batch: Batch) -> Result<Applied, HarvestError> {
-    let store = ctx.store.clone();
-    Ok(tokio::task::spawn_blocking(move || store.apply(&batch)).await.map_err(join_error)??)
-}
-
-fn tally(report: &mut SourceReport, applied: &Applied) {
-    for op in &applied.ops {
-        match op.outcome {
-            Outcome::Created => report.created += 1,
-            Outcome::Updated => report.updated += 1,
-            Outcome::Deleted => report.deleted += 1,
-            Outcome::Unchanged => {}
-        }
-    }
 }

@@ -54,6 +54,13 @@ impl Tally {
     }
 }
 
+/// Applies `batch` on a blocking thread (a commit may fsync), for the steps that commit one
+/// batch at a time rather than through a committer.
+pub(crate) async fn apply_blocking(store: &Store, batch: Batch) -> Result<Applied, super::daemon::HarvestError> {
+    let store = store.clone();
+    Ok(tokio::task::spawn_blocking(move || store.apply(&batch)).await.map_err(join_error)??)
+}
+
 /// Starts a committer for `source`; send it [`Msg`]s, drop the sender, await the handle.
 pub(crate) fn spawn(
     store: Store,

@@ -13,13 +13,13 @@ use std::collections::HashSet;
 use url::Url;
 
 use super::baseline::load_held;
-use super::commit::join_error;
+use super::commit::apply_blocking;
 use super::daemon::{Ctx, HarvestError, SourceReport};
 use super::dump::{Content, DumpOptions, DumpWalker, Package};
 use super::listed::Listed;
 use crate::config::Source;
 use crate::model::W3cDateTime;
-use crate::store::{Applied, Batch, Outcome, SourceState};
+use crate::store::{Batch, SourceState};
 
 /// One baseline from the dump at `url`; an error means "use the Resource List instead".
 pub(crate) async fn baseline_from_dump(
@@ -50,7 +50,7 @@ pub(crate) async fn baseline_from_dump(
             (a, p) => a.or(p),
         };
         let batch = records(ctx, source, sets, package, &mut seen, &mut report)?;
-        tally(&mut report, &apply(ctx, batch).await?);
+        report.count_applied(&apply_blocking(&ctx.store, batch).await?);
     }
     at = walker.root_header().and_then(|h| h.md.as_ref()).and_then(|m| m.at).or(at);
     let sets_ref: Vec<&str> = sets.iter().map(String::as_str).collect();
@@ -67,7 +67,7 @@ pub(crate) async fn baseline_from_dump(
     state.last_change = None;
     state.resource_list_at = at.or(state.resource_list_at);
     last.source_state(id, state);
-    tally(&mut report, &apply(ctx, last).await?);
+    report.count_applied(&apply_blocking(&ctx.store, last).await?);
     report.complete = true;
     tracing::info!(source.id = %id, dump = %url, stored = report.fetched, "baselined from the Resource Dump");
     Ok(report)
@@ -104,20 +104,4 @@ fn records(
         batch.upsert(&sets, Listed::new(item.entry, url, uri).record(&source.id, blob.id));
     }
     Ok(batch)
-}
-
-async fn apply(ctx: &Ctx, batch: Batch) -> Result<Applied, HarvestError> {
-    let store = ctx.store.clone();
-    Ok(tokio::task::spawn_blocking(move || store.apply(&batch)).await.map_err(join_error)??)
-}
-
-fn tally(report: &mut SourceReport, applied: &Applied) {
-    for op in &applied.ops {
-        match op.outcome {
-            Outcome::Created => report.created += 1,
-            Outcome::Updated => report.updated += 1,
-            Outcome::Deleted => report.deleted += 1,
-            Outcome::Unchanged => {}
-        }
-    }
 }

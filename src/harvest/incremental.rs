@@ -20,7 +20,7 @@ use tokio::task::JoinSet;
 use url::Url;
 
 use super::changes::{Gap, ListRef, Pending, Position, check_reread, coalesce, is_new, plan};
-use super::commit::join_error;
+use super::commit::{apply_blocking, join_error};
 use super::daemon::{Ctx, HarvestError, ResourceOutcome, SourceReport};
 use super::discover::{DiscoverError, FetchedDoc, fetch_doc_conditional, reader};
 use super::fetch::Validators;
@@ -29,7 +29,7 @@ use super::listed::Listed;
 use super::resource::{self, ResourceError};
 use crate::config::Source;
 use crate::model::{Change, Entry, RootFormat, W3cDateTime};
-use crate::store::{Applied, Batch, DocumentValidators, Outcome as StoreOutcome, Record, SourceState, StoreError};
+use crate::store::{Batch, DocumentValidators, Record, SourceState, StoreError};
 
 /// Changes applied (and committed with their position) together.
 const CHUNK: usize = 1000;
@@ -416,21 +416,9 @@ impl Poll<'_> {
             }
         }
         batch.source_state(&self.source.id, state.clone());
-        let store = self.ctx.store.clone();
-        let applied = tokio::task::spawn_blocking(move || store.apply(&batch)).await.map_err(join_error)??;
-        self.tally(&applied);
+        let applied = apply_blocking(&self.ctx.store, batch).await?;
+        self.report.count_applied(&applied);
         Ok(())
-    }
-
-    fn tally(&mut self, applied: &Applied) {
-        for op in &applied.ops {
-            match op.outcome {
-                StoreOutcome::Created => self.report.created += 1,
-                StoreOutcome::Updated => self.report.updated += 1,
-                StoreOutcome::Deleted => self.report.deleted += 1,
-                StoreOutcome::Unchanged => {}
-            }
-        }
     }
 }
 

@@ -6,6 +6,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::store::{Applied, Outcome};
+
 /// What happened to one listed resource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ResourceOutcome {
@@ -140,5 +142,19 @@ impl fmt::Display for Summary {
             write!(f, "\n  {}: {}", r.source, r.error.as_deref().unwrap_or_default())?;
         }
         Ok(())
+    }
+}
+
+impl SourceReport {
+    /// Counts what a committed batch did to the store.
+    pub(crate) fn count_applied(&mut self, applied: &Applied) {
+        for op in &applied.ops {
+            match op.outcome {
+                Outcome::Created => self.created += 1,
+                Outcome::Updated => self.updated += 1,
+                Outcome::Deleted => self.deleted += 1,
+                Outcome::Unchanged => {}
+            }
+        }
     }
 }
