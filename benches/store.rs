@@ -3,6 +3,10 @@
 //! streaming get). Peak memory of the 256 MiB put is checked by the ignored test
 //! `tests/store_perf.rs`. Run with `cargo bench --bench store`.
 
+/// The allocator the `tributary` binary uses (see docs/STORE.md, "The binary uses mimalloc").
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::hint::black_box;
 use std::io::{self, Read};
 use std::time::Duration;

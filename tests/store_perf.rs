@@ -6,6 +6,9 @@
 #[path = "common/store_util.rs"]
 mod store_util;
 
+/// The allocator the `tributary` binary uses, so these figures are the binary's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::io::{self, Read};
 use std::time::Instant;
 

@@ -166,6 +166,9 @@ impl Store {
     pub fn apply_unflushed(&self, batch: &Batch) -> Result<Applied, StoreError> {
         batch.validate()?;
         let inner = &self.inner;
+        // The rows of blobs put into the pack go to sled first, synced, so a record never
+        // refers to a blob whose row could be lost (see `pack`).
+        inner.commit_pending()?;
         let _gc = inner.gc_lock.read().unwrap_or_else(|p| p.into_inner());
         let mut unflushed = inner.unflushed.lock().unwrap_or_else(|p| p.into_inner());
         let t = &inner.trees;

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::codec;
 use super::error::StoreError;
+use super::pack::PackLoc;
 use super::{Inner, Store};
 use crate::model::{Digest, HashAlgorithm, HashList};
 
@@ -142,8 +143,17 @@ pub(super) struct BlobRow {
     pub(super) sha1: Option<[u8; 20]>,
     /// Unix seconds of the first put.
     pub(super) created: i64,
-    /// The content itself for blobs up to `INLINE_MAX`; `None` means a file under `blobs/`.
-    pub(super) inline: Option<Vec<u8>>,
+    /// Where the content is.
+    pub(super) place: Place,
+}
+
+/// Where a blob's content is stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) enum Place {
+    /// A file under `blobs/`, named by the sha-256 (larger than `INLINE_MAX`).
+    File,
+    /// Inside a pack (up to `INLINE_MAX`); see [`super::pack`].
+    Pack(PackLoc),
 }
 
 impl BlobRow {
@@ -159,7 +169,11 @@ impl BlobRow {
 }
 
 impl Inner {
+    /// The blob's row: committed in sled, or put by this process and still pending.
     pub(super) fn blob_row(&self, id: &BlobId) -> Result<Option<BlobRow>, StoreError> {
+        if let Some(row) = self.packs.pending(id) {
+            return Ok(Some(row));
+        }
         self.trees.blobs.get(id.0)?.map(|v| codec::decode("blob row", &v)).transpose()
     }
 
@@ -200,9 +214,12 @@ impl Store {
             return Err(StoreError::BadRange { start: range.start, end: range.end, length: row.length });
         }
         let len = end - range.start;
-        match row.inline {
-            Some(data) => Ok(BlobReader::inline(data, range.start, end)),
-            None => {
+        match row.place {
+            Place::Pack(loc) => {
+                let data = self.inner.read_packed(id, loc, row.length)?;
+                Ok(BlobReader::inline(data, range.start, end))
+            }
+            Place::File => {
                 let path = self.inner.blob_path(id);
                 let mut file = File::open(&path).map_err(|e| StoreError::io(&path, e))?;
                 file.seek(SeekFrom::Start(range.start)).map_err(|e| StoreError::io(&path, e))?;

@@ -7,11 +7,12 @@
 //! spared, and rows are removed (and flushed) before their files, so a crash in between
 //! leaves a stray file — never a row without its file.
 
+use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::blob::{BlobId, BlobRow};
+use super::blob::{BlobId, BlobRow, Place};
 use super::codec;
 use super::error::StoreError;
 use super::log::Counters;
@@ -29,14 +30,16 @@ impl Store {
     /// [`StoreError::Database`] / [`StoreError::Corrupt`].
     pub fn stats(&self) -> Result<Stats, StoreError> {
         let t = &self.inner.trees;
+        self.inner.commit_pending()?;
         let mut stats = Stats::default();
         for kv in t.blobs.iter() {
             let (_, v) = kv?;
             let row: BlobRow = codec::decode("blob row", &v)?;
             stats.blobs += 1;
             stats.stored_bytes += row.length;
-            stats.inline_blobs += u64::from(row.inline.is_some());
+            stats.packed_blobs += u64::from(matches!(row.place, Place::Pack(_)));
         }
+        stats.pack_bytes = self.inner.packs.sizes()?.iter().map(|(_, len)| len).sum();
         for kv in t.records.iter() {
             let (_, v) = kv?;
             let rec: Record = codec::decode("record", &v)?;
@@ -65,6 +68,7 @@ impl Store {
     /// removed, and the store stays consistent.
     pub fn gc(&self) -> Result<GcReport, StoreError> {
         let inner = &self.inner;
+        inner.commit_pending()?;
         inner.prune_fresh();
         let mut report = GcReport::default();
         let mut files = Vec::new();
@@ -78,7 +82,7 @@ impl Store {
                 Collected::Removed(row) => {
                     report.blobs_removed += 1;
                     report.bytes_freed += row.length;
-                    if row.inline.is_none() {
+                    if row.place == Place::File {
                         files.push(id);
                     }
                 }
@@ -93,6 +97,7 @@ impl Store {
             }
         }
         report.stray_files_removed = inner.remove_stray_files()?;
+        report.packs_rewritten = inner.compact_packs()?;
         Ok(report)
     }
 }
@@ -152,6 +157,50 @@ impl Inner {
             }
         }
         Ok(removed)
+    }
+
+    /// Rewrites every closed pack that is mostly unreferenced space (removed blobs, bytes a
+    /// crash left without a row): its live blobs are copied into the active pack, their rows
+    /// moved (synced and flushed), and only then is the old pack deleted. Returns the number
+    /// of packs rewritten.
+    fn compact_packs(&self) -> Result<u64, StoreError> {
+        let active = self.packs.active_id();
+        let mut live: HashMap<u32, u64> = HashMap::new();
+        for kv in self.trees.blobs.iter() {
+            let (_, v) = kv?;
+            let row: BlobRow = codec::decode("blob row", &v)?;
+            if let Place::Pack(loc) = row.place {
+                *live.entry(loc.pack).or_default() += row.length;
+            }
+        }
+        let doomed: Vec<u32> = self
+            .packs
+            .sizes()?
+            .into_iter()
+            .filter(|&(id, size)| id != active && live.get(&id).copied().unwrap_or(0) * 2 < size)
+            .map(|(id, _)| id)
+            .collect();
+        for &pack in &doomed {
+            self.rewrite_pack(pack)?;
+        }
+        Ok(doomed.len() as u64)
+    }
+
+    fn rewrite_pack(&self, pack: u32) -> Result<(), StoreError> {
+        {
+            let _gc = self.gc_lock.write().unwrap_or_else(|p| p.into_inner());
+            for kv in self.trees.blobs.iter() {
+                let (k, v) = kv?;
+                let row: BlobRow = codec::decode("blob row", &v)?;
+                let Ok(raw) = <[u8; 32]>::try_from(k.as_ref()) else { continue };
+                if matches!(row.place, Place::Pack(loc) if loc.pack == pack) {
+                    self.relocate(BlobId(raw), row)?;
+                }
+            }
+            self.commit_pending()?;
+        }
+        self.db.flush()?;
+        self.packs.remove(pack)
     }
 
     /// Every file under `blobs/`, with the id its name encodes (`None` for foreign names).

@@ -3,8 +3,8 @@
 //!
 //! # Architecture
 //! The harvester is the only writer and the publisher the reader; both go through [`Store`],
-//! and sled types never leave this module. Small bitstreams (≤ [`INLINE_MAX`]) live inside
-//! the database; larger ones are files under `blobs/`, named by their sha-256, because sled
+//! and sled types never leave this module. Small bitstreams (≤ [`INLINE_MAX`]) are appended
+//! to pack files (see [`pack`]); larger ones are files under `blobs/`, named by their sha-256, because sled
 //! 0.34 keeps large values resident in memory (measured: a 256 MiB blob in 1 MiB sled values
 //! costs ~270 MiB of RSS and runs at ~90–230 MB/s) — files stream at disk speed with constant
 //! memory. Everything else (records, indexes, change log, counters, source state) is sled,
@@ -17,6 +17,7 @@
 //! LOCK      held (flock) while a process has the store open
 //! db/       the sled database
 //! blobs/ab/ab12…(64 hex)   bitstreams larger than INLINE_MAX
+//! packs/00000001.pack      bitstreams up to INLINE_MAX, appended
 //! tmp/      bitstreams being written; emptied on open
 //! ```
 
@@ -28,6 +29,7 @@ mod history;
 mod log;
 mod maint;
 mod open;
+mod pack;
 mod published;
 mod record;
 mod report;
@@ -54,13 +56,14 @@ pub use state::{DocumentValidators, HarvestState, KnownCapabilities, PassCounts,
 pub use view::{AttrView, LinkView, RawRecord, RawRecordIter, RecordView, ViaView};
 pub use writer::BlobWriter;
 
-/// Bitstreams up to this many bytes are stored inside the database rather than as files: a
-/// file costs an inode, a rename and an fsync, which would dominate small metadata records.
-/// Kept small because sled 0.34 handles small values well and large ones badly.
+/// Bitstreams up to this many bytes are appended to a pack rather than stored as files of
+/// their own: a file costs an inode, a rename and two fsyncs, which would dominate small
+/// metadata records. Kept small because such content is held in memory until verified (a
+/// pack only ever receives verified content).
 pub const INLINE_MAX: usize = 8 * 1024;
 
 /// The store format this build reads and writes (the `FORMAT` file and `meta/format_version`).
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 /// An open store. Cheap to clone; all clones share one database. `Send + Sync`: the harvester
 /// may write from several threads, the publisher read from others.
@@ -105,6 +108,8 @@ struct Inner {
     unflushed: Mutex<log::Unflushed>,
     /// Names temporary files uniquely within this process.
     tmp_counter: AtomicU64,
+    /// The pack files holding small bitstreams, and the rows not yet committed to sled.
+    packs: pack::Packs,
 }
 
 impl Store {
@@ -144,16 +149,28 @@ impl Store {
     }
 
     /// Makes everything written so far durable: blob files are already synced when their put
-    /// returns, so this flushes the database and then lets readers see the change events
-    /// written by [`Store::apply_unflushed`].
+    /// returns; this syncs the active pack and commits the rows of blobs put into it, flushes
+    /// the database, and then lets readers see the change events written by
+    /// [`Store::apply_unflushed`].
     ///
     /// # Errors
-    /// [`StoreError::Database`] when the flush fails; the events stay hidden.
+    /// [`StoreError::Io`] / [`StoreError::Database`] when a sync fails; the events stay hidden.
     pub fn flush(&self) -> Result<(), StoreError> {
+        self.inner.commit_pending()?;
         let snapshot = log::snapshot(&self.inner);
         self.inner.db.flush()?;
         log::published(&self.inner, snapshot);
         Ok(())
+    }
+}
+
+impl Drop for Inner {
+    /// A store closed cleanly keeps the blobs put since the last flush, as sled keeps its rows
+    /// (sled flushes when dropped, which happens after this).
+    fn drop(&mut self) {
+        if let Err(e) = self.commit_pending() {
+            tracing::warn!(error = %e, "could not commit the last small blobs while closing the store");
+        }
     }
 }
 

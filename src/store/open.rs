@@ -32,11 +32,19 @@ pub struct StoreOptions {
     /// sled's background flush interval; `None` flushes only when asked. Durability never
     /// depends on it: [`Store::apply`](super::Store::apply) flushes before returning.
     pub flush_every_ms: Option<u64>,
+    /// A pack of small bitstreams is closed once it holds this many bytes (64 MiB). `gc`
+    /// rewrites whole packs, so this is also the unit of space it reclaims.
+    pub pack_bytes: u64,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions { create: true, cache_capacity: 64 * 1024 * 1024, flush_every_ms: Some(1000) }
+        StoreOptions {
+            create: true,
+            cache_capacity: 64 * 1024 * 1024,
+            flush_every_ms: Some(1000),
+            pack_bytes: 64 * 1024 * 1024,
+        }
     }
 }
 
@@ -77,6 +85,7 @@ pub(super) fn open(path: &Path, options: &StoreOptions) -> Result<Inner, StoreEr
         fs::create_dir_all(root.join(dir)).map_err(|e| StoreError::io(root.join(dir), e))?;
     }
     sweep_tmp(&root.join("tmp"))?;
+    let packs = super::pack::Packs::open(&root.join("packs"), options.pack_bytes)?;
     let unflushed = Mutex::new(log::Unflushed::default());
     Ok(Inner {
         root,
@@ -87,6 +96,7 @@ pub(super) fn open(path: &Path, options: &StoreOptions) -> Result<Inner, StoreEr
         gc_lock: RwLock::new(()),
         unflushed,
         tmp_counter: AtomicU64::new(0),
+        packs,
     })
 }
 

@@ -10,8 +10,8 @@ use crate::model::W3cDateTime;
 pub struct Stats {
     /// Distinct bitstreams stored.
     pub blobs: u64,
-    /// Of which stored inside the database.
-    pub inline_blobs: u64,
+    /// Of which stored in packs (the small ones).
+    pub packed_blobs: u64,
     /// Bytes of distinct bitstreams (each counted once).
     pub stored_bytes: u64,
     /// Live resource records.
@@ -24,8 +24,10 @@ pub struct Stats {
     pub sets: Vec<SetStats>,
     /// Sources with saved harvest state.
     pub sources: u64,
-    /// The database's size on disk (excluding blob files).
+    /// The database's size on disk (excluding blob files and packs).
     pub database_bytes: u64,
+    /// The packs' size on disk, including space not yet reclaimed by `gc`.
+    pub pack_bytes: u64,
 }
 
 /// One set's counters.
@@ -52,10 +54,10 @@ impl fmt::Display for Stats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "blobs:          {} ({} inline, {} files)",
+            "blobs:          {} ({} packed, {} files)",
             self.blobs,
-            self.inline_blobs,
-            self.blobs - self.inline_blobs
+            self.packed_blobs,
+            self.blobs - self.packed_blobs
         )?;
         writeln!(f, "stored bytes:   {}", self.stored_bytes)?;
         writeln!(f, "logical bytes:  {}", self.logical_bytes)?;
@@ -63,6 +65,7 @@ impl fmt::Display for Stats {
         writeln!(f, "records:        {} live, {} deleted", self.records_live, self.records_deleted)?;
         writeln!(f, "sources:        {}", self.sources)?;
         writeln!(f, "database bytes: {}", self.database_bytes)?;
+        writeln!(f, "pack bytes:     {}", self.pack_bytes)?;
         writeln!(f, "sets:           {}", self.sets.len())?;
         for s in &self.sets {
             let last = s.last_change.map_or_else(|| "-".to_owned(), |t| t.to_string());
@@ -155,12 +158,16 @@ pub struct GcReport {
     /// Unreferenced blobs kept because this process put them recently (a record is probably
     /// about to refer to them).
     pub kept_fresh: u64,
+    /// Packs that were mostly unreferenced space, rewritten (their live blobs moved to the
+    /// active pack) and deleted.
+    pub packs_rewritten: u64,
 }
 
 impl fmt::Display for GcReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "removed {} unreferenced blobs ({} bytes)", self.blobs_removed, self.bytes_freed)?;
         writeln!(f, "removed {} stray files", self.stray_files_removed)?;
-        writeln!(f, "kept {} recently stored blobs not yet referenced", self.kept_fresh)
+        writeln!(f, "kept {} recently stored blobs not yet referenced", self.kept_fresh)?;
+        writeln!(f, "rewrote {} packs that were mostly unreferenced space", self.packs_rewritten)
     }
 }

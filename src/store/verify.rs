@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::Read;
 
-use super::blob::{BlobId, BlobRow};
+use super::blob::{BlobId, BlobRow, Place};
 use super::codec;
 use super::error::StoreError;
 use super::log::{ChunkEvents, Counters, decode_event};
@@ -28,6 +28,8 @@ impl Store {
     /// Only when the database cannot be read at all; inconsistencies are reported, not errors.
     pub fn verify(&self) -> Result<VerifyReport, StoreError> {
         let inner = &self.inner;
+        // Blobs put by this process but not yet committed are checked too.
+        inner.commit_pending()?;
         let mut r = VerifyReport::default();
         let blobs = inner.verify_blobs(&mut r)?;
         inner.count_stray_files(&blobs, &mut r)?;
@@ -75,12 +77,15 @@ impl Inner {
 
     fn verify_blob(&self, id: &BlobId, row: &BlobRow, r: &mut VerifyReport) {
         let mut hashers = Hashers::with(row.md5.is_some(), row.sha1.is_some());
-        let length = match &row.inline {
-            Some(data) => {
-                hashers.update(data);
-                data.len() as u64
-            }
-            None => match hash_file(&self.blob_path(id), &mut hashers) {
+        let length = match row.place {
+            Place::Pack(loc) => match self.read_packed(id, loc, row.length) {
+                Ok(data) => {
+                    hashers.update(&data);
+                    data.len() as u64
+                }
+                Err(e) => return r.problem("blob", id.to_hex(), format!("pack unreadable: {e}")),
+            },
+            Place::File => match hash_file(&self.blob_path(id), &mut hashers) {
                 Ok(n) => n,
                 Err(e) => return r.problem("blob", id.to_hex(), format!("file unreadable: {e}")),
             },

@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use sha2::Digest as _;
 
-use super::blob::{BlobId, BlobInfo, BlobRow, Expected};
+use super::blob::{BlobId, BlobInfo, BlobRow, Expected, Place};
 use super::codec;
 use super::error::StoreError;
 use super::open::sync_dir;
@@ -313,10 +313,13 @@ impl BlobWriter {
             md5: digests.md5,
             sha1: digests.sha1,
             created: crate::model::W3cDateTime::now().unix_timestamp(),
-            inline: None,
+            place: Place::File,
         };
         let result = match self.spill.take() {
-            None => self.commit_inline(id, row),
+            None => {
+                let small = std::mem::take(&mut self.small);
+                self.inner.put_packed(id, row, &small)
+            }
             Some(spill) => self.commit_file(id, row, spill),
         };
         self.discard();
@@ -343,16 +346,6 @@ impl BlobWriter {
             }
         }
         Ok(())
-    }
-
-    fn commit_inline(&mut self, id: BlobId, mut row: BlobRow) -> Result<BlobInfo, StoreError> {
-        row.inline = Some(std::mem::take(&mut self.small));
-        let _gc = self.inner.gc_lock.read().unwrap_or_else(|p| p.into_inner());
-        let value = codec::encode(&row)?;
-        match self.inner.trees.blobs.compare_and_swap(id.0, None as Option<&[u8]>, Some(value))? {
-            Ok(()) => Ok(row.info(id, false)),
-            Err(_) => self.inner.merge_digests(id, &row),
-        }
     }
 
     fn commit_file(&mut self, id: BlobId, row: BlobRow, spill: Spill) -> Result<BlobInfo, StoreError> {
@@ -408,7 +401,7 @@ impl Inner {
     }
 
     /// Deduplicated put: keep the stored row, adding any digest it lacked.
-    fn merge_digests(&self, id: BlobId, new: &BlobRow) -> Result<BlobInfo, StoreError> {
+    pub(super) fn merge_digests(&self, id: BlobId, new: &BlobRow) -> Result<BlobInfo, StoreError> {
         let Some(old_bytes) = self.trees.blobs.get(id.0)? else {
             return Err(StoreError::BlobNotFound(id.to_hex()));
         };

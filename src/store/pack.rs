@@ -1,0 +1,257 @@
+//! Packs: small bitstreams (≤ [`INLINE_MAX`](super::INLINE_MAX)) appended to a few large files
+//! instead of stored in sled rows.
+//!
+//! Why: sled 0.34 copies a leaf on every write and keeps what it wrote resident; with 2 KiB
+//! bitstreams inside rows, most of the bytes sled copied, logged and held in memory were
+//! content, not metadata (see docs/STORE.md, "Small bitstreams live in packs"). A pack is an
+//! append-only file `packs/<n>.pack`; a blob row says which pack and where. Reads are one
+//! `pread`.
+//!
+//! Crash and power-loss safety rest on one rule: **a row pointing into a pack is written to
+//! sled only after the pack bytes it points at are synced.** A put appends the bytes and keeps
+//! the row *pending* in memory (readers of this process see it there); [`Inner::commit_pending`]
+//! syncs the pack once and writes every pending row, and runs before each batch and each
+//! flush. So no record can refer to a blob whose row is not in sled, and no row in sled can
+//! point at bytes a power cut could lose. A crash loses only pending rows, whose bytes become
+//! unreferenced space that `gc` reclaims when it rewrites a mostly-dead pack.
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde::{Deserialize, Serialize};
+
+use super::blob::{BlobId, BlobInfo, BlobRow, Place};
+use super::codec;
+use super::error::StoreError;
+use super::open::sync_dir;
+use super::table::Overlay;
+use super::{Inner, Trees};
+
+/// Where a packed blob's bytes are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct PackLoc {
+    pub(super) pack: u32,
+    pub(super) offset: u64,
+}
+
+/// The pack files of one store.
+pub(super) struct Packs {
+    dir: PathBuf,
+    /// A pack is closed and the next one started once it holds this many bytes; `gc` rewrites
+    /// whole packs, so this bounds the work (and the temporary extra space) of reclaiming one.
+    roll_at: u64,
+    active: Mutex<Active>,
+    /// Read handles by pack number, opened on first use.
+    readers: Mutex<HashMap<u32, Arc<File>>>,
+}
+
+/// The pack being appended to, and the rows whose bytes it holds but sled does not yet.
+struct Active {
+    id: u32,
+    file: Arc<File>,
+    len: u64,
+    /// Bytes written since the last sync.
+    dirty: bool,
+    pending: HashMap<BlobId, BlobRow>,
+}
+
+impl Packs {
+    /// Opens `dir` (creating it), appending to the highest-numbered pack. Bytes a crash left at
+    /// its end without a row are unreferenced space, reclaimed by `gc`.
+    pub(super) fn open(dir: &Path, roll_at: u64) -> Result<Packs, StoreError> {
+        fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, e))?;
+        let existing = list(dir)?.into_iter().map(|(id, _)| id).max();
+        let id = existing.unwrap_or(1);
+        let (file, len) = open_for_append(dir, id)?;
+        if existing.is_none() {
+            sync_dir(dir).map_err(|e| StoreError::io(dir, e))?;
+        }
+        let active = Active { id, file: Arc::new(file), len, dirty: false, pending: HashMap::new() };
+        Ok(Packs {
+            dir: dir.to_path_buf(),
+            roll_at: roll_at.max(1),
+            active: Mutex::new(active),
+            readers: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Active> {
+        self.active.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The row of a blob put but not yet committed to sled.
+    pub(super) fn pending(&self, id: &BlobId) -> Option<BlobRow> {
+        self.lock().pending.get(id).cloned()
+    }
+
+    /// Reads a packed blob's `len` bytes.
+    pub(super) fn read(&self, loc: PackLoc, len: u64) -> io::Result<Vec<u8>> {
+        let file = self.reader(loc.pack)?;
+        let mut buf = vec![0; usize::try_from(len).map_err(io::Error::other)?];
+        file.read_exact_at(&mut buf, loc.offset).map_err(|e| {
+            if e.kind() == io::ErrorKind::UnexpectedEof {
+                io::Error::new(e.kind(), format!("pack {} is shorter than its rows say", loc.pack))
+            } else {
+                e
+            }
+        })?;
+        Ok(buf)
+    }
+
+    fn reader(&self, pack: u32) -> io::Result<Arc<File>> {
+        let mut readers = self.readers.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(f) = readers.get(&pack) {
+            return Ok(Arc::clone(f));
+        }
+        let file = Arc::new(File::open(pack_path(&self.dir, pack))?);
+        readers.insert(pack, Arc::clone(&file));
+        Ok(file)
+    }
+
+    /// Every pack file with its size.
+    pub(super) fn sizes(&self) -> Result<Vec<(u32, u64)>, StoreError> {
+        list(&self.dir)
+    }
+
+    pub(super) fn active_id(&self) -> u32 {
+        self.lock().id
+    }
+
+    /// Deletes a pack no row refers to any more.
+    pub(super) fn remove(&self, pack: u32) -> Result<(), StoreError> {
+        self.readers.lock().unwrap_or_else(|p| p.into_inner()).remove(&pack);
+        let path = pack_path(&self.dir, pack);
+        match fs::remove_file(&path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(StoreError::io(&path, e)),
+            _ => sync_dir(&self.dir).map_err(|e| StoreError::io(&self.dir, e)),
+        }
+    }
+
+    pub(super) fn path(&self, pack: u32) -> PathBuf {
+        pack_path(&self.dir, pack)
+    }
+}
+
+impl Inner {
+    /// Stores a verified small blob: appends it to the active pack and keeps its row pending.
+    /// Identical content already stored (or pending) is not written again.
+    pub(super) fn put_packed(&self, id: BlobId, mut row: BlobRow, data: &[u8]) -> Result<BlobInfo, StoreError> {
+        let _gc = self.gc_lock.read().unwrap_or_else(|p| p.into_inner());
+        let mut active = self.packs.lock();
+        if let Some(pending) = active.pending.get_mut(&id) {
+            pending.md5 = pending.md5.or(row.md5);
+            pending.sha1 = pending.sha1.or(row.sha1);
+            return Ok(pending.info(id, true));
+        }
+        if self.trees.blobs.contains_key(id.0)? {
+            drop(active);
+            return self.merge_digests(id, &row);
+        }
+        self.append(&mut active, id, &mut row, data)?;
+        Ok(row.info(id, false))
+    }
+
+    /// Appends `data` to the active pack (rolling to a new one when it is full) and makes `row`
+    /// pending, pointing at it.
+    fn append(&self, active: &mut Active, id: BlobId, row: &mut BlobRow, data: &[u8]) -> Result<(), StoreError> {
+        if active.len >= self.packs.roll_at {
+            self.roll(active)?;
+        }
+        let path = self.packs.path(active.id);
+        // A failed write (a full disk) leaves bytes past `len` that the next append overwrites.
+        active.file.write_all_at(data, active.len).map_err(|e| StoreError::io(&path, e))?;
+        row.place = Place::Pack(PackLoc { pack: active.id, offset: active.len });
+        active.len += data.len() as u64;
+        active.dirty = true;
+        active.pending.insert(id, row.clone());
+        Ok(())
+    }
+
+    /// Closes the active pack (its pending rows committed) and starts the next.
+    fn roll(&self, active: &mut Active) -> Result<(), StoreError> {
+        commit_locked(&self.trees, &self.packs, active)?;
+        let next = active.id + 1;
+        let (file, len) = open_for_append(&self.packs.dir, next)?;
+        sync_dir(&self.packs.dir).map_err(|e| StoreError::io(&self.packs.dir, e))?;
+        *active = Active { id: next, file: Arc::new(file), len, dirty: false, pending: HashMap::new() };
+        Ok(())
+    }
+
+    /// Syncs the active pack and writes every pending row to sled (not flushed: the caller's
+    /// batch or flush follows). Cheap when nothing is pending.
+    pub(super) fn commit_pending(&self) -> Result<(), StoreError> {
+        commit_locked(&self.trees, &self.packs, &mut self.packs.lock())
+    }
+
+    /// Reads a packed blob, following it once if `gc` moved it between reading its row and
+    /// opening its pack.
+    pub(super) fn read_packed(&self, id: &BlobId, loc: PackLoc, len: u64) -> Result<Vec<u8>, StoreError> {
+        match self.packs.read(loc, len) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => match self.blob_row(id)?.map(|r| r.place) {
+                Some(Place::Pack(moved)) if moved != loc => {
+                    self.packs.read(moved, len).map_err(|e| StoreError::io(self.packs.path(moved.pack), e))
+                }
+                _ => Err(StoreError::io(self.packs.path(loc.pack), e)),
+            },
+            r => r.map_err(|e| StoreError::io(self.packs.path(loc.pack), e)),
+        }
+    }
+
+    /// Copies a blob still in an old pack into the active one; its row moves when pending rows
+    /// are next committed. The caller holds the gc lock for writing, so no put or batch runs.
+    pub(super) fn relocate(&self, id: BlobId, mut row: BlobRow) -> Result<(), StoreError> {
+        let Place::Pack(loc) = row.place else { return Ok(()) };
+        let data = self.read_packed(&id, loc, row.length)?;
+        let mut active = self.packs.lock();
+        self.append(&mut active, id, &mut row, &data)
+    }
+}
+
+fn commit_locked(trees: &Trees, packs: &Packs, active: &mut Active) -> Result<(), StoreError> {
+    if active.pending.is_empty() {
+        return Ok(());
+    }
+    if active.dirty {
+        active.file.sync_data().map_err(|e| StoreError::io(packs.path(active.id), e))?;
+        active.dirty = false;
+    }
+    let mut w = Overlay::default();
+    for (id, row) in &active.pending {
+        w.insert(&trees.blobs, &id.0, codec::encode(row)?);
+    }
+    w.commit(&trees.main)?;
+    active.pending.clear();
+    Ok(())
+}
+
+fn pack_path(dir: &Path, pack: u32) -> PathBuf {
+    dir.join(format!("{pack:08}.pack"))
+}
+
+fn open_for_append(dir: &Path, id: u32) -> Result<(File, u64), StoreError> {
+    let path = pack_path(dir, id);
+    let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path);
+    let file = file.map_err(|e| StoreError::io(&path, e))?;
+    let len = file.metadata().map_err(|e| StoreError::io(&path, e))?.len();
+    Ok((file, len))
+}
+
+/// `(number, size)` of every `<n>.pack` in `dir`; other names are ignored.
+fn list(dir: &Path) -> Result<Vec<(u32, u64)>, StoreError> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir).map_err(|e| StoreError::io(dir, e))? {
+        let entry = entry.map_err(|e| StoreError::io(dir, e))?;
+        let name = entry.file_name();
+        let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".pack")).and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let len = entry.metadata().map_err(|e| StoreError::io(entry.path(), e))?.len();
+        out.push((id, len));
+    }
+    out.sort_unstable();
+    Ok(out)
+}
