@@ -172,8 +172,10 @@ impl Store {
         let _gc = inner.gc_lock.read().unwrap_or_else(|p| p.into_inner());
         let mut unflushed = inner.unflushed.lock().unwrap_or_else(|p| p.into_inner());
         let t = &inner.trees;
-        let mut tx =
-            Tx { t, w: Overlay::default(), counters: HashMap::new(), chunks: HashMap::new(), now: W3cDateTime::now() };
+        // Up to seven rows per op: the record, three index entries and their removal on an
+        // update, one history row; chunks and counters are per set.
+        let w = Overlay::with_capacity(batch.ops.len() * 7 + 8);
+        let mut tx = Tx { t, w, counters: HashMap::new(), chunks: HashMap::new(), now: W3cDateTime::now() };
         let applied = tx.run(&batch.ops)?;
         if let Some((id, s)) = &batch.state {
             tx.w.insert(&t.sources, id.as_bytes(), state::encode(s)?);

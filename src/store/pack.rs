@@ -219,7 +219,7 @@ fn commit_locked(trees: &Trees, packs: &Packs, active: &mut Active) -> Result<()
         active.file.sync_data().map_err(|e| StoreError::io(packs.path(active.id), e))?;
         active.dirty = false;
     }
-    let mut w = Overlay::default();
+    let mut w = Overlay::with_capacity(active.pending.len());
     for (id, row) in &active.pending {
         w.insert(&trees.blobs, &id.0, codec::encode(row)?);
     }

@@ -118,6 +118,11 @@ pub(super) struct Overlay {
 }
 
 impl Overlay {
+    /// An overlay expecting about `writes` writes, so a large batch does not rehash as it grows.
+    pub(super) fn with_capacity(writes: usize) -> Self {
+        Overlay { writes: HashMap::with_capacity(writes) }
+    }
+
     pub(super) fn get(&self, table: &Table, key: &[u8]) -> sled::Result<Option<IVec>> {
         match self.writes.get(&table.key(key)) {
             Some(v) => Ok(v.as_deref().map(IVec::from)),
