@@ -10,7 +10,7 @@
 #
 #   scripts/bench-publish.sh [RESOURCES] [RUNS]
 #
-# Environment: CACHE_MB (the store's page cache, default 64), NO_LINKS=1 (republish no inherited
+# Environment: CACHE_MB (the store's page cache, default 128), NO_LINKS=1 (republish no inherited
 # links), EVENTS (Change List size, default 1000), WALK_ONLY=1 (skip wrk), PORT (18080).
 #
 # Needs curl and wrk (Debian: apt-get install -y wrk). The store is filled once per

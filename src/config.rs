@@ -57,7 +57,7 @@ pub struct Aggregator {
     pub data_dir: PathBuf,
     /// Sent with every request; contains a contact URL or e-mail address.
     pub user_agent: String,
-    /// The store's sled page cache in MiB (`store_cache_mb`; 1–65536, default 64). sled's
+    /// The store's sled page cache in MiB (`store_cache_mb`; 1–65536, default 128). sled's
     /// memory use is a multiple of it; publishing large lists runs faster with more.
     pub store_cache_mb: u32,
 }

@@ -233,7 +233,7 @@ fn validate_aggregator(agg: &Spanned<RawAggregator>, at: &Locator<'_>) -> Result
 /// sled's page cache by default: enough for a harvest's working set while keeping the
 /// harvester's peak RSS under 100 MiB; publishing large Resource Lists gains from more (see
 /// docs/STORE.md).
-const DEFAULT_STORE_CACHE_MB: u32 = 64;
+const DEFAULT_STORE_CACHE_MB: u32 = 128;
 
 const USER_AGENT_HELP: &str = "[aggregator] needs user_agent with a contact URL or e-mail address, e.g. \
      \"Tributary/0.1 (+mailto:ops@example.org)\": upstream operators must be able to reach whoever runs this harvester";

@@ -41,7 +41,7 @@ impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions {
             create: true,
-            cache_capacity: 64 * 1024 * 1024,
+            cache_capacity: 128 * 1024 * 1024,
             flush_every_ms: Some(1000),
             pack_bytes: 64 * 1024 * 1024,
         }
