@@ -4,12 +4,12 @@
 //! # Architecture
 //! The harvester is the only writer and the publisher the reader; both go through [`Store`],
 //! and sled types never leave this module. Small bitstreams (≤ [`INLINE_MAX`]) are appended
-//! to pack files (see [`pack`]); larger ones are files under `blobs/`, named by their sha-256, because sled
-//! 0.34 keeps large values resident in memory (measured: a 256 MiB blob in 1 MiB sled values
-//! costs ~270 MiB of RSS and runs at ~90–230 MB/s) — files stream at disk speed with constant
-//! memory. Everything else (records, indexes, change log, counters, source state) is sled,
-//! updated in one sled transaction per [`Batch`] so a crash never separates a record from its
-//! change events. This module must not depend on the harvester, the publisher or tokio.
+//! to pack files (see [`pack`]); larger ones are files under `blobs/`, named by their sha-256,
+//! because sled 0.34 keeps large values resident in memory (measured: a 256 MiB blob in 1 MiB
+//! sled values costs ~270 MiB of RSS and runs at ~90–230 MB/s) — files stream at disk speed
+//! with constant memory. Everything else (records, indexes, change log, counters, source
+//! state) is sled, written in one atomic sled batch per [`Batch`] so a crash never separates a
+//! record from its change events. This module must not depend on the harvester, the publisher or tokio.
 //!
 //! # Layout of a store directory
 //! ```text
