@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::store::{Applied, Batch, NewRecord, Outcome, SourceState, Store, StoreError};
+use super::report::SourceReport;
+use crate::store::{Applied, Batch, NewRecord, SourceState, Store, StoreError};
 
 /// Records per applied batch.
 pub(crate) const BATCH: usize = 1000;
@@ -33,27 +34,6 @@ pub(crate) enum Msg {
     Finish { deletes: Vec<String>, state: Box<SourceState> },
 }
 
-/// Store outcomes of one pass.
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct Tally {
-    pub(crate) created: u64,
-    pub(crate) updated: u64,
-    pub(crate) deleted: u64,
-}
-
-impl Tally {
-    fn add(&mut self, applied: &Applied) {
-        for op in &applied.ops {
-            match op.outcome {
-                Outcome::Created => self.created += 1,
-                Outcome::Updated => self.updated += 1,
-                Outcome::Deleted => self.deleted += 1,
-                Outcome::Unchanged => {}
-            }
-        }
-    }
-}
-
 /// Applies `batch` on a blocking thread (a commit may fsync), for the steps that commit one
 /// batch at a time rather than through a committer.
 pub(crate) async fn apply_blocking(store: &Store, batch: Batch) -> Result<Applied, super::daemon::HarvestError> {
@@ -66,7 +46,7 @@ pub(crate) fn spawn(
     store: Store,
     source: String,
     sets: Vec<String>,
-) -> (mpsc::Sender<Msg>, JoinHandle<Result<Tally, StoreError>>) {
+) -> (mpsc::Sender<Msg>, JoinHandle<Result<SourceReport, StoreError>>) {
     let (tx, rx) = mpsc::channel(BATCH * 2);
     (tx, tokio::spawn(run(store, source, sets, rx)))
 }
@@ -76,8 +56,9 @@ async fn run(
     source: String,
     sets: Vec<String>,
     mut rx: mpsc::Receiver<Msg>,
-) -> Result<Tally, StoreError> {
-    let mut tally = Tally::default();
+) -> Result<SourceReport, StoreError> {
+    // Only the created / updated / deleted counts are filled in.
+    let mut tally = SourceReport::default();
     let mut batch = Batch::new();
     let mut inflight: Option<JoinHandle<Result<Applied, StoreError>>> = None;
     let mut last_flush = Instant::now();
@@ -129,16 +110,16 @@ async fn run(
     }
     wait(&mut inflight, &mut tally).await?;
     // Also flushes any batch applied unflushed above.
-    tally.add(&blocking_apply(&store, batch).await?);
+    tally.count_applied(&blocking_apply(&store, batch).await?);
     Ok(tally)
 }
 
 async fn wait(
     inflight: &mut Option<JoinHandle<Result<Applied, StoreError>>>,
-    tally: &mut Tally,
+    tally: &mut SourceReport,
 ) -> Result<(), StoreError> {
     if let Some(h) = inflight.take() {
-        tally.add(&h.await.map_err(join_error)??);
+        tally.count_applied(&h.await.map_err(join_error)??);
     }
     Ok(())
 }
