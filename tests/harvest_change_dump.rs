@@ -185,9 +185,9 @@ impl Harness {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn follows_change_dump_packages_applies_each_change_once_and_falls_back_to_the_change_list() {
-    let site = Arc::new(Mutex::new(Site::default()));
+/// Serves `site` on 127.0.0.1; returns the server and its base URL (no trailing slash), which
+/// the documents it serves need to name their own URIs.
+async fn start(site: &Arc<Mutex<Site>>) -> (Upstream, String) {
     let base_cell: Arc<Mutex<String>> = Arc::default();
     let (s2, b2) = (site.clone(), base_cell.clone());
     let up = Upstream::start(move |hit, _| {
@@ -197,6 +197,13 @@ async fn follows_change_dump_packages_applies_each_change_once_and_falls_back_to
     .await;
     let base = up.url("/").as_str().trim_end_matches('/').to_owned();
     *base_cell.lock().unwrap() = base.clone();
+    (up, base)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follows_change_dump_packages_applies_each_change_once_and_falls_back_to_the_change_list() {
+    let site = Arc::new(Mutex::new(Site::default()));
+    let (up, base) = start(&site).await;
     {
         let mut s = site.lock().unwrap();
         for p in ["/a", "/b", "/c"] {
@@ -282,15 +289,7 @@ async fn follows_change_dump_packages_applies_each_change_once_and_falls_back_to
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_source_with_change_dumps_but_no_change_list_is_followed_through_its_packages() {
     let site = Arc::new(Mutex::new(Site { no_change_list: true, ..Site::default() }));
-    let base_cell: Arc<Mutex<String>> = Arc::default();
-    let (s2, b2) = (site.clone(), base_cell.clone());
-    let up = Upstream::start(move |hit, _| {
-        let base = b2.lock().unwrap().clone();
-        serve(&s2, &base, &hit.path)
-    })
-    .await;
-    let base = up.url("/").as_str().trim_end_matches('/').to_owned();
-    *base_cell.lock().unwrap() = base.clone();
+    let (up, base) = start(&site).await;
     {
         let mut s = site.lock().unwrap();
         for p in ["/a", "/b"] {
