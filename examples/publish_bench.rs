@@ -55,7 +55,9 @@ fn fill(dir: &str, base: &str, n: usize, size: usize) -> Result<(), Box<dyn Erro
                     origin: upstream.clone(),
                     upstream: upstream.clone(),
                     sha256: info.id,
-                    declared: HashList::default(),
+                    // What the harvester records for an entry of a Source that is not an
+                    // aggregator: `via` repeats the entry's own lastmod, hash, length and type.
+                    declared: hash.clone(),
                     media_type: Some("application/xml".into()),
                     lastmod: modified,
                     via: Via { modified, hash, length: Some(size as u64), media_type: Some("application/xml".into()) },

@@ -9,7 +9,7 @@ use std::io::{self, Read};
 
 use store_util::{bytes, put, record, reopen, temp_store};
 use tributary::model::{Change, HashAlgorithm, HashList};
-use tributary::store::{Batch, Expected, INLINE_MAX, Outcome, SourceState, Store, StoreError, StoreOptions};
+use tributary::store::{Batch, Expected, INLINE_MAX, NewRecord, Outcome, SourceState, Store, StoreError, StoreOptions};
 
 fn read_all(mut r: impl Read) -> Vec<u8> {
     let mut v = Vec::new();
@@ -280,6 +280,37 @@ fn provenance_indexes_follow_updates_and_deletes() {
     store.apply(Batch::new().delete(&["s"], uri)).unwrap();
     assert!(store.uris_by_sha256(&b).unwrap().is_empty());
     assert!(store.uri_by_upstream("http://upstream.test/p").unwrap().is_none());
+    assert!(store.verify().unwrap().is_clean());
+}
+
+/// A record fetched from its origin has no `by_upstream` row of its own (the origin index
+/// stands in for it); lookups by upstream URI must not notice.
+#[test]
+fn records_fetched_from_their_origin_are_found_by_upstream_uri() {
+    let (_dir, store) = temp_store();
+    let (a, b) = (put(&store, b"a"), put(&store, b"b"));
+    let direct =
+        |uri: &str, origin: &str, sha| NewRecord { origin: origin.into(), upstream: origin.into(), ..record(uri, sha) };
+    let (x, y) = ("http://tributary.test/x", "http://tributary.test/y");
+    store.apply(Batch::new().upsert(&["s"], direct(x, "http://origin.test/x", a))).unwrap();
+    assert_eq!(store.uri_by_upstream("http://origin.test/x").unwrap().as_deref(), Some(x));
+    assert_eq!(store.record(x).unwrap().unwrap().upstream, "http://origin.test/x");
+    assert!(store.uri_by_upstream("http://origin.test/").unwrap().is_none(), "a prefix is not a match");
+
+    // Another record harvested through an aggregator from that same URI takes precedence.
+    let via_aggregator = NewRecord { upstream: "http://origin.test/x".into(), ..record(y, b) };
+    store.apply(Batch::new().upsert(&["s"], via_aggregator)).unwrap();
+    assert_eq!(store.uri_by_upstream("http://origin.test/x").unwrap().as_deref(), Some(y));
+    store.apply(Batch::new().delete(&["s"], y)).unwrap();
+    assert_eq!(store.uri_by_upstream("http://origin.test/x").unwrap().as_deref(), Some(x));
+
+    // Moving to another origin moves the lookup with it; deleting ends it.
+    store.apply(Batch::new().upsert(&["s"], direct(x, "http://origin.test/moved", a))).unwrap();
+    assert!(store.uri_by_upstream("http://origin.test/x").unwrap().is_none());
+    assert_eq!(store.uri_by_upstream("http://origin.test/moved").unwrap().as_deref(), Some(x));
+    assert!(store.verify().unwrap().is_clean());
+    store.apply(Batch::new().delete(&["s"], x)).unwrap();
+    assert!(store.uri_by_upstream("http://origin.test/moved").unwrap().is_none());
     assert!(store.verify().unwrap().is_clean());
 }
 

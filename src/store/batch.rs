@@ -16,6 +16,7 @@ use super::error::StoreError;
 use super::history;
 use super::log::{ChunkBuf, Counters, Event, event_key};
 use super::record::{NewRecord, Record, keys};
+use super::row;
 use super::state::{self, SourceState};
 use super::table::Overlay;
 use super::{Inner, Store, Trees};
@@ -216,7 +217,7 @@ impl Tx<'_> {
     }
 
     fn old_record(&self, uri: &str) -> Result<Option<Record>, StoreError> {
-        self.w.get(&self.t.records, uri.as_bytes())?.map(|v| codec::decode("record", &v)).transpose()
+        self.w.get(&self.t.records, uri.as_bytes())?.map(|v| row::decode(uri.as_bytes(), &v)).transpose()
     }
 
     fn blob_head(&self, uri: &str, sha: &BlobId) -> Result<BlobHead, StoreError> {
@@ -257,7 +258,7 @@ impl Tx<'_> {
         self.index(&rec);
         self.count_live(live_old.as_ref().map(|o| o.sets.as_slice()), Some(sets))?;
         let events = self.append_events(sets, &rec, change)?;
-        self.w.insert(&self.t.records, rec.uri.as_bytes(), codec::encode(&rec)?);
+        self.w.insert(&self.t.records, rec.uri.as_bytes(), row::encode(&rec)?);
         Ok(OpResult { uri: rec.uri, outcome, events })
     }
 
@@ -272,25 +273,29 @@ impl Tx<'_> {
         let events = self.append_events(sets, &rec, Change::Deleted)?;
         rec.deleted = Some(self.now);
         rec.changed = self.now;
-        self.w.insert(&self.t.records, uri.as_bytes(), codec::encode(&rec)?);
+        self.w.insert(&self.t.records, uri.as_bytes(), row::encode(&rec)?);
         Ok(OpResult { uri: uri.to_owned(), outcome: Outcome::Deleted, events })
     }
 
     fn index(&mut self, rec: &Record) {
         let t = self.t;
-        self.w.insert(&t.by_origin, &keys::by_origin(&rec.origin, &rec.uri), Vec::new());
+        self.w.insert(&t.by_origin, &keys::by_origin(&rec.origin, &rec.uri), keys::by_origin_value(rec));
         self.w.insert(&t.by_sha, &keys::by_sha(&rec.sha256, &rec.uri), Vec::new());
-        self.w.insert(&t.by_upstream, rec.upstream.as_bytes(), rec.uri.clone().into_bytes());
+        if let Some(upstream) = row::upstream_row(rec) {
+            self.w.insert(&t.by_upstream, upstream.as_bytes(), rec.uri.clone().into_bytes());
+        }
     }
 
     fn unindex(&mut self, rec: &Record) -> Result<(), StoreError> {
         let t = self.t;
         self.w.remove(&t.by_origin, &keys::by_origin(&rec.origin, &rec.uri));
         self.w.remove(&t.by_sha, &keys::by_sha(&rec.sha256, &rec.uri));
-        // Another record may have claimed the upstream URI since; only remove our own entry.
-        let owner = self.w.get(&t.by_upstream, rec.upstream.as_bytes())?;
-        if owner.is_some_and(|v| v.as_ref() == rec.uri.as_bytes()) {
-            self.w.remove(&t.by_upstream, rec.upstream.as_bytes());
+        if let Some(upstream) = row::upstream_row(rec) {
+            // Another record may have claimed the upstream URI since; only remove our own entry.
+            let owner = self.w.get(&t.by_upstream, upstream.as_bytes())?;
+            if owner.is_some_and(|v| v.as_ref() == rec.uri.as_bytes()) {
+                self.w.remove(&t.by_upstream, upstream.as_bytes());
+            }
         }
         Ok(())
     }

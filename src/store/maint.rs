@@ -18,6 +18,7 @@ use super::error::StoreError;
 use super::log::Counters;
 use super::record::Record;
 use super::report::{GcReport, SetStats, Stats};
+use super::row;
 use super::{Inner, Store};
 
 /// How long a blob put by this process is protected from gc while no record refers to it.
@@ -41,8 +42,8 @@ impl Store {
         }
         stats.pack_bytes = self.inner.packs.sizes()?.iter().map(|(_, len)| len).sum();
         for kv in t.records.iter() {
-            let (_, v) = kv?;
-            let rec: Record = codec::decode("record", &v)?;
+            let (k, v) = kv?;
+            let rec: Record = row::decode(&k, &v)?;
             if rec.is_deleted() {
                 stats.records_deleted += 1;
             } else {

@@ -7,6 +7,11 @@
 //! Tributary URIs, upstream URI → Tributary URI. They are maintained only by [`super::batch`],
 //! inside the same transaction as the record.
 //!
+//! A record fetched straight from its origin (upstream = origin, every Source that is not an
+//! aggregator) has no `by_upstream` row: its `by_origin` row's value is [`keys::FROM_ORIGIN`]
+//! instead, which saves sled one row per record and per write. Looking up an upstream URI is
+//! then a point read and, when that misses, a prefix scan of the origin index.
+//!
 //! The sha-256 index lists live records only; it doubles as the blob reference count (a blob
 //! with no entry is unreferenced and gc may collect it). Deleted records keep their digests
 //! for history and for the `deleted` change entry.
@@ -15,8 +20,9 @@ use serde::{Deserialize, Serialize};
 
 use super::Store;
 use super::blob::BlobId;
-use super::codec::{self, hashes, links, pair_prefix, w3c, w3c_opt};
+use super::codec::{self, hashes, pair_prefix, w3c_opt};
 use super::error::StoreError;
+use super::row;
 use super::table::TableIter;
 use crate::model::{HashList, Link, W3cDateTime};
 
@@ -62,8 +68,8 @@ pub struct NewRecord {
     pub links: Vec<Link>,
 }
 
-/// A stored resource record.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A stored resource record (its stored form is [`super::row`]'s).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
     /// Tributary's URI for the resource.
     pub uri: String,
@@ -82,23 +88,18 @@ pub struct Record {
     /// Length in bytes.
     pub length: u64,
     /// The upstream's declared hashes.
-    #[serde(with = "hashes")]
     pub declared: HashList,
     /// Media type.
     pub media_type: Option<String>,
     /// The upstream's `lastmod`.
-    #[serde(with = "w3c_opt")]
     pub lastmod: Option<W3cDateTime>,
     /// `via` link attributes.
     pub via: Via,
     /// Inherited links.
-    #[serde(with = "links")]
     pub links: Vec<Link>,
     /// When Tributary recorded the deletion; `None` for a live resource.
-    #[serde(with = "w3c_opt")]
     pub deleted: Option<W3cDateTime>,
     /// When Tributary last changed this record (its own clock).
-    #[serde(with = "w3c")]
     pub changed: W3cDateTime,
 }
 
@@ -123,6 +124,14 @@ pub(super) mod keys {
         codec::pair_key(origin.as_bytes(), uri.as_bytes())
     }
 
+    /// The value of a `by_origin` row whose record was fetched from the origin itself.
+    pub(in super::super) const FROM_ORIGIN: &[u8] = &[1];
+
+    /// The value of `rec`'s `by_origin` row.
+    pub(in super::super) fn by_origin_value(rec: &Record) -> Vec<u8> {
+        if row::upstream_row(rec).is_none() { FROM_ORIGIN.to_vec() } else { Vec::new() }
+    }
+
     pub(in super::super) fn by_sha(sha: &BlobId, uri: &str) -> Vec<u8> {
         let mut key = Vec::with_capacity(32 + uri.len());
         key.extend_from_slice(&sha.0);
@@ -137,7 +146,7 @@ impl Store {
     /// # Errors
     /// [`StoreError::Database`] / [`StoreError::Corrupt`].
     pub fn record(&self, uri: &str) -> Result<Option<Record>, StoreError> {
-        self.inner.trees.records.get(uri.as_bytes())?.map(|v| codec::decode("record", &v)).transpose()
+        self.inner.trees.records.get(uri.as_bytes())?.map(|v| row::decode(uri.as_bytes(), &v)).transpose()
     }
 
     /// Every record, live and deleted, in URI order, streamed.
@@ -187,12 +196,25 @@ impl Store {
         suffixes(self.inner.trees.by_sha.scan_prefix(sha.0), 32)
     }
 
-    /// The Tributary URI of the live record fetched from `upstream`.
+    /// The Tributary URI of the live record fetched from `upstream`. When several are (two
+    /// sources listing one URI), one fetched through an aggregator wins, then the first in URI
+    /// order.
     ///
     /// # Errors
     /// [`StoreError::Database`] / [`StoreError::Corrupt`].
     pub fn uri_by_upstream(&self, upstream: &str) -> Result<Option<String>, StoreError> {
-        self.inner.trees.by_upstream.get(upstream.as_bytes())?.map(|v| utf8("upstream index", &v)).transpose()
+        let t = &self.inner.trees;
+        if let Some(v) = t.by_upstream.get(upstream.as_bytes())? {
+            return utf8("upstream index", &v).map(Some);
+        }
+        let prefix = pair_prefix(upstream.as_bytes());
+        for kv in t.by_origin.scan_prefix(&prefix) {
+            let (k, v) = kv?;
+            if v.as_ref() == keys::FROM_ORIGIN {
+                return utf8("index key", &k[prefix.len()..]).map(Some);
+            }
+        }
+        Ok(None)
     }
 }
 
@@ -227,7 +249,7 @@ impl Iterator for RecordIter {
 
     fn next(&mut self) -> Option<Self::Item> {
         let item = self.iter.next()?;
-        Some(item.map_err(StoreError::from).and_then(|(_, v)| codec::decode("record", &v)))
+        Some(item.map_err(StoreError::from).and_then(|(k, v)| row::decode(&k, &v)))
     }
 }
 

@@ -14,6 +14,7 @@ use super::error::StoreError;
 use super::log::{ChunkEvents, Counters, decode_event};
 use super::record::{Record, keys};
 use super::report::VerifyReport;
+use super::row;
 use super::writer::Hashers;
 use super::{Inner, Store};
 use crate::model::W3cDateTime;
@@ -126,7 +127,7 @@ impl Inner {
         for kv in self.trees.records.iter() {
             let (k, v) = kv?;
             let key = String::from_utf8_lossy(&k).into_owned();
-            let rec: Record = match codec::decode("record", &v) {
+            let rec: Record = match row::decode(&k, &v) {
                 Ok(rec) => rec,
                 Err(e) => {
                     r.problem("record", key, e.to_string());
@@ -134,9 +135,6 @@ impl Inner {
                 }
             };
             r.records += 1;
-            if rec.uri != key {
-                r.problem("record", &key, format!("stored under another URI than its own ({})", rec.uri));
-            }
             if rec.is_deleted() {
                 // A deleted record keeps its digests for history; its blob may be collected.
                 continue;
@@ -157,11 +155,18 @@ impl Inner {
     }
 
     fn check_record_indexes(&self, rec: &Record, r: &mut VerifyReport) -> Result<(), StoreError> {
-        if !self.trees.by_origin.contains_key(keys::by_origin(&rec.origin, &rec.uri))? {
-            r.problem("index by_origin", &rec.uri, format!("no entry for origin {}", rec.origin));
+        match self.trees.by_origin.get(keys::by_origin(&rec.origin, &rec.uri))? {
+            None => r.problem("index by_origin", &rec.uri, format!("no entry for origin {}", rec.origin)),
+            Some(v) if v.as_ref() != keys::by_origin_value(rec).as_slice() => {
+                r.problem("index by_origin", &rec.uri, "entry disagrees on whether it was fetched from the origin");
+            }
+            Some(_) => {}
         }
         if !self.trees.by_sha.contains_key(keys::by_sha(&rec.sha256, &rec.uri))? {
             r.problem("index by_sha256", &rec.uri, format!("no entry for sha-256:{}", rec.sha256));
+        }
+        if row::upstream_row(rec).is_none() {
+            return Ok(());
         }
         let owner = self.trees.by_upstream.get(rec.upstream.as_bytes())?;
         let claimed_by_live_peer = |uri: &[u8]| -> Result<bool, StoreError> {
@@ -177,7 +182,7 @@ impl Inner {
 
     fn live_record(&self, uri: &str) -> Result<Option<Record>, StoreError> {
         let Some(v) = self.trees.records.get(uri.as_bytes())? else { return Ok(None) };
-        Ok(codec::decode::<Record>("record", &v).ok().filter(|rec| !rec.is_deleted()))
+        Ok(row::decode(uri.as_bytes(), &v).ok().filter(|rec| !rec.is_deleted()))
     }
 
     /// Every index entry must point at a live record that agrees with it.
