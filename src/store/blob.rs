@@ -136,7 +136,7 @@ impl BlobInfo {
 }
 
 /// The `blobs` tree value.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct BlobRow {
     pub(super) length: u64,
     pub(super) md5: Option<[u8; 16]>,

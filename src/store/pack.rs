@@ -45,6 +45,9 @@ pub(super) struct Packs {
     /// whole packs, so this bounds the work (and the temporary extra space) of reclaiming one.
     roll_at: u64,
     active: Mutex<Active>,
+    /// Held by [`Inner::commit_pending`] from copying the pending rows to writing them, so a
+    /// commit never writes rows whose sync another commit has only started.
+    commit: Mutex<()>,
     /// Read handles by pack number, opened on first use.
     readers: Mutex<HashMap<u32, Arc<File>>>,
 }
@@ -75,6 +78,7 @@ impl Packs {
             dir: dir.to_path_buf(),
             roll_at: roll_at.max(1),
             active: Mutex::new(active),
+            commit: Mutex::new(()),
             readers: Mutex::new(HashMap::new()),
         })
     }
@@ -141,15 +145,18 @@ impl Inner {
     /// Identical content already stored (or pending) is not written again.
     pub(super) fn put_packed(&self, id: BlobId, mut row: BlobRow, data: &[u8]) -> Result<BlobInfo, StoreError> {
         let _gc = self.gc_lock.read().unwrap_or_else(|p| p.into_inner());
-        let mut active = self.packs.lock();
-        if let Some(pending) = active.pending.get_mut(&id) {
-            pending.md5 = pending.md5.or(row.md5);
-            pending.sha1 = pending.sha1.or(row.sha1);
-            return Ok(pending.info(id, true));
+        if let Some(info) = merge_pending(&mut self.packs.lock(), id, &row) {
+            return Ok(info);
         }
+        // Outside the pack lock: a sled read is slow next to an append, and every put waits on
+        // that lock. Should the same content be put and committed in between, it is appended
+        // twice; the row points at the later copy and `gc` reclaims the other.
         if self.trees.blobs.contains_key(id.0)? {
-            drop(active);
             return self.merge_digests(id, &row);
+        }
+        let mut active = self.packs.lock();
+        if let Some(info) = merge_pending(&mut active, id, &row) {
+            return Ok(info);
         }
         self.append(&mut active, id, &mut row, data)?;
         Ok(row.info(id, false))
@@ -183,8 +190,43 @@ impl Inner {
 
     /// Syncs the active pack and writes every pending row to sled (not flushed: the caller's
     /// batch or flush follows). Cheap when nothing is pending.
+    ///
+    /// The pack lock is held only to take a copy of the pending rows, not while syncing and
+    /// writing them (milliseconds), because puts run on the harvester's async workers and
+    /// would all stop behind it. Rows stay pending, where readers find them, until they are in
+    /// sled; a put appending meanwhile is left for the next commit.
     pub(super) fn commit_pending(&self) -> Result<(), StoreError> {
-        commit_locked(&self.trees, &self.packs, &mut self.packs.lock())
+        let _one_at_a_time = self.packs.commit.lock().unwrap_or_else(|p| p.into_inner());
+        let (file, pack, rows) = {
+            let mut active = self.packs.lock();
+            if active.pending.is_empty() {
+                return Ok(());
+            }
+            let rows: Vec<(BlobId, BlobRow)> = active.pending.iter().map(|(id, row)| (*id, row.clone())).collect();
+            let dirty = std::mem::replace(&mut active.dirty, false);
+            (dirty.then(|| Arc::clone(&active.file)), active.id, rows)
+        };
+        if let Some(file) = file {
+            // Covers every byte appended before the copy above, so every row in it.
+            file.sync_data().map_err(|e| {
+                self.packs.lock().dirty = true;
+                StoreError::io(self.packs.path(pack), e)
+            })?;
+        }
+        let mut w = Overlay::with_capacity(rows.len());
+        for (id, row) in &rows {
+            w.insert(&self.trees.blobs, &id.0, codec::encode(row)?);
+        }
+        w.commit(&self.trees.main)?;
+        let mut active = self.packs.lock();
+        for (id, row) in rows {
+            // A put of the same content may have merged a digest into the pending row since:
+            // then it stays pending and is written again next time.
+            if active.pending.get(&id) == Some(&row) {
+                active.pending.remove(&id);
+            }
+        }
+        Ok(())
     }
 
     /// Reads a packed blob, following it once if `gc` moved it between reading its row and
@@ -211,14 +253,24 @@ impl Inner {
     }
 }
 
+/// When `id` is pending already, merges `row`'s digests into it and answers for it.
+fn merge_pending(active: &mut Active, id: BlobId, row: &BlobRow) -> Option<BlobInfo> {
+    let pending = active.pending.get_mut(&id)?;
+    pending.md5 = pending.md5.or(row.md5);
+    pending.sha1 = pending.sha1.or(row.sha1);
+    Some(pending.info(id, true))
+}
+
+/// Syncs the active pack and commits its pending rows with the pack lock held throughout: for
+/// closing a pack, which must not be appended to meanwhile.
 fn commit_locked(trees: &Trees, packs: &Packs, active: &mut Active) -> Result<(), StoreError> {
     if active.pending.is_empty() {
         return Ok(());
     }
-    if active.dirty {
-        active.file.sync_data().map_err(|e| StoreError::io(packs.path(active.id), e))?;
-        active.dirty = false;
-    }
+    // Whatever `dirty` says: a concurrent `commit_pending` may have cleared it and not yet
+    // finished its sync. Closing a pack is rare enough for the extra sync not to matter.
+    active.file.sync_data().map_err(|e| StoreError::io(packs.path(active.id), e))?;
+    active.dirty = false;
     let mut w = Overlay::with_capacity(active.pending.len());
     for (id, row) in &active.pending {
         w.insert(&trees.blobs, &id.0, codec::encode(row)?);
