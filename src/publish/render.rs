@@ -266,6 +266,7 @@ mod tests {
             links: vec![],
             deleted: None,
             changed: "2024-01-01T00:00:00Z",
+            heads: vec![],
         };
         assert_eq!(resource_entry(&mut Vec::new(), &v, &kept), Rendered::NeedsModel);
     }

@@ -13,7 +13,6 @@ use std::collections::HashMap;
 use super::blob::BlobId;
 use super::codec::{self, check_key};
 use super::error::StoreError;
-use super::history;
 use super::log::{ChunkBuf, Counters, Event, event_key};
 use super::record::{NewRecord, Record, keys};
 use super::row;
@@ -229,7 +228,9 @@ impl Tx<'_> {
 
     fn upsert(&mut self, sets: &[String], new: &NewRecord) -> Result<OpResult, StoreError> {
         let head = self.blob_head(&new.uri, &new.sha256)?;
-        let rec = Record {
+        // A deleted record still heads its history, which a re-creation continues.
+        let old = self.old_record(&new.uri)?;
+        let mut rec = Record {
             uri: new.uri.clone(),
             source: new.source.clone(),
             sets: sets.to_vec(),
@@ -245,8 +246,9 @@ impl Tx<'_> {
             links: new.links.clone(),
             deleted: None,
             changed: self.now,
+            heads: old.as_ref().map(|o| o.heads.clone()).unwrap_or_default(),
         };
-        let live_old = self.old_record(&new.uri)?.filter(|o| !o.is_deleted());
+        let live_old = old.filter(|o| !o.is_deleted());
         if let Some(o) = &live_old {
             if o.same_content(&rec) {
                 return Ok(OpResult { uri: rec.uri, outcome: Outcome::Unchanged, events: Vec::new() });
@@ -257,7 +259,7 @@ impl Tx<'_> {
             if live_old.is_some() { (Outcome::Updated, Change::Updated) } else { (Outcome::Created, Change::Created) };
         self.index(&rec);
         self.count_live(live_old.as_ref().map(|o| o.sets.as_slice()), Some(sets))?;
-        let events = self.append_events(sets, &rec, change)?;
+        let events = self.append_events(sets, &mut rec, change)?;
         self.w.insert(&self.t.records, rec.uri.as_bytes(), row::encode(&rec)?);
         Ok(OpResult { uri: rec.uri, outcome, events })
     }
@@ -270,7 +272,7 @@ impl Tx<'_> {
         }
         self.unindex(&rec)?;
         self.count_live(Some(&rec.sets), None)?;
-        let events = self.append_events(sets, &rec, Change::Deleted)?;
+        let events = self.append_events(sets, &mut rec, Change::Deleted)?;
         rec.deleted = Some(self.now);
         rec.changed = self.now;
         self.w.insert(&self.t.records, uri.as_bytes(), row::encode(&rec)?);
@@ -322,10 +324,12 @@ impl Tx<'_> {
         Ok(())
     }
 
+    /// Logs `change` of `rec` in each of `sets`, each event naming the resource's previous one
+    /// in its set, and moves `rec`'s history heads to them.
     fn append_events(
         &mut self,
         sets: &[String],
-        rec: &Record,
+        rec: &mut Record,
         change: Change,
     ) -> Result<Vec<(String, u64)>, StoreError> {
         let mut out: Vec<(String, u64)> = Vec::with_capacity(sets.len());
@@ -337,6 +341,12 @@ impl Tx<'_> {
             let datetime = c.last_change.map_or(now, |last| last.max(now));
             c.last_change = Some(datetime);
             let seq = c.last_seq;
+            let head = rec.heads.iter_mut().find(|(s, _)| s == set);
+            let prev = head.as_ref().map(|(_, q)| *q);
+            match head {
+                Some((_, q)) => *q = seq,
+                None => rec.heads.push((set.clone(), seq)),
+            }
             let event = Event {
                 seq,
                 uri: rec.uri.clone(),
@@ -349,16 +359,10 @@ impl Tx<'_> {
                 origin: rec.origin.clone(),
                 via: rec.via.clone(),
                 source: rec.source.clone(),
+                prev,
             };
             self.push_event(set, &event)?;
             out.push((set.clone(), seq));
-        }
-        if let Some(((set, seq), rest)) = out.split_first() {
-            let mut others = Vec::new();
-            for (s, q) in rest {
-                history::push_pair(&mut others, s, *q);
-            }
-            self.w.insert(&self.t.log_by_uri, &history::key(&rec.uri, set, *seq), others);
         }
         Ok(out)
     }

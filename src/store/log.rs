@@ -57,6 +57,9 @@ pub struct Event {
     pub via: Via,
     /// The source id.
     pub source: String,
+    /// The seq of the same resource's previous event in this set, if any: a resource's
+    /// history is this chain (see [`super::history`]).
+    pub prev: Option<u64>,
 }
 
 mod change_code {

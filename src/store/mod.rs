@@ -83,9 +83,9 @@ struct Trees {
     by_origin: table::Table,
     by_sha: table::Table,
     by_upstream: table::Table,
+    /// The change log; a resource's history is chained through it (see [`history`]). Prefix
+    /// `e`, the history index up to format 3, is not reused.
     log: table::Table,
-    /// The change log by resource: `uri \0 set \0 seq` → empty (see [`history`]).
-    log_by_uri: table::Table,
     sets: table::Table,
     sources: table::Table,
 }

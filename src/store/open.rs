@@ -246,7 +246,6 @@ fn open_trees(db: &sled::Db) -> Result<Trees, StoreError> {
         by_sha: t(b'h'),
         by_upstream: t(b'u'),
         log: t(b'l'),
-        log_by_uri: t(b'e'),
         sets: t(b's'),
         sources: t(b'S'),
         main,

@@ -101,6 +101,9 @@ pub struct Record {
     pub deleted: Option<W3cDateTime>,
     /// When Tributary last changed this record (its own clock).
     pub changed: W3cDateTime,
+    /// Per set this resource has change events in, the seq of the latest: where its history
+    /// starts (each event names the one before it; see [`super::history`]).
+    pub heads: Vec<(String, u64)>,
 }
 
 impl Record {

@@ -54,6 +54,7 @@ struct RowOut<'a> {
     links: &'a [Link],
     deleted: Option<String>,
     changed: String,
+    heads: Vec<(&'a str, u64)>,
 }
 
 /// `via` as written; each `None` stands for the record's own value (see the module docs).
@@ -87,6 +88,8 @@ struct RowIn<'a> {
     links: Vec<LinkView<'a>>,
     deleted: Option<&'a str>,
     changed: &'a str,
+    #[serde(borrow)]
+    heads: Vec<(&'a str, u64)>,
 }
 
 #[derive(Deserialize)]
@@ -145,6 +148,7 @@ pub(super) fn encode(rec: &Record) -> Result<Vec<u8>, StoreError> {
         links: &rec.links,
         deleted: rec.deleted.map(|t| t.to_string()),
         changed: rec.changed.to_string(),
+        heads: rec.heads.iter().map(|(set, seq)| (set.as_str(), *seq)).collect(),
     })
 }
 
@@ -183,6 +187,7 @@ pub(super) fn decode_view<'a>(key: &'a [u8], value: &'a [u8]) -> Result<RecordVi
         links: row.links,
         deleted: row.deleted,
         changed: row.changed,
+        heads: row.heads,
     })
 }
 
@@ -214,6 +219,7 @@ fn to_record(v: &RecordView<'_>) -> Result<Record, StoreError> {
         links: v.links.iter().map(to_link).collect::<Result<_, _>>()?,
         deleted: datetime_opt(v.deleted)?,
         changed: datetime(v.changed)?,
+        heads: v.heads.iter().map(|(set, seq)| ((*set).to_owned(), *seq)).collect(),
     })
 }
 
@@ -313,6 +319,7 @@ mod tests {
             links: vec![link, Link::new("alternate", "http://o/a.pdf")],
             deleted: Some("2024-06-01T00:00:00Z".parse().unwrap()),
             changed: "2024-06-01T00:00:00Z".parse().unwrap(),
+            heads: vec![("s".into(), 7), ("old".into(), 300)],
         }
     }
 
@@ -361,6 +368,7 @@ mod tests {
         assert_eq!(l.hash.as_deref(), Some(&[("md5", "1e0d5cb8ef6ba40c99b14c0237be735e")][..]));
         assert_eq!((v.links[1].rel, v.links[1].href), ("alternate", "http://o/a.pdf"));
         assert_eq!((v.deleted, v.changed), (Some("2024-06-01T00:00:00Z"), "2024-06-01T00:00:00Z"));
+        assert_eq!(v.heads, [("s", 7), ("old", 300)]);
         let v = {
             let rec = record(true);
             let bytes = encode(&rec).unwrap();
@@ -388,6 +396,7 @@ mod tests {
             links: &[],
             deleted: None,
             changed: rec.changed.to_string(),
+            heads: Vec::new(),
         })
         .unwrap();
         assert!(matches!(decode(b"u", &forged), Err(StoreError::Corrupt { .. })));

@@ -22,6 +22,19 @@ use crate::model::W3cDateTime;
 /// Per set, what the log holds: `(events, last seq)`.
 type LogTally = HashMap<String, (u64, u64)>;
 
+/// Events per resource and set, keyed by a hash of both: 16 bytes per pair, not the URIs.
+type ResourceTally = HashMap<u64, u64>;
+
+fn resource_key(uri: &str, set: &str) -> u64 {
+    use std::hash::Hasher;
+    // `DefaultHasher::new` has fixed keys: a pair hashes alike in both walks.
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    h.write(uri.as_bytes());
+    h.write_u8(0);
+    h.write(set.as_bytes());
+    h.finish()
+}
+
 impl Store {
     /// Checks the whole store; see [`VerifyReport`].
     ///
@@ -36,11 +49,9 @@ impl Store {
         inner.count_stray_files(&blobs, &mut r)?;
         let live = inner.verify_records(&blobs, &mut r)?;
         inner.verify_indexes(&mut r)?;
-        let log = inner.verify_log(&mut r)?;
+        let (log, per_resource) = inner.verify_log(&mut r)?;
         inner.verify_counters(&live, &log, &mut r)?;
-        for row in inner.dangling_history_rows()? {
-            r.problem("history", row, "names an event that does not exist or is another resource's");
-        }
+        inner.verify_histories(per_resource, &mut r)?;
         for kv in inner.trees.sources.iter() {
             let (k, v) = kv?;
             if let Err(e) = serde_json::from_slice::<super::SourceState>(&v) {
@@ -218,8 +229,10 @@ impl Inner {
 
     /// Walks the log in key order: per set, seqs 1, 2, 3… (each chunk starting where its key
     /// says) and datetimes never decreasing, and each event's record exists.
-    fn verify_log(&self, r: &mut VerifyReport) -> Result<LogTally, StoreError> {
+    /// Also counts each resource's events per set, for [`Inner::verify_histories`].
+    fn verify_log(&self, r: &mut VerifyReport) -> Result<(LogTally, ResourceTally), StoreError> {
         let mut tally: LogTally = HashMap::new();
+        let mut per_resource = ResourceTally::new();
         let mut last_time: HashMap<String, W3cDateTime> = HashMap::new();
         for kv in self.trees.log.iter() {
             let (k, v) = kv?;
@@ -258,13 +271,39 @@ impl Inner {
                 if !self.trees.records.contains_key(event.uri.as_bytes())? {
                     r.problem("event", &key, format!("record {} does not exist", event.uri));
                 }
-                if !self.has_history_row(&event.uri, &set, seq)? {
-                    r.problem("event", &key, format!("no history row for {}", event.uri));
+                if event.prev.is_some_and(|p| p >= seq) {
+                    r.problem("event", &key, "names a previous event that is not earlier");
                 }
+                *per_resource.entry(resource_key(&event.uri, &set)).or_default() += 1;
                 last_time.insert(set.clone(), event.datetime);
             }
         }
-        Ok(tally)
+        Ok((tally, per_resource))
+    }
+
+    /// Every record's history chains reach exactly the events the log holds for it: a chain
+    /// that breaks, or events no chain reaches, are problems.
+    fn verify_histories(&self, mut per_resource: ResourceTally, r: &mut VerifyReport) -> Result<(), StoreError> {
+        for kv in self.trees.records.iter() {
+            let (k, v) = kv?;
+            let Ok(rec) = row::decode(&k, &v) else { continue }; // reported by verify_records
+            for (set, head) in &rec.heads {
+                let counted = per_resource.remove(&resource_key(&rec.uri, set)).unwrap_or(0);
+                match self.chain(&rec.uri, set, *head) {
+                    Err(e) => r.problem("history", &rec.uri, e.to_string()),
+                    Ok(chain) if chain.len() as u64 != counted => r.problem(
+                        "history",
+                        &rec.uri,
+                        format!("{} events in {set}, of which its history reaches {}", counted, chain.len()),
+                    ),
+                    Ok(_) => {}
+                }
+            }
+        }
+        if !per_resource.is_empty() {
+            r.problem("history", "-", format!("events of {} resource/set pairs are in no history", per_resource.len()));
+        }
+        Ok(())
     }
 
     fn verify_counters(
@@ -325,5 +364,62 @@ fn hash_file(path: &std::path::Path, hashers: &mut Hashers) -> std::io::Result<u
         }
         hashers.update(&buf[..n]);
         total += n as u64;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Link;
+    use crate::store::{Batch, Expected, NewRecord, Via};
+
+    fn record(uri: &str, sha: BlobId) -> NewRecord {
+        NewRecord {
+            uri: uri.into(),
+            source: "s".into(),
+            origin: format!("{uri}/origin"),
+            upstream: format!("{uri}/origin"),
+            sha256: sha,
+            declared: Default::default(),
+            media_type: None,
+            lastmod: None,
+            via: Via::default(),
+            links: vec![Link::new("describedby", "http://o/m")],
+        }
+    }
+
+    /// Rewrites `uri`'s record with other history heads, as a damaged store might hold it.
+    fn set_heads(store: &Store, uri: &str, heads: Vec<(String, u64)>) {
+        let rec = Record { heads, ..store.record(uri).unwrap().unwrap() };
+        store.inner.trees.records.insert(uri.as_bytes(), row::encode(&rec).unwrap()).unwrap();
+    }
+
+    fn history_problems(store: &Store) -> Vec<String> {
+        let report = store.verify().unwrap();
+        report.problems.iter().filter(|p| p.area == "history").map(|p| p.detail.clone()).collect()
+    }
+
+    #[test]
+    fn broken_history_chains_are_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("store")).unwrap();
+        let sha = store.put(&b"x"[..], &Expected::none()).unwrap().id;
+        let (a, b) = ("http://t/a", "http://t/b");
+        store.apply(Batch::new().upsert(&["s"], record(a, sha)).upsert(&["s"], record(b, sha))).unwrap();
+        store.apply(Batch::new().delete(&["s"], a)).unwrap();
+        assert!(store.verify().unwrap().is_clean());
+
+        // a's events are #1 and #3: a head at #1 misses #3; one at b's #2 is another's.
+        set_heads(&store, a, vec![("s".into(), 1)]);
+        assert_eq!(history_problems(&store), ["2 events in s, of which its history reaches 1"]);
+        set_heads(&store, a, vec![("s".into(), 2)]);
+        let problems = history_problems(&store);
+        assert!(problems.iter().any(|p| p.contains("event #2 is http://t/b's")), "{problems:?}");
+        // No heads at all: a's events are in no history.
+        set_heads(&store, a, vec![]);
+        assert_eq!(history_problems(&store), ["events of 1 resource/set pairs are in no history"]);
+        set_heads(&store, a, vec![("s".into(), 3)]);
+        assert!(store.verify().unwrap().is_clean());
+        assert_eq!(store.history(a).unwrap().len(), 2);
     }
 }

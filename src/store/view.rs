@@ -51,6 +51,8 @@ pub struct RecordView<'a> {
     pub deleted: Option<&'a str>,
     /// When Tributary's copy last changed, as W3C text.
     pub changed: &'a str,
+    /// Per set, the seq of the resource's latest event there.
+    pub heads: Vec<(&'a str, u64)>,
 }
 
 /// The `via` attributes, borrowed.
