@@ -105,9 +105,13 @@ pub(crate) mod hashes {
         Ok(from_pairs(pairs))
     }
 
-    pub(super) fn from_pairs(pairs: Vec<(String, String)>) -> HashList {
+    /// A hash list from stored `(algorithm, value)` pairs, owned or borrowed.
+    pub(crate) fn from_pairs<A: AsRef<str>, V: Into<String>>(pairs: impl IntoIterator<Item = (A, V)>) -> HashList {
         HashList(
-            pairs.into_iter().map(|(a, value)| Digest { algorithm: HashAlgorithm::from_token(&a), value }).collect(),
+            pairs
+                .into_iter()
+                .map(|(a, value)| Digest { algorithm: HashAlgorithm::from_token(a.as_ref()), value: value.into() })
+                .collect(),
         )
     }
 

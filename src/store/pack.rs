@@ -213,11 +213,7 @@ impl Inner {
                 StoreError::io(self.packs.path(pack), e)
             })?;
         }
-        let mut w = Overlay::with_capacity(rows.len());
-        for (id, row) in &rows {
-            w.insert(&self.trees.blobs, &id.0, codec::encode(row)?);
-        }
-        w.commit(&self.trees.main)?;
+        write_rows(&self.trees, rows.iter().map(|(id, row)| (id, row)))?;
         let mut active = self.packs.lock();
         for (id, row) in rows {
             // A put of the same content may have merged a digest into the pending row since:
@@ -271,13 +267,21 @@ fn commit_locked(trees: &Trees, packs: &Packs, active: &mut Active) -> Result<()
     // finished its sync. Closing a pack is rare enough for the extra sync not to matter.
     active.file.sync_data().map_err(|e| StoreError::io(packs.path(active.id), e))?;
     active.dirty = false;
-    let mut w = Overlay::with_capacity(active.pending.len());
-    for (id, row) in &active.pending {
-        w.insert(&trees.blobs, &id.0, codec::encode(row)?);
-    }
-    w.commit(&trees.main)?;
+    write_rows(trees, active.pending.iter())?;
     active.pending.clear();
     Ok(())
+}
+
+/// Writes blob rows to sled in one batch (not flushed).
+fn write_rows<'a>(
+    trees: &Trees,
+    rows: impl ExactSizeIterator<Item = (&'a BlobId, &'a BlobRow)>,
+) -> Result<(), StoreError> {
+    let mut w = Overlay::with_capacity(rows.len());
+    for (id, row) in rows {
+        w.insert(&trees.blobs, &id.0, codec::encode(row)?);
+    }
+    Ok(w.commit(&trees.main)?)
 }
 
 fn pack_path(dir: &Path, pack: u32) -> PathBuf {

@@ -22,7 +22,7 @@ use super::codec;
 use super::error::StoreError;
 use super::record::{Record, Via};
 use super::view::{LinkView, RecordView, ViaView};
-use crate::model::{Digest, ForeignAttr, HashAlgorithm, HashList, Link, W3cDateTime};
+use crate::model::{ForeignAttr, HashAlgorithm, HashList, Link, W3cDateTime};
 
 /// Where a record's md5 is.
 #[derive(Serialize, Deserialize)]
@@ -224,12 +224,7 @@ fn to_record(v: &RecordView<'_>) -> Result<Record, StoreError> {
 }
 
 fn hash_list(pairs: &[(&str, &str)]) -> HashList {
-    HashList(
-        pairs
-            .iter()
-            .map(|(alg, value)| Digest { algorithm: HashAlgorithm::from_token(alg), value: (*value).to_owned() })
-            .collect(),
-    )
+    codec::hashes::from_pairs(pairs.iter().copied())
 }
 
 fn datetime(text: &str) -> Result<W3cDateTime, StoreError> {
