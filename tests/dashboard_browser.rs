@@ -96,7 +96,12 @@ async fn dashboard_in_headless_chromium() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let s = Service::start(dir.path(), &config(free_port(), free_port(), 60, 20.0), &[], &[]).await;
+    // No deletions: the provenance search below looks up a resource by origin, and the origin
+    // index covers live resources only, so a simulated delete of it would make the search a 404.
+    let cfg = config(free_port(), free_port(), 60, 20.0)
+        .replace("change_rate = 20.0", "change_rate = 20.0\nmix = \"20,80,0\"");
+    assert!(cfg.contains("mix = "), "the simulator's table changed shape: {cfg}");
+    let s = Service::start(dir.path(), &cfg, &[], &[]).await;
     let driver = start_driver(&chromedriver);
     let c = browser(&driver, &chromium).await;
     let result = drive(&c, &s).await;
