@@ -125,6 +125,25 @@ async fn resource_list_given_navigates_up() {
     assert_full(&d, &up, Route::Direct);
 }
 
+/// An operator who names one part of a Resource List Index gets the whole index the Capability
+/// List names: a baseline of one part would delete every resource listed in the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_part_given_leads_to_the_index_the_capability_list_names() {
+    let cl = urlset("capabilitylist", &[], &[("/rl-index.xml", "resourcelist")]);
+    let index = sitemapindex("resourcelist", &[("up", "/cl.xml")], &["/rl-1.xml", "/rl-2.xml"]);
+    let part = urlset("resourcelist", &[("up", "/cl.xml"), ("index", "/rl-index.xml")], &[("/r/2", "")]);
+    let up = Upstream::routes(vec![
+        ("/cl.xml", vec![Reply::xml(cl)]),
+        ("/rl-index.xml", vec![Reply::xml(index)]),
+        ("/rl-2.xml", vec![Reply::xml(part)]),
+    ])
+    .await;
+    let d = discover(&fetcher(), &up.url("/rl-2.xml"), None, &settings()).await.unwrap();
+    assert_eq!(d.route, Route::Direct);
+    assert_eq!(d.capability_list, Some(up.url("/cl.xml")));
+    assert_eq!(d.capabilities.resourcelist, Some(up.url("/rl-index.xml")));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_without_up_link_stands_alone() {
     let rl = urlset("resourcelist", &[], &[("/r/1", "")]);

@@ -329,6 +329,7 @@ async fn from_list(
         current = fetch_doc(f, &next, s).await?;
         if current.header.as_ref().and_then(Header::kind) == Some(DocumentKind::CapabilityList) {
             let mut found = from_capability_list(&current, s)?;
+            note_if_superseded(&mut found.capabilities, kind, &given_url);
             fill_if_missing(&mut found.capabilities, kind, &given_url);
             return Ok(Discovered { route, ..found });
         }
@@ -337,6 +338,16 @@ async fn from_list(
     let mut capabilities = Capabilities::default();
     fill_if_missing(&mut capabilities, kind, &given_url);
     Ok(Discovered { source_description: None, capability_list: None, capabilities, route })
+}
+
+/// The Capability List is the Source's own statement of what it offers, so its list wins over
+/// the one the operator named: a part of an index, or a stale copy, would make a baseline
+/// that deletes everything it does not list. Say so, since the operator asked for another URL.
+fn note_if_superseded(caps: &mut Capabilities, kind: DocumentKind, given: &Url) {
+    let Some(listed) = list_capability(kind).and_then(|c| slot(caps, c)).and_then(|s| s.as_ref()) else { return };
+    if listed != given {
+        tracing::info!(given = %given, used = %listed, "the Capability List names another {kind}; following it");
+    }
 }
 
 fn fill_if_missing(caps: &mut Capabilities, kind: DocumentKind, url: &Url) {
