@@ -225,6 +225,16 @@ fn a_batch_naming_missing_content_commits_nothing() {
     assert!(store.record("http://tributary.test/good").unwrap().is_none());
     assert!(store.set_info("s").unwrap().is_none());
     assert!(store.source_state("src-a").unwrap().is_none());
+    // The small blob's row was to commit with the batch; it stays pending, readable, and
+    // commits with the next batch instead.
+    assert_eq!(read_all(store.get(&good).unwrap()), b"good");
+    store.apply(Batch::new().upsert(&["s"], record("http://tributary.test/good", good))).unwrap();
+    let path = store.path().to_path_buf();
+    drop(store);
+    let store = reopen(&path);
+    assert_eq!(read_all(store.get(&good).unwrap()), b"good");
+    assert!(store.record("http://tributary.test/good").unwrap().is_some());
+    assert!(store.verify().unwrap().is_clean());
 }
 
 #[test]

@@ -166,15 +166,18 @@ impl Store {
     pub fn apply_unflushed(&self, batch: &Batch) -> Result<Applied, StoreError> {
         batch.validate()?;
         let inner = &self.inner;
-        // The rows of blobs put into the pack go to sled first, synced, so a record never
-        // refers to a blob whose row could be lost (see `pack`).
-        inner.commit_pending()?;
+        // Before the pack's commit lock, as `gc` takes them in that order.
         let _gc = inner.gc_lock.read().unwrap_or_else(|p| p.into_inner());
+        // The rows of blobs put into the pack since the last commit join this batch, their
+        // bytes synced first, so a record never refers to a blob whose row could be lost (see
+        // `pack`), and the upserts below read them from the overlay instead of sled.
+        let taken = inner.take_pending()?;
         let mut unflushed = inner.unflushed.lock().unwrap_or_else(|p| p.into_inner());
         let t = &inner.trees;
         // Up to seven rows per op: the record, three index entries and their removal on an
         // update, one history row; chunks and counters are per set.
-        let w = Overlay::with_capacity(batch.ops.len() * 7 + 8);
+        let mut w = Overlay::with_capacity(batch.ops.len() * 7 + 8 + taken.len());
+        taken.write_into(t, &mut w)?;
         let mut tx = Tx { t, w, counters: HashMap::new(), chunks: HashMap::new(), now: W3cDateTime::now() };
         let applied = tx.run(&batch.ops)?;
         if let Some((id, s)) = &batch.state {
@@ -182,6 +185,7 @@ impl Store {
         }
         let ranges = tx.write_counters()?;
         tx.w.commit(&t.main)?;
+        inner.committed(taken);
         for (set, first, last) in ranges {
             unflushed.note(&set, first, last);
         }
@@ -220,7 +224,7 @@ impl Tx<'_> {
     }
 
     fn blob_head(&self, uri: &str, sha: &BlobId) -> Result<BlobHead, StoreError> {
-        match self.t.blobs.get(sha.0)? {
+        match self.w.get(&self.t.blobs, &sha.0)? {
             Some(v) => codec::decode("blob row", &v),
             None => Err(StoreError::MissingBlob { uri: uri.to_owned(), sha256: sha.to_hex() }),
         }

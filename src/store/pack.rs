@@ -190,17 +190,32 @@ impl Inner {
 
     /// Syncs the active pack and writes every pending row to sled (not flushed: the caller's
     /// batch or flush follows). Cheap when nothing is pending.
-    ///
-    /// The pack lock is held only to take a copy of the pending rows, not while syncing and
-    /// writing them (milliseconds), because puts run on the harvester's async workers and
-    /// would all stop behind it. Rows stay pending, where readers find them, until they are in
-    /// sled; a put appending meanwhile is left for the next commit.
     pub(super) fn commit_pending(&self) -> Result<(), StoreError> {
-        let _one_at_a_time = self.packs.commit.lock().unwrap_or_else(|p| p.into_inner());
+        let taken = self.take_pending()?;
+        if taken.rows.is_empty() {
+            return Ok(());
+        }
+        let mut w = Overlay::with_capacity(taken.rows.len());
+        taken.write_into(&self.trees, &mut w)?;
+        w.commit(&self.trees.main)?;
+        self.committed(taken);
+        Ok(())
+    }
+
+    /// Syncs the active pack and takes a copy of every pending row, for the caller to write to
+    /// sled — in its own batch, so a batch of records and the rows of the blobs they refer to
+    /// land together. Until [`Inner::committed`], other commits wait.
+    ///
+    /// The pack lock is held only to take the copy, not while syncing (milliseconds), because
+    /// puts run on the harvester's async workers and would all stop behind it. Rows stay
+    /// pending, where readers find them, until they are in sled; a put appending meanwhile is
+    /// left for the next commit.
+    pub(super) fn take_pending(&self) -> Result<TakenRows<'_>, StoreError> {
+        let one_at_a_time = self.packs.commit.lock().unwrap_or_else(|p| p.into_inner());
         let (file, pack, rows) = {
             let mut active = self.packs.lock();
             if active.pending.is_empty() {
-                return Ok(());
+                return Ok(TakenRows { _one_at_a_time: one_at_a_time, rows: Vec::new() });
             }
             let rows: Vec<(BlobId, BlobRow)> = active.pending.iter().map(|(id, row)| (*id, row.clone())).collect();
             let dirty = std::mem::replace(&mut active.dirty, false);
@@ -213,16 +228,20 @@ impl Inner {
                 StoreError::io(self.packs.path(pack), e)
             })?;
         }
-        write_rows(&self.trees, rows.iter().map(|(id, row)| (id, row)))?;
+        Ok(TakenRows { _one_at_a_time: one_at_a_time, rows })
+    }
+
+    /// The batch holding `taken` is in sled: its rows stop being pending. Not calling this (the
+    /// batch failed) leaves them pending for the next commit, which writes them again.
+    pub(super) fn committed(&self, taken: TakenRows<'_>) {
         let mut active = self.packs.lock();
-        for (id, row) in rows {
+        for (id, row) in taken.rows {
             // A put of the same content may have merged a digest into the pending row since:
             // then it stays pending and is written again next time.
             if active.pending.get(&id) == Some(&row) {
                 active.pending.remove(&id);
             }
         }
-        Ok(())
     }
 
     /// Reads a packed blob, following it once if `gc` moved it between reading its row and
@@ -272,16 +291,43 @@ fn commit_locked(trees: &Trees, packs: &Packs, active: &mut Active) -> Result<()
     Ok(())
 }
 
+/// Pending rows of small blobs whose bytes are synced, taken by [`Inner::take_pending`] to be
+/// written in the caller's batch.
+pub(super) struct TakenRows<'a> {
+    _one_at_a_time: MutexGuard<'a, ()>,
+    rows: Vec<(BlobId, BlobRow)>,
+}
+
+impl TakenRows<'_> {
+    pub(super) fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Adds the rows to `w`, so they commit with it.
+    pub(super) fn write_into(&self, trees: &Trees, w: &mut Overlay) -> Result<(), StoreError> {
+        encode_rows(trees, self.rows.iter().map(|(id, row)| (id, row)), w)
+    }
+}
+
 /// Writes blob rows to sled in one batch (not flushed).
 fn write_rows<'a>(
     trees: &Trees,
     rows: impl ExactSizeIterator<Item = (&'a BlobId, &'a BlobRow)>,
 ) -> Result<(), StoreError> {
     let mut w = Overlay::with_capacity(rows.len());
+    encode_rows(trees, rows, &mut w)?;
+    Ok(w.commit(&trees.main)?)
+}
+
+fn encode_rows<'a>(
+    trees: &Trees,
+    rows: impl Iterator<Item = (&'a BlobId, &'a BlobRow)>,
+    w: &mut Overlay,
+) -> Result<(), StoreError> {
     for (id, row) in rows {
         w.insert(&trees.blobs, &id.0, codec::encode(row)?);
     }
-    Ok(w.commit(&trees.main)?)
+    Ok(())
 }
 
 fn pack_path(dir: &Path, pack: u32) -> PathBuf {
