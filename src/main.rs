@@ -293,9 +293,18 @@ fn run_service(global: &Global) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("cannot listen on {}", config.aggregator.listen))?;
         let simulators = start_simulators(&config).await?;
         tracing::info!(url = %config.aggregator.base_url, "serving the aggregate; the dashboard is at this URL");
+        // One signal listener for both, so a Ctrl-C is received and logged once.
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            shutdown_signal().await;
+            let _ = stop_tx.send(true);
+        });
+        let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+            let _ = rx.wait_for(|stop| *stop).await;
+        };
         let (server, harvester) = tokio::join!(
-            tributary::web::serve(listener, web, shutdown_signal()),
-            harvest::run(&config, &store, &fetcher, shutdown_signal()),
+            tributary::web::serve(listener, web, stopped(stop_rx.clone())),
+            harvest::run(&config, &store, &fetcher, stopped(stop_rx)),
         );
         // Upstreams stop last: the harvester may still be finishing a fetch from them.
         simulators.stop().await;

@@ -103,6 +103,7 @@ async fn run_serves_dashboard_api_and_metrics_then_stops_and_resumes() {
     let held = s.json("api/status").await["sources"][0]["resources"].as_u64().unwrap();
     assert!(s.terminate().success(), "{}", s.log());
     assert!(s.log().contains("harvester stopped"));
+    assert_eq!(s.log().matches("shutdown requested").count(), 1, "one signal, one line: {}", s.log());
     drop(s);
     let again = Service::start(dir.path(), &cfg, &[], &[]).await;
     let st = again.json("api/status").await;
