@@ -329,8 +329,13 @@ async fn from_list(
         current = fetch_doc(f, &next, s).await?;
         if current.header.as_ref().and_then(Header::kind) == Some(DocumentKind::CapabilityList) {
             let mut found = from_capability_list(&current, s)?;
-            note_if_superseded(&mut found.capabilities, kind, &given_url);
-            fill_if_missing(&mut found.capabilities, kind, &given_url);
+            // The Capability List is the Source's own statement of what it offers, so its list
+            // wins: a part of an index, or a stale copy, would make a baseline that deletes
+            // everything it does not list. Say so, since the operator named another URL.
+            if let Some(used) = fill_if_missing(&mut found.capabilities, kind, &given_url).filter(|u| **u != given_url)
+            {
+                tracing::info!(given = %given_url, %used, "the Capability List names another {kind}; following it");
+            }
             return Ok(Discovered { route, ..found });
         }
     }
@@ -340,20 +345,10 @@ async fn from_list(
     Ok(Discovered { source_description: None, capability_list: None, capabilities, route })
 }
 
-/// The Capability List is the Source's own statement of what it offers, so its list wins over
-/// the one the operator named: a part of an index, or a stale copy, would make a baseline
-/// that deletes everything it does not list. Say so, since the operator asked for another URL.
-fn note_if_superseded(caps: &mut Capabilities, kind: DocumentKind, given: &Url) {
-    let Some(listed) = list_capability(kind).and_then(|c| slot(caps, c)).and_then(|s| s.as_ref()) else { return };
-    if listed != given {
-        tracing::info!(given = %given, used = %listed, "the Capability List names another {kind}; following it");
-    }
-}
-
-fn fill_if_missing(caps: &mut Capabilities, kind: DocumentKind, url: &Url) {
-    if let Some(slot) = list_capability(kind).and_then(|c| slot(caps, c)) {
-        slot.get_or_insert_with(|| url.clone());
-    }
+/// Puts `url` in the slot of the capability a `kind` document provides, unless that slot is
+/// taken; answers what the slot holds afterwards.
+fn fill_if_missing<'a>(caps: &'a mut Capabilities, kind: DocumentKind, url: &Url) -> Option<&'a Url> {
+    list_capability(kind).and_then(|c| slot(caps, c)).map(|slot| &*slot.get_or_insert_with(|| url.clone()))
 }
 
 /// The capability a list, dump or index document provides.
