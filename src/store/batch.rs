@@ -175,7 +175,7 @@ impl Store {
         let mut unflushed = inner.unflushed.lock().unwrap_or_else(|p| p.into_inner());
         let t = &inner.trees;
         // Up to seven rows per op: the record, three index entries and their removal on an
-        // update, one history row; chunks and counters are per set.
+        // update; chunks and counters are per set, blob rows per blob.
         let mut w = Overlay::with_capacity(batch.ops.len() * 7 + 8 + taken.len());
         taken.write_into(t, &mut w)?;
         let mut tx = Tx { t, w, counters: HashMap::new(), chunks: HashMap::new(), now: W3cDateTime::now() };

@@ -45,7 +45,7 @@ pub(super) struct Packs {
     /// whole packs, so this bounds the work (and the temporary extra space) of reclaiming one.
     roll_at: u64,
     active: Mutex<Active>,
-    /// Held by [`Inner::commit_pending`] from copying the pending rows to writing them, so a
+    /// Held from taking the pending rows ([`Inner::take_pending`]) until they are in sled, so a
     /// commit never writes rows whose sync another commit has only started.
     commit: Mutex<()>,
     /// Read handles by pack number, opened on first use.
@@ -192,13 +192,10 @@ impl Inner {
     /// batch or flush follows). Cheap when nothing is pending.
     pub(super) fn commit_pending(&self) -> Result<(), StoreError> {
         let taken = self.take_pending()?;
-        if taken.rows.is_empty() {
-            return Ok(());
+        if taken.len() > 0 {
+            write_rows(&self.trees, taken.iter())?;
+            self.committed(taken);
         }
-        let mut w = Overlay::with_capacity(taken.rows.len());
-        taken.write_into(&self.trees, &mut w)?;
-        w.commit(&self.trees.main)?;
-        self.committed(taken);
         Ok(())
     }
 
@@ -303,9 +300,13 @@ impl TakenRows<'_> {
         self.rows.len()
     }
 
+    fn iter(&self) -> impl ExactSizeIterator<Item = (&BlobId, &BlobRow)> {
+        self.rows.iter().map(|(id, row)| (id, row))
+    }
+
     /// Adds the rows to `w`, so they commit with it.
     pub(super) fn write_into(&self, trees: &Trees, w: &mut Overlay) -> Result<(), StoreError> {
-        encode_rows(trees, self.rows.iter().map(|(id, row)| (id, row)), w)
+        encode_rows(trees, self.iter(), w)
     }
 }
 
