@@ -26,6 +26,7 @@ mod blob;
 mod codec;
 mod error;
 mod history;
+mod known;
 mod log;
 mod maint;
 mod open;
@@ -111,6 +112,8 @@ struct Inner {
     tmp_counter: AtomicU64,
     /// The pack files holding small bitstreams, and the rows not yet committed to sled.
     packs: pack::Packs,
+    /// Which blobs might be stored, so a put of new content need not read sled.
+    known: known::Known,
 }
 
 impl Store {

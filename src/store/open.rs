@@ -97,6 +97,7 @@ pub(super) fn open(path: &Path, options: &StoreOptions) -> Result<Inner, StoreEr
         unflushed,
         tmp_counter: AtomicU64::new(0),
         packs,
+        known: Default::default(),
     })
 }
 

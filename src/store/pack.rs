@@ -150,8 +150,9 @@ impl Inner {
         }
         // Outside the pack lock: a sled read is slow next to an append, and every put waits on
         // that lock. Should the same content be put and committed in between, it is appended
-        // twice; the row points at the later copy and `gc` reclaims the other.
-        if self.trees.blobs.contains_key(id.0)? {
+        // twice; the row points at the later copy and `gc` reclaims the other. New content
+        // skips the read (see `known`): it would wait for any batch being applied.
+        if self.known.maybe_stored(&id, &self.trees.blobs) && self.trees.blobs.contains_key(id.0)? {
             return self.merge_digests(id, &row);
         }
         let mut active = self.packs.lock();
@@ -169,6 +170,8 @@ impl Inner {
             self.roll(active)?;
         }
         let path = self.packs.path(active.id);
+        // Before the row is pending, where readers and the next commit find it.
+        self.known.add(&id, &self.trees.blobs);
         // A failed write (a full disk) leaves bytes past `len` that the next append overwrites.
         active.file.write_all_at(data, active.len).map_err(|e| StoreError::io(&path, e))?;
         row.place = Place::Pack(PackLoc { pack: active.id, offset: active.len });

@@ -350,7 +350,9 @@ impl BlobWriter {
 
     fn commit_file(&mut self, id: BlobId, row: BlobRow, spill: Spill) -> Result<BlobInfo, StoreError> {
         let _gc = self.inner.gc_lock.read().unwrap_or_else(|p| p.into_inner());
-        if let Some(existing) = self.inner.blob_row(&id)?
+        let maybe_stored = self.inner.known.maybe_stored(&id, &self.inner.trees.blobs);
+        if maybe_stored
+            && let Some(existing) = self.inner.blob_row(&id)?
             && self.inner.file_is_whole(&id, existing.length)
         {
             if let Some(syncer) = spill.syncer {
@@ -367,6 +369,7 @@ impl BlobWriter {
         }
         result?;
         let value = codec::encode(&row)?;
+        self.inner.known.add(&id, &self.inner.trees.blobs);
         match self.inner.trees.blobs.compare_and_swap(id.0, None as Option<&[u8]>, Some(value))? {
             Ok(()) => Ok(row.info(id, false)),
             // Same content committed concurrently, or a damaged file just repaired.
