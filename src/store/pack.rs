@@ -169,11 +169,10 @@ impl Inner {
         if active.len >= self.packs.roll_at {
             self.roll(active)?;
         }
-        let path = self.packs.path(active.id);
         // Before the row is pending, where readers and the next commit find it.
         self.known.add(&id, &self.trees.blobs);
         // A failed write (a full disk) leaves bytes past `len` that the next append overwrites.
-        active.file.write_all_at(data, active.len).map_err(|e| StoreError::io(&path, e))?;
+        active.file.write_all_at(data, active.len).map_err(|e| StoreError::io(self.packs.path(active.id), e))?;
         row.place = Place::Pack(PackLoc { pack: active.id, offset: active.len });
         active.len += data.len() as u64;
         active.dirty = true;
