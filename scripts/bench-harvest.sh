@@ -5,8 +5,14 @@
 # `resync-sync --baseline` on the same files. Prints resources/s and peak RSS (medians over
 # RUNS runs) and the ratio.
 #
+# Then the floor: the two halves of the harvest alone (examples/harvest_floor.rs: reqwest
+# fetching every file and dropping it; the store putting and committing them from memory),
+# with the CPU-seconds each costs and nginx's share: their sum over the cores bounds what any
+# harvest built from these parts can reach on this machine.
+#
 # Usage: scripts/bench-harvest.sh [RUNS]     env: N (resources, 10000), PORT (8099),
-#        CONCURRENCY (64), SETUP_ONLY=1 (start nginx, print WORK, exit), TRIBUTARY (binary; default target/release/tributary, built if missing)
+#        CONCURRENCY (64), SETUP_ONLY=1 (start nginx, print WORK, exit), FLOOR=0 (skip the floor),
+#        TRIBUTARY (binary; default target/release/tributary, built if missing)
 # Needs: nginx (apt-get install -y nginx), python3 with resync (pip install resync), /usr/bin/time.
 set -euo pipefail
 
@@ -30,6 +36,8 @@ trap cleanup EXIT
 command -v nginx >/dev/null || { echo "nginx missing: apt-get install -y nginx" >&2; exit 2; }
 python3 -c 'import resync' || { echo "resync missing: pip install resync" >&2; exit 2; }
 [[ -x $BIN ]] || (cd "$ROOT" && cargo build --release --bin tributary)
+FLOOR_BIN=$TARGET/release/examples/harvest_floor
+if [[ ${FLOOR:-1} == 1 ]]; then (cd "$ROOT" && cargo build --release --example harvest_floor); fi
 
 echo "== generating $N files of 1-4 KiB in $WORK/site"
 python3 - "$WORK/site/files" "$N" <<'EOF'
@@ -98,20 +106,42 @@ if [[ ${SETUP_ONLY:-0} == 1 ]]; then
 fi
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+# CPU-seconds (user + system) nginx's worker has used so far.
+nginx_cpu() {
+    local worker
+    worker=$(pgrep -P "$(cat "$WORK/nginx.pid")" | head -1)
+    awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$worker/stat"
+}
 
-: >"$WORK/trib.rate"; : >"$WORK/trib.rss"
+: >"$WORK/trib.rate"; : >"$WORK/trib.rss"; : >"$WORK/trib.cpu"; : >"$WORK/trib.nginx"
+: >"$WORK/floor.fetch"; : >"$WORK/floor.nginx"; : >"$WORK/floor.store"
 for run in $(seq "$RUNS"); do
     rm -rf "$WORK/store"
+    before=$(nginx_cpu)
     /usr/bin/time -v -o "$WORK/time.txt" "$BIN" --config "$WORK/sources.toml" --data-dir "$WORK/store" \
         harvest --once >"$WORK/summary.txt" 2>"$WORK/log.txt" || { cat "$WORK/summary.txt" "$WORK/log.txt" >&2; exit 1; }
+    ngx=$(awk -v a="$before" -v b="$(nginx_cpu)" 'BEGIN {printf "%.2f", b - a}')
     wall=$(awk -F': ' '/Elapsed \(wall clock\)/ {n=split($2,t,":"); s=0; for(i=1;i<=n;i++) s=s*60+t[i]; print s}' "$WORK/time.txt")
     rss=$(awk -F': ' '/Maximum resident set size/ {printf "%.1f", $2/1024}' "$WORK/time.txt")
+    cpu=$(awk -F': ' '/User time|System time/ {s += $2} END {printf "%.2f", s}' "$WORK/time.txt")
     fetched=$(grep -o 'fetched [0-9]*' "$WORK/summary.txt" | head -1 | awk '{print $2}')
     [[ $fetched == "$N" ]] || { echo "run $run fetched $fetched of $N" >&2; cat "$WORK/summary.txt" >&2; exit 1; }
     rate=$(awk -v n="$N" -v w="$wall" 'BEGIN {printf "%.0f", n / w}')
     echo "tributary run $run: $(cat "$WORK/summary.txt" | head -1)"
-    echo "tributary run $run: process wall ${wall}s, ${rate} resources/s end to end, peak RSS ${rss} MiB"
-    echo "$rate" >>"$WORK/trib.rate"; echo "$rss" >>"$WORK/trib.rss"
+    echo "tributary run $run: process wall ${wall}s, ${rate} resources/s end to end, peak RSS ${rss} MiB, CPU ${cpu}s (nginx ${ngx}s)"
+    echo "$rate" >>"$WORK/trib.rate"; echo "$rss" >>"$WORK/trib.rss"; echo "$cpu" >>"$WORK/trib.cpu"; echo "$ngx" >>"$WORK/trib.nginx"
+    # The floor right after each pass, so both see the same phase of this shared machine.
+    if [[ ${FLOOR:-1} == 1 ]]; then
+        before=$(nginx_cpu)
+        out=$("$FLOOR_BIN" fetch "$BASE/resourcelist.xml" "$CONCURRENCY")
+        ngx=$(awk -v a="$before" -v b="$(nginx_cpu)" 'BEGIN {printf "%.2f", b - a}')
+        echo "floor run $run: $out (nginx ${ngx}s)"
+        grep -o 'cpu_s=[0-9.]*' <<<"$out" | cut -d= -f2 >>"$WORK/floor.fetch"; echo "$ngx" >>"$WORK/floor.nginx"
+        rm -rf "$WORK/floor-store"
+        out=$("$FLOOR_BIN" store "$WORK/site" "$WORK/floor-store" | tail -1)
+        echo "floor run $run: $out"
+        grep -o 'cpu_s=[0-9.]*' <<<"$out" | cut -d= -f2 >>"$WORK/floor.store"
+    fi
 done
 
 : >"$WORK/py.rate"
@@ -126,9 +156,18 @@ for run in $(seq "$RUNS"); do
     echo "$rate" >>"$WORK/py.rate"
 done
 
+
 t=$(median <"$WORK/trib.rate"); r=$(median <"$WORK/trib.rss"); p=$(median <"$WORK/py.rate")
+c=$(median <"$WORK/trib.cpu"); g=$(median <"$WORK/trib.nginx")
 echo
 echo "median over $RUNS runs, $N resources:"
 echo "  tributary harvest:     $t resources/s, peak RSS $r MiB (targets: >= 15000/s, < 100 MiB)"
+echo "                         CPU ${c}s per pass, nginx ${g}s"
 echo "  resync-sync --baseline: $p resources/s"
 echo "  ratio: $(awk -v a="$t" -v b="$p" 'BEGIN {printf "%.1f", a / b}')x"
+if [[ ${FLOOR:-1} == 1 ]]; then
+    f=$(median <"$WORK/floor.fetch"); fg=$(median <"$WORK/floor.nginx"); st=$(median <"$WORK/floor.store")
+    cores=$(nproc)
+    echo "  floor: fetching alone ${f}s CPU + nginx ${fg}s + storing alone ${st}s = $(awk -v a="$f" -v b="$fg" -v c="$st" 'BEGIN {printf "%.2f", a + b + c}')s CPU;"
+    echo "         on $cores cores no harvest from these parts beats $(awk -v n="$N" -v a="$f" -v b="$fg" -v c="$st" -v k="$cores" 'BEGIN {printf "%.0f", n / ((a + b + c) / k)}') resources/s"
+fi
