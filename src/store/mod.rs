@@ -169,11 +169,15 @@ impl Store {
 }
 
 impl Drop for Inner {
-    /// A store closed cleanly keeps the blobs put since the last flush, as sled keeps its rows
-    /// (sled flushes when dropped, which happens after this).
+    /// A store closed cleanly keeps the blobs put since the last flush, as sled keeps its rows.
+    /// sled flushes when its last handle drops, but the blob filter's scan (see [`known`]) may
+    /// hold one a moment longer, past the end of the process: so flush here.
     fn drop(&mut self) {
         if let Err(e) = self.commit_pending() {
             tracing::warn!(error = %e, "could not commit the last small blobs while closing the store");
+        }
+        if let Err(e) = self.db.flush() {
+            tracing::warn!(error = %e, "could not flush the database while closing the store");
         }
     }
 }
