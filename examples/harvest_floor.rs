@@ -15,6 +15,11 @@
 
 use std::time::Instant;
 
+/// The allocator `tributary` itself uses (see src/main.rs), so the floor is measured under the
+/// same allocation costs as the harvest.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use tributary::model::{DocumentReader, ReadOptions};
 use tributary::store::{Batch, Expected, NewRecord, Store, Via};
 
