@@ -8,17 +8,21 @@
 //! of the time with the read and 5–10% without (see docs/HARVEST.md, "Speed"). The filter
 //! answers "certainly not stored" from memory; "maybe" still reads sled.
 //!
-//! One rule makes it safe: **an id is added before its row can exist** — before a pack row
-//! becomes pending, before a file blob's row is written. Then the filter has no false
-//! negatives once it holds every row that existed before it: it is filled by a scan of the
-//! blob rows on a background thread, started by the first put (read-only commands never pay
-//! for it), and until the scan is done it answers "maybe" to everything. Ids added before the
+//! One rule makes it safe: **an id is added before its row can exist, and again once its row
+//! is in sled** — before a pack row becomes pending and when its batch has committed, before
+//! and after a file blob's row is written. A filter is filled by a scan of the blob rows on a
+//! background thread, started by the first put (read-only commands never pay for it), and
+//! until the scan is done it answers "maybe" to everything. Every row is then covered: it was
+//! in sled when the scan passed (the scan found it), or it landed later (its second add came
+//! after the filter's generation began, so it reached this filter). Ids added before the
 //! filter exists (while the scan counts rows, to size it) are kept in a list and moved in. A
 //! removed blob stays in the filter; that false positive costs one read.
 //!
 //! The filter is sized for twice the rows found and at least [`MIN_ITEMS`], at a 1% false
-//! positive rate (~1.2 bytes per id). When more ids than that have been added it is rebuilt
-//! the same way at the new size; meanwhile every answer is "maybe".
+//! positive rate (~1.2 bytes per id). When more ids than that have been added, a new
+//! generation is built the same way at the new size; meanwhile every answer is "maybe". The
+//! second add is what makes that safe: an id whose first add reached only the old generation
+//! and whose row landed after the new scan passed its place reaches the new one on its second.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
@@ -73,11 +77,11 @@ impl Known {
         }
     }
 
-    /// Records that `id`'s row is about to exist. Call it before the row can be read.
+    /// Records `id`: call it before its row can be read, and again once the row is in sled.
     pub(super) fn add(&self, id: &BlobId, blobs: &Table) {
         self.generation(blobs);
-        // Under the read lock, so a rebuild cannot swap generations between choosing this one
-        // and adding to it: the new generation's scan could then miss a row written later.
+        // Under the read lock, so that once a rebuild has swapped generations no add can
+        // still reach the old one: every later second add reaches the new generation.
         let current = self.current.read().unwrap_or_else(|p| p.into_inner());
         let Some(generation) = current.as_ref() else { return };
         if generation.add(id) {
@@ -302,6 +306,9 @@ mod tests {
         let known = Known::default();
         known.add(&id(0, 0), &blobs);
         settle(&known);
+        // A put whose row is still pending when the filter fills up.
+        let late = id(7, 3);
+        known.add(&late, &blobs);
         // One past the capacity starts a new generation, which scans the rows again; the
         // added ids had no rows, so only the rows' ids must be maybe afterwards.
         for n in 0..=MIN_ITEMS as u64 {
@@ -311,5 +318,9 @@ mod tests {
         let current = known.current.read().unwrap().clone().unwrap();
         assert!(current.count.load(Ordering::Relaxed) < 1_000, "still the full generation");
         assert!((0..10).all(|n| known.maybe_stored(&id(n, 0), &blobs)));
+        // Its row lands after the new scan passed: the second add is what covers it.
+        blobs.insert(late.0, vec![1]).unwrap();
+        known.add(&late, &blobs);
+        assert!(known.maybe_stored(&late, &blobs));
     }
 }

@@ -182,7 +182,10 @@ impl Inner {
 
     /// Closes the active pack (its pending rows committed) and starts the next.
     fn roll(&self, active: &mut Active) -> Result<(), StoreError> {
+        let ids: Vec<BlobId> = active.pending.keys().copied().collect();
         commit_locked(&self.trees, &self.packs, active)?;
+        // Again now that the rows are in sled, as in `committed`.
+        ids.iter().for_each(|id| self.known.add(id, &self.trees.blobs));
         let next = active.id + 1;
         let (file, len) = open_for_append(&self.packs.dir, next)?;
         sync_dir(&self.packs.dir).map_err(|e| StoreError::io(&self.packs.dir, e))?;
@@ -233,6 +236,10 @@ impl Inner {
     /// The batch holding `taken` is in sled: its rows stop being pending. Not calling this (the
     /// batch failed) leaves them pending for the next commit, which writes them again.
     pub(super) fn committed(&self, taken: TakenRows<'_>) {
+        // Again now that the rows are in sled, for a blob filter rebuilt since the puts.
+        for (id, _) in &taken.rows {
+            self.known.add(id, &self.trees.blobs);
+        }
         let mut active = self.packs.lock();
         for (id, row) in taken.rows {
             // A put of the same content may have merged a digest into the pending row since:

@@ -369,8 +369,12 @@ impl BlobWriter {
         }
         result?;
         let value = codec::encode(&row)?;
-        self.inner.known.add(&id, &self.inner.trees.blobs);
-        match self.inner.trees.blobs.compare_and_swap(id.0, None as Option<&[u8]>, Some(value))? {
+        let known = &self.inner.known;
+        known.add(&id, &self.inner.trees.blobs);
+        let swapped = self.inner.trees.blobs.compare_and_swap(id.0, None as Option<&[u8]>, Some(value))?;
+        // Again now that the row is in sled, for a blob filter rebuilt since the line above.
+        known.add(&id, &self.inner.trees.blobs);
+        match swapped {
             Ok(()) => Ok(row.info(id, false)),
             // Same content committed concurrently, or a damaged file just repaired.
             Err(_) => self.inner.merge_digests(id, &row),
