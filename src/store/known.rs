@@ -242,10 +242,14 @@ mod tests {
 
     use super::*;
 
-    fn tree() -> (sled::Db, Table) {
+    /// A blob table holding the rows of ids `id(0, 0)..id(rows, 0)`.
+    fn tree(rows: u64) -> (sled::Db, Table) {
         let db = sled::Config::new().temporary(true).open().expect("temporary sled");
         let tree = db.open_tree("main").expect("tree");
         let table = Table::new(&tree, b'b');
+        for n in 0..rows {
+            table.insert(id(n, 0).0, vec![1]).unwrap();
+        }
         (db, table)
     }
 
@@ -265,10 +269,7 @@ mod tests {
 
     #[test]
     fn every_stored_and_added_id_is_maybe_and_most_new_ones_are_not() {
-        let (_db, blobs) = tree();
-        for n in 0..5_000 {
-            blobs.insert(id(n, 0).0, vec![1]).unwrap();
-        }
+        let (_db, blobs) = tree(5_000);
         let known = Known::default();
         assert!(known.maybe_stored(&id(0, 9), &blobs), "until the scan is done, everything is maybe");
         settle(&known);
@@ -283,10 +284,7 @@ mod tests {
 
     #[test]
     fn ids_added_while_the_filter_is_built_are_kept() {
-        let (_db, blobs) = tree();
-        for n in 0..200_000 {
-            blobs.insert(id(n, 0).0, vec![1]).unwrap();
-        }
+        let (_db, blobs) = tree(200_000);
         let known = Known::default();
         // The first add starts the build; the rest race its count and its fill.
         for n in 0..20_000 {
@@ -299,10 +297,7 @@ mod tests {
 
     #[test]
     fn a_full_filter_is_rebuilt_from_the_rows() {
-        let (_db, blobs) = tree();
-        for n in 0..10 {
-            blobs.insert(id(n, 0).0, vec![1]).unwrap();
-        }
+        let (_db, blobs) = tree(10);
         let known = Known::default();
         known.add(&id(0, 0), &blobs);
         settle(&known);
