@@ -73,6 +73,28 @@ async fn each_relation_is_kept_or_dropped_and_rewritten_within_the_set() {
     assert_eq!(rels(&all["other"]), vec![("describedby".to_owned(), meta_uri.clone())]);
 }
 
+/// Two sources both fetched the target from its origin, so neither record has an index row
+/// and the merged set's filter knows several sources for it: the link still goes to a copy
+/// in the set, the first in URI order, and in each source's own set to that source's copy.
+#[tokio::test]
+async fn a_target_listed_by_two_sources_is_rewritten_to_a_copy_in_the_set() {
+    let (_dir, store) = temp_store();
+    let (listener, naming) = bind().await;
+    let target = "http://shared.test/meta";
+    let mut doc = Res::new("src-b", "http://museum-b.test/doc", "document");
+    doc.links.push(Link::new("describedby", target));
+    upsert(&store, &naming, &["src-a", "all"], &[Res::new("src-a", target, "<a/>")]);
+    upsert(&store, &naming, &["src-b", "all"], &[Res::new("src-b", target, "<b/>"), doc]);
+    let s = start(listener, naming.clone(), &store, sets(), LinkPolicies::default(), Limits::default());
+    let copy = |source: &str| naming.resource(source, target).unwrap();
+    assert!(copy("src-a") < copy("src-b"));
+
+    let all = by_path(&s, "all").await;
+    assert_eq!(rels(&all["doc"]), vec![("describedby".to_owned(), copy("src-a"))]);
+    let b = by_path(&s, "src-b").await;
+    assert_eq!(rels(&b["doc"]), vec![("describedby".to_owned(), copy("src-b"))]);
+}
+
 #[tokio::test]
 async fn per_source_overrides_and_policy_changes_need_no_reharvest() {
     let (_dir, store) = temp_store();

@@ -277,50 +277,73 @@ fn provenance_indexes_follow_updates_and_deletes() {
     let mut twin = record("http://tributary.test/twin", a);
     twin.upstream = "http://upstream.test/twin".into();
     store.apply(Batch::new().upsert(&["s"], rec.clone()).upsert(&["s"], twin)).unwrap();
-    assert_eq!(store.uris_by_origin("http://origin.test/p").unwrap(), vec![uri.to_owned()]);
+    assert_eq!(store.uris_by_origin("http://origin.test/p", &[]).unwrap(), vec![uri.to_owned()]);
     assert_eq!(store.uris_by_sha256(&a).unwrap().len(), 2);
-    assert_eq!(store.uri_by_upstream("http://upstream.test/p").unwrap().as_deref(), Some(uri));
+    assert_eq!(store.uri_by_upstream("http://upstream.test/p", &[]).unwrap().as_deref(), Some(uri));
 
     rec.origin = "http://elsewhere.test/p".into();
     rec.sha256 = b;
     store.apply(Batch::new().upsert(&["s"], rec)).unwrap();
-    assert!(store.uris_by_origin("http://origin.test/p").unwrap().is_empty());
-    assert_eq!(store.uris_by_origin("http://elsewhere.test/p").unwrap(), vec![uri.to_owned()]);
+    assert!(store.uris_by_origin("http://origin.test/p", &[]).unwrap().is_empty());
+    assert_eq!(store.uris_by_origin("http://elsewhere.test/p", &[]).unwrap(), vec![uri.to_owned()]);
     assert_eq!(store.uris_by_sha256(&a).unwrap(), vec!["http://tributary.test/twin".to_owned()]);
     store.apply(Batch::new().delete(&["s"], uri)).unwrap();
     assert!(store.uris_by_sha256(&b).unwrap().is_empty());
-    assert!(store.uri_by_upstream("http://upstream.test/p").unwrap().is_none());
+    assert!(store.uri_by_upstream("http://upstream.test/p", &[]).unwrap().is_none());
     assert!(store.verify().unwrap().is_clean());
 }
 
-/// A record fetched from its origin has no `by_upstream` row of its own (the origin index
-/// stands in for it); lookups by upstream URI must not notice.
+/// A record fetched from its origin has no index row by origin or upstream (format 5): the
+/// lookups find it under the names the caller passes, and only there.
 #[test]
-fn records_fetched_from_their_origin_are_found_by_upstream_uri() {
+fn records_fetched_from_their_origin_are_found_by_name() {
     let (_dir, store) = temp_store();
     let (a, b) = (put(&store, b"a"), put(&store, b"b"));
     let direct =
         |uri: &str, origin: &str, sha| NewRecord { origin: origin.into(), upstream: origin.into(), ..record(uri, sha) };
     let (x, y) = ("http://tributary.test/x", "http://tributary.test/y");
+    let named = |uri: &str| vec![uri.to_owned()];
     store.apply(Batch::new().upsert(&["s"], direct(x, "http://origin.test/x", a))).unwrap();
-    assert_eq!(store.uri_by_upstream("http://origin.test/x").unwrap().as_deref(), Some(x));
+    assert_eq!(store.uri_by_upstream("http://origin.test/x", &named(x)).unwrap().as_deref(), Some(x));
+    assert_eq!(store.uris_by_origin("http://origin.test/x", &named(x)).unwrap(), named(x));
     assert_eq!(store.record(x).unwrap().unwrap().upstream, "http://origin.test/x");
-    assert!(store.uri_by_upstream("http://origin.test/").unwrap().is_none(), "a prefix is not a match");
+    assert!(store.uri_by_upstream("http://origin.test/x", &[]).unwrap().is_none(), "found only by name");
+    assert!(store.uris_by_origin("http://origin.test/x", &[]).unwrap().is_empty(), "found only by name");
+    assert!(
+        store.uri_by_upstream("http://origin.test/", &named(x)).unwrap().is_none(),
+        "the name must match the record"
+    );
+    let elsewhere = named("http://tributary.test/nothing");
+    assert!(store.uri_by_upstream("http://origin.test/x", &elsewhere).unwrap().is_none());
 
     // Another record harvested through an aggregator from that same URI takes precedence.
     let via_aggregator = NewRecord { upstream: "http://origin.test/x".into(), ..record(y, b) };
     store.apply(Batch::new().upsert(&["s"], via_aggregator)).unwrap();
-    assert_eq!(store.uri_by_upstream("http://origin.test/x").unwrap().as_deref(), Some(y));
+    assert_eq!(store.uri_by_upstream("http://origin.test/x", &named(x)).unwrap().as_deref(), Some(y));
     store.apply(Batch::new().delete(&["s"], y)).unwrap();
-    assert_eq!(store.uri_by_upstream("http://origin.test/x").unwrap().as_deref(), Some(x));
+    assert_eq!(store.uri_by_upstream("http://origin.test/x", &named(x)).unwrap().as_deref(), Some(x));
+
+    // Two sources fetched it from the origin: the first in URI order wins.
+    let w = "http://tributary.test/w";
+    store.apply(Batch::new().upsert(&["s"], direct(w, "http://origin.test/x", b))).unwrap();
+    let both = vec![x.to_owned(), w.to_owned()];
+    assert_eq!(store.uri_by_upstream("http://origin.test/x", &both).unwrap().as_deref(), Some(w));
+    assert_eq!(store.uris_by_origin("http://origin.test/x", &both).unwrap(), [w, x]);
+    store.apply(Batch::new().delete(&["s"], w)).unwrap();
 
     // Moving to another origin moves the lookup with it; deleting ends it.
     store.apply(Batch::new().upsert(&["s"], direct(x, "http://origin.test/moved", a))).unwrap();
-    assert!(store.uri_by_upstream("http://origin.test/x").unwrap().is_none());
-    assert_eq!(store.uri_by_upstream("http://origin.test/moved").unwrap().as_deref(), Some(x));
+    assert!(store.uri_by_upstream("http://origin.test/x", &named(x)).unwrap().is_none());
+    assert_eq!(store.uri_by_upstream("http://origin.test/moved", &named(x)).unwrap().as_deref(), Some(x));
+    assert!(store.verify().unwrap().is_clean());
+    // From an aggregator and back: the index rows come and go with it.
+    store.apply(Batch::new().upsert(&["s"], record(x, a))).unwrap();
+    assert_eq!(store.uris_by_origin("http://origin.test/x", &[]).unwrap(), named(x));
+    store.apply(Batch::new().upsert(&["s"], direct(x, "http://origin.test/moved", a))).unwrap();
+    assert!(store.uris_by_origin("http://origin.test/x", &[]).unwrap().is_empty());
     assert!(store.verify().unwrap().is_clean());
     store.apply(Batch::new().delete(&["s"], x)).unwrap();
-    assert!(store.uri_by_upstream("http://origin.test/moved").unwrap().is_none());
+    assert!(store.uri_by_upstream("http://origin.test/moved", &named(x)).unwrap().is_none());
     assert!(store.verify().unwrap().is_clean());
 }
 

@@ -193,16 +193,17 @@ fn find_by_uri(
             found.push((how, rec));
         }
     };
-    if let Some(t) = store.uri_by_upstream(uri)? {
+    // Every source has a set of its own id, so these are the names each source would give a
+    // record harvested from `uri`. Records fetched from their origin are found only by name,
+    // and deleted ones left the indexes.
+    let named: Vec<String> = store.sets()?.iter().filter_map(|set| naming.resource(&set.id, uri)).collect();
+    if let Some(t) = store.uri_by_upstream(uri, &named)? {
         store.record(&t)?.into_iter().for_each(|r| push("upstream-uri", r, found));
     }
-    // Deleted records left the upstream index; their URI is still derivable per source.
-    for set in store.sets()? {
-        if let Some(t) = naming.resource(&set.id, uri) {
-            store.record(&t)?.into_iter().for_each(|r| push("upstream-uri", r, found));
-        }
+    for t in &named {
+        store.record(t)?.into_iter().for_each(|r| push("upstream-uri", r, found));
     }
-    for t in store.uris_by_origin(uri)? {
+    for t in store.uris_by_origin(uri, &named)? {
         store.record(&t)?.into_iter().for_each(|r| push("origin-uri", r, found));
     }
     Ok(())

@@ -10,7 +10,7 @@
 //! which is all `at` promises. No `completed` is written: the header goes out before the last
 //! record is read, and a time that is not yet known cannot be stated honestly.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::io::Write;
 use std::sync::Arc;
@@ -136,25 +136,33 @@ impl Publisher {
     ///
     /// This runs for every kept link of every entry, and most targets (schemas, pages
     /// elsewhere) are not republished. `filter` — the hashes of the set's upstream URIs at
-    /// the last validation — answers those without touching the store; a possible hit is
-    /// confirmed by one point lookup. So a target harvested after the last validation (the
-    /// index's `at`) is rewritten from the next validation on.
+    /// the last validation, each with its source — answers those without touching the store;
+    /// a possible hit is confirmed by point lookups: the upstream index, and the record the
+    /// source would have named after `href` (records fetched from their origin are found only
+    /// by name). So a target harvested after the last validation (the index's `at`) is
+    /// rewritten from the next validation on.
     fn republished_in(
         &self,
         view: &SetView,
         filter: Option<&UpstreamFilter>,
         href: &str,
     ) -> Result<Option<String>, StoreError> {
-        if filter.is_some_and(|f| !f.contains(&upstream_hash(href))) {
-            return Ok(None);
-        }
+        let sources = &view.config.sources;
+        let named: Vec<String> = match filter.map(|f| f.get(&upstream_hash(href))) {
+            Some(None) => return Ok(None),
+            Some(Some(&i)) if i != SEVERAL => {
+                sources.get(i as usize).and_then(|s| self.naming.resource(s, href)).into_iter().collect()
+            }
+            // Before the first validation, or several sources list `href`.
+            _ => sources.iter().filter_map(|s| self.naming.resource(s, href)).collect(),
+        };
         // `{base}r/{source}/…`: compare the source without parsing the whole URI.
         let in_set = |uri: &str| {
             let source =
                 uri.strip_prefix(self.naming.base()).and_then(|r| r.strip_prefix("r/")).and_then(|r| r.split_once('/'));
-            source.is_some_and(|(s, _)| view.config.sources.iter().any(|c| c == s))
+            source.is_some_and(|(s, _)| sources.iter().any(|c| c == s))
         };
-        Ok(self.store.uri_by_upstream(href)?.filter(|u| in_set(u)))
+        Ok(self.store.uri_by_upstream(href, &named)?.filter(|u| in_set(u)))
     }
 
     /// The current layout, after revalidating when stale. Scans run one at a time per set and
@@ -171,14 +179,20 @@ impl Publisher {
             return Ok(plan.layout);
         }
         let all = KeyRange::all();
-        let mut upstreams = Vec::new();
+        let source_index: HashMap<&str, u32> =
+            view.config.sources.iter().zip(0..).map(|(s, i)| (s.as_str(), i)).collect();
+        let mut upstreams = UpstreamFilter::default();
         let uris = self.raw_records(view, &all).filter_map(|raw| {
             let uri = raw.and_then(|raw| {
                 let v = raw.view()?;
                 if v.is_deleted() {
                     return Ok(None);
                 }
-                upstreams.push(upstream_hash(v.upstream));
+                let source = source_index.get(v.source).copied().unwrap_or(SEVERAL);
+                upstreams
+                    .entry(upstream_hash(v.upstream))
+                    .and_modify(|s| *s = if *s == source { source } else { SEVERAL })
+                    .or_insert(source);
                 Ok(Some(v.uri.to_owned()))
             });
             uri.transpose()
@@ -186,7 +200,7 @@ impl Publisher {
         let limit = self.limits.resource_list_entries;
         let before = plan.clone();
         plan.validate(uris, seq, now, limit, fill(limit))?;
-        *lock(&view.upstreams) = Some(Arc::new(upstreams.into_iter().collect()));
+        *lock(&view.upstreams) = Some(Arc::new(upstreams));
         if plan.numbering_differs(&before) {
             // Saved before any document names the new numbers, so no number handed out is lost.
             self.store.save_publisher_state(&plan_key(&view.config.id), &plan.to_bytes())?;
@@ -210,9 +224,13 @@ impl Publisher {
     }
 }
 
-/// The hashes of a set's upstream URIs. They are already uniformly distributed, so the set
-/// uses them as they are rather than hashing them again.
-pub(super) type UpstreamFilter = HashSet<u64, BuildHasherDefault<AsIs>>;
+/// The hashes of a set's upstream URIs, each with the index of its source in the set's
+/// config (or [`SEVERAL`]). The hashes are already uniformly distributed, so the map uses
+/// them as they are rather than hashing them again.
+pub(super) type UpstreamFilter = HashMap<u64, u32, BuildHasherDefault<AsIs>>;
+
+/// An [`UpstreamFilter`] value: more than one source (or a hash collision) has this upstream.
+const SEVERAL: u32 = u32::MAX;
 
 /// A `Hasher` that passes a `u64` through.
 #[derive(Default)]

@@ -285,18 +285,19 @@ impl Tx<'_> {
 
     fn index(&mut self, rec: &Record) {
         let t = self.t;
-        self.w.insert(&t.by_origin, &keys::by_origin(&rec.origin, &rec.uri), keys::by_origin_value(rec));
         self.w.insert(&t.by_sha, &keys::by_sha(&rec.sha256, &rec.uri), Vec::new());
+        // A record fetched from its origin is found by its name instead (see `record`).
         if let Some(upstream) = row::upstream_row(rec) {
+            self.w.insert(&t.by_origin, &keys::by_origin(&rec.origin, &rec.uri), Vec::new());
             self.w.insert(&t.by_upstream, upstream.as_bytes(), rec.uri.clone().into_bytes());
         }
     }
 
     fn unindex(&mut self, rec: &Record) -> Result<(), StoreError> {
         let t = self.t;
-        self.w.remove(&t.by_origin, &keys::by_origin(&rec.origin, &rec.uri));
         self.w.remove(&t.by_sha, &keys::by_sha(&rec.sha256, &rec.uri));
         if let Some(upstream) = row::upstream_row(rec) {
+            self.w.remove(&t.by_origin, &keys::by_origin(&rec.origin, &rec.uri));
             // Another record may have claimed the upstream URI since; only remove our own entry.
             let owner = self.w.get(&t.by_upstream, upstream.as_bytes())?;
             if owner.is_some_and(|v| v.as_ref() == rec.uri.as_bytes()) {

@@ -8,9 +8,12 @@
 //! inside the same transaction as the record.
 //!
 //! A record fetched straight from its origin (upstream = origin, every Source that is not an
-//! aggregator) has no `by_upstream` row: its `by_origin` row's value is [`keys::FROM_ORIGIN`]
-//! instead, which saves sled one row per record and per write. Looking up an upstream URI is
-//! then a point read and, when that misses, a prefix scan of the origin index.
+//! aggregator) has no index row by origin or upstream at all (store format 5): the harvester
+//! names every record from its source and upstream URI ([`crate::naming::Naming::resource`]),
+//! so a caller that knows the sources can name the record itself, and the lookups take those
+//! names. Each new row costs sled a leaf copy and, every few inserts, a rewrite of the leaf's
+//! parent; leaving this one out took 13% off the CPU of a baseline harvest (docs/STORE.md,
+//! "A record fetched from its origin has no index row at all").
 //!
 //! The sha-256 index lists live records only; it doubles as the blob reference count (a blob
 //! with no entry is unreferenced and gc may collect it). Deleted records keep their digests
@@ -127,14 +130,6 @@ pub(super) mod keys {
         codec::pair_key(origin.as_bytes(), uri.as_bytes())
     }
 
-    /// The value of a `by_origin` row whose record was fetched from the origin itself.
-    pub(in super::super) const FROM_ORIGIN: &[u8] = &[1];
-
-    /// The value of `rec`'s `by_origin` row.
-    pub(in super::super) fn by_origin_value(rec: &Record) -> Vec<u8> {
-        if row::upstream_row(rec).is_none() { FROM_ORIGIN.to_vec() } else { Vec::new() }
-    }
-
     pub(in super::super) fn by_sha(sha: &BlobId, uri: &str) -> Vec<u8> {
         let mut key = Vec::with_capacity(32 + uri.len());
         key.extend_from_slice(&sha.0);
@@ -182,13 +177,23 @@ impl Store {
         self.inner.trees.records.range(start, end.map(|e| e.max(start)))
     }
 
-    /// Tributary URIs of the live records whose origin (`via` target) is `origin`.
+    /// Tributary URIs of the live records whose origin (`via` target) is `origin`, in URI
+    /// order. `named` are the URIs the sources that may hold it give `origin` as an upstream
+    /// URI (see the module docs): a record fetched from its origin is found only there.
     ///
     /// # Errors
     /// [`StoreError::Database`] / [`StoreError::Corrupt`].
-    pub fn uris_by_origin(&self, origin: &str) -> Result<Vec<String>, StoreError> {
+    pub fn uris_by_origin(&self, origin: &str, named: &[String]) -> Result<Vec<String>, StoreError> {
         let prefix = pair_prefix(origin.as_bytes());
-        suffixes(self.inner.trees.by_origin.scan_prefix(&prefix), prefix.len())
+        let mut uris = suffixes(self.inner.trees.by_origin.scan_prefix(&prefix), prefix.len())?;
+        for uri in named {
+            if self.fetched_from_origin(uri, origin)? {
+                uris.push(uri.clone());
+            }
+        }
+        uris.sort();
+        uris.dedup();
+        Ok(uris)
     }
 
     /// Tributary URIs of the live records whose content has this sha-256.
@@ -199,25 +204,30 @@ impl Store {
         suffixes(self.inner.trees.by_sha.scan_prefix(sha.0), 32)
     }
 
-    /// The Tributary URI of the live record fetched from `upstream`. When several are (two
-    /// sources listing one URI), one fetched through an aggregator wins, then the first in URI
-    /// order.
+    /// The Tributary URI of the live record fetched from `upstream`, given `named` as in
+    /// [`Store::uris_by_origin`]. When several are (two sources listing one URI), one fetched
+    /// through an aggregator wins, then the first in URI order.
     ///
     /// # Errors
     /// [`StoreError::Database`] / [`StoreError::Corrupt`].
-    pub fn uri_by_upstream(&self, upstream: &str) -> Result<Option<String>, StoreError> {
-        let t = &self.inner.trees;
-        if let Some(v) = t.by_upstream.get(upstream.as_bytes())? {
+    pub fn uri_by_upstream(&self, upstream: &str, named: &[String]) -> Result<Option<String>, StoreError> {
+        if let Some(v) = self.inner.trees.by_upstream.get(upstream.as_bytes())? {
             return utf8("upstream index", &v).map(Some);
         }
-        let prefix = pair_prefix(upstream.as_bytes());
-        for kv in t.by_origin.scan_prefix(&prefix) {
-            let (k, v) = kv?;
-            if v.as_ref() == keys::FROM_ORIGIN {
-                return utf8("index key", &k[prefix.len()..]).map(Some);
+        let mut found = None;
+        for uri in named {
+            if found.is_none_or(|f: &String| uri < f) && self.fetched_from_origin(uri, upstream)? {
+                found = Some(uri);
             }
         }
-        Ok(None)
+        Ok(found.cloned())
+    }
+
+    /// Whether `uri` is a live record fetched from its origin, `origin`.
+    fn fetched_from_origin(&self, uri: &str, origin: &str) -> Result<bool, StoreError> {
+        let Some(v) = self.inner.trees.records.get(uri.as_bytes())? else { return Ok(false) };
+        let rec = row::decode_view(uri.as_bytes(), &v)?;
+        Ok(!rec.is_deleted() && rec.origin == origin && rec.upstream == origin)
     }
 }
 

@@ -1,4 +1,4 @@
-//! The stored form of a record (store format 4), and how [`Record`]s and [`RecordView`]s are
+//! The stored form of a record (store format 4, unchanged in 5), and how [`Record`]s and [`RecordView`]s are
 //! made from it.
 //!
 //! Record rows are most of what a Resource List walk makes sled read and keep resident
@@ -261,8 +261,8 @@ fn to_link(l: &LinkView<'_>) -> Result<Link, StoreError> {
 }
 
 /// The key of the record's `by_upstream` row: its upstream URI, when that is not the origin.
-/// A record fetched from its origin has no such row; the `by_origin` row marks it instead
-/// (see [`super::record`]).
+/// A record fetched from its origin has neither this row nor a `by_origin` one: it is found
+/// by its name (see [`super::record`]).
 pub(super) fn upstream_row(rec: &Record) -> Option<&str> {
     (rec.upstream != rec.origin).then_some(rec.upstream.as_str())
 }

@@ -166,18 +166,18 @@ impl Inner {
     }
 
     fn check_record_indexes(&self, rec: &Record, r: &mut VerifyReport) -> Result<(), StoreError> {
-        match self.trees.by_origin.get(keys::by_origin(&rec.origin, &rec.uri))? {
-            None => r.problem("index by_origin", &rec.uri, format!("no entry for origin {}", rec.origin)),
-            Some(v) if v.as_ref() != keys::by_origin_value(rec).as_slice() => {
-                r.problem("index by_origin", &rec.uri, "entry disagrees on whether it was fetched from the origin");
-            }
-            Some(_) => {}
-        }
         if !self.trees.by_sha.contains_key(keys::by_sha(&rec.sha256, &rec.uri))? {
             r.problem("index by_sha256", &rec.uri, format!("no entry for sha-256:{}", rec.sha256));
         }
+        let by_origin = self.trees.by_origin.contains_key(keys::by_origin(&rec.origin, &rec.uri))?;
         if row::upstream_row(rec).is_none() {
+            if by_origin {
+                r.problem("index by_origin", &rec.uri, "entry for a record fetched from its origin (found by name)");
+            }
             return Ok(());
+        }
+        if !by_origin {
+            r.problem("index by_origin", &rec.uri, format!("no entry for origin {}", rec.origin));
         }
         let owner = self.trees.by_upstream.get(rec.upstream.as_bytes())?;
         let claimed_by_live_peer = |uri: &[u8]| -> Result<bool, StoreError> {
@@ -421,5 +421,40 @@ mod tests {
         set_heads(&store, a, vec![("s".into(), 3)]);
         assert!(store.verify().unwrap().is_clean());
         assert_eq!(store.history(a).unwrap().len(), 2);
+    }
+
+    fn index_problems(store: &Store) -> Vec<(String, String)> {
+        let report = store.verify().unwrap();
+        report
+            .problems
+            .iter()
+            .filter(|p| p.area.starts_with("index"))
+            .map(|p| (p.area.to_owned(), p.detail.clone()))
+            .collect()
+    }
+
+    /// Format 5: a record fetched from its origin has no `by_origin` row, any other has one.
+    #[test]
+    fn the_origin_index_holds_exactly_the_records_not_fetched_from_their_origin() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("store")).unwrap();
+        let sha = store.put(&b"x"[..], &Expected::none()).unwrap().id;
+        let direct = record("http://t/direct", sha);
+        let aggregated = NewRecord { upstream: "http://t/upstream".into(), ..record("http://t/agg", sha) };
+        store.apply(Batch::new().upsert(&["s"], direct.clone()).upsert(&["s"], aggregated.clone())).unwrap();
+        assert!(store.verify().unwrap().is_clean());
+        let by_origin = &store.inner.trees.by_origin;
+
+        by_origin.insert(keys::by_origin(&direct.origin, &direct.uri), Vec::new()).unwrap();
+        let problems = index_problems(&store);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].1.contains("fetched from its origin"), "{problems:?}");
+        by_origin.remove(keys::by_origin(&direct.origin, &direct.uri)).unwrap();
+
+        by_origin.remove(keys::by_origin(&aggregated.origin, &aggregated.uri)).unwrap();
+        assert_eq!(
+            index_problems(&store),
+            [("index by_origin".to_owned(), format!("no entry for origin {}", aggregated.origin))]
+        );
     }
 }
