@@ -260,7 +260,12 @@ impl Pass<'_> {
         let (settings, id) = (self.source.settings.clone(), self.source.id.clone());
         self.tasks.spawn(super::metrics::inherit(async move {
             let _permit = permit;
-            match resource::fetch_verified(&fetcher, &store, &listed.urls(), &listed.expected(), &settings).await {
+            // Boxed: the fetch's state machine is several KB, and unboxed it made this task's
+            // future as large, which tokio copies whole when it spawns it (with `inherit`'s
+            // change, 9.8 KB → 1.4 KB per task; memcpy 7.9% → 5.7% of a pass's samples).
+            let (urls, expected) = (listed.urls(), listed.expected());
+            let fetch = Box::pin(resource::fetch_verified(&fetcher, &store, &urls, &expected, &settings));
+            match fetch.await {
                 Ok(stored) => {
                     if stored.from != listed.loc {
                         tracing::debug!(source.id = %id, resource.uri = %listed.loc, mirror = %stored.from, "stored from a mirror");

@@ -357,11 +357,14 @@ impl Poll<'_> {
             let permit = sem.clone().acquire_owned().await.map_err(|e| join_error_msg(&e.to_string()))?;
             let (fetcher, store, settings) =
                 (self.ctx.fetcher.clone(), self.ctx.store.clone(), self.source.settings.clone());
-            tasks.spawn(async move {
+            // As in the baseline: attributed to the source for `/metrics`, and boxed so the task's
+            // future stays small.
+            tasks.spawn(super::metrics::inherit(async move {
                 let _permit = permit;
-                let r = resource::fetch_verified(&fetcher, &store, &listed.urls(), &listed.expected(), &settings).await;
+                let (urls, expected) = (listed.urls(), listed.expected());
+                let r = Box::pin(resource::fetch_verified(&fetcher, &store, &urls, &expected, &settings)).await;
                 (i, listed, r)
-            });
+            }));
         }
         // Bounded: one result per spawned task.
         while let Some(done) = tasks.join_next().await {

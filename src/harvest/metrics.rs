@@ -13,29 +13,30 @@ use std::time::Duration;
 use super::report::SourceReport;
 
 tokio::task_local! {
-    static SOURCE: Arc<str>;
+    static SOURCE: Option<Arc<str>>;
 }
 
 /// Runs `f` as part of `source`'s pass: requests it sends are counted for that source.
 pub(crate) async fn in_source<F: Future>(source: &str, f: F) -> F::Output {
-    SOURCE.scope(Arc::from(source), f).await
+    SOURCE.scope(Some(Arc::from(source)), f).await
 }
 
 /// Wraps a future about to be spawned so it stays attributed to the current source.
+///
+/// Not an `async` block: one would hold `f` both as a capture and inside the scope's future,
+/// doubling the size of every fetch task, and tokio copies a task's future whole when it
+/// spawns it.
 pub(crate) fn inherit<F: Future>(f: F) -> impl Future<Output = F::Output> {
-    let source = SOURCE.try_with(Arc::clone).ok();
-    async move {
-        match source {
-            Some(s) => SOURCE.scope(s, f).await,
-            None => f.await,
-        }
-    }
+    SOURCE.scope(SOURCE.try_with(Clone::clone).ok().flatten(), f)
 }
 
 /// One HTTP request sent (retries and redirects each count).
 pub(crate) fn request() {
-    let _ = SOURCE
-        .try_with(|s| metrics::counter!("tributary_source_requests_total", "source" => s.to_string()).increment(1));
+    let _ = SOURCE.try_with(|s| {
+        if let Some(s) = s {
+            metrics::counter!("tributary_source_requests_total", "source" => s.to_string()).increment(1);
+        }
+    });
 }
 
 /// The counts of one finished pass over a source.
