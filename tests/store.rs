@@ -636,3 +636,71 @@ fn a_full_disk_during_a_put_leaves_nothing() {
     let info = store.put(&bytes(8, 3 * 1024 * 1024)[..], &Expected::none()).unwrap();
     assert!(store.verify().unwrap().is_clean() && !info.deduplicated);
 }
+
+/// Small blobs are buffered before they reach their pack: one put is readable at once, and a
+/// reopen after a clean close finds it in the pack.
+#[test]
+fn a_small_blob_is_readable_while_buffered_and_after_a_reopen() {
+    let (dir, store) = temp_store();
+    let data = bytes(41, 3000);
+    let id = put(&store, &data);
+    let pack = store.path().join("packs").join("00000001.pack");
+    assert_eq!(std::fs::metadata(&pack).unwrap().len(), 0, "still in the buffer");
+    assert_eq!(read_all(store.get(&id).unwrap()), data);
+    drop(store);
+    let store = reopen(&dir.path().join("store"));
+    assert_eq!(store.stats().unwrap().pack_bytes, 3000);
+    assert_eq!(read_all(store.get(&id).unwrap()), data);
+    assert!(store.verify().unwrap().is_clean());
+}
+
+/// A real ENOSPC while a pack's buffer is written: the active pack is a symlink to `/dev/full`.
+/// The put that finds the buffer full fails and leaves nothing; the blobs already buffered stay
+/// readable, but no batch naming them commits until their bytes are written and synced.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_full_disk_while_writing_a_pack_fails_the_put_and_the_commit_and_commits_nothing() {
+    let (dir, store) = temp_store();
+    let path = store.path().to_path_buf();
+    drop(store);
+    let pack = path.join("packs").join("00000001.pack");
+    std::fs::remove_file(&pack).unwrap();
+    std::os::unix::fs::symlink("/dev/full", &pack).unwrap();
+    let store = reopen(&path);
+
+    // 4 KiB blobs: the buffer is written once 256 KiB would be exceeded.
+    let mut buffered = Vec::new();
+    let err = (0..100u64)
+        .find_map(|i| match store.put(&bytes(1000 + i, 4096)[..], &Expected::none()) {
+            Ok(info) => {
+                buffered.push((info.id, bytes(1000 + i, 4096)));
+                None
+            }
+            Err(e) => Some(e),
+        })
+        .expect("a put must fail once the buffer is written");
+    match &err {
+        StoreError::Io { source, .. } => assert_eq!(source.raw_os_error(), Some(28), "{err}"),
+        other => panic!("expected ENOSPC, got {other:?}"),
+    }
+    assert_eq!(buffered.len(), 64);
+    for (id, data) in &buffered {
+        assert_eq!(&read_all(store.get(id).unwrap()), data);
+    }
+    let uri = "http://tributary.test/full";
+    let err = store.apply(Batch::new().upsert(&["s"], record(uri, buffered[0].0))).unwrap_err();
+    assert!(matches!(&err, StoreError::Io { source, .. } if source.raw_os_error() == Some(28)), "{err}");
+    assert!(store.record(uri).unwrap().is_none());
+    drop(store);
+
+    // Space again: the store opens clean, without a row of a blob whose bytes never reached
+    // the disk, and the content can be put anew.
+    std::fs::remove_file(&pack).unwrap();
+    let store = reopen(&path);
+    assert!(store.verify().unwrap().is_clean());
+    assert_eq!(store.stats().unwrap().blobs, 0);
+    let again = put(&store, &buffered[0].1);
+    store.apply(Batch::new().upsert(&["s"], record(uri, again))).unwrap();
+    assert_eq!(read_all(store.get(&again).unwrap()), buffered[0].1);
+    drop(dir);
+}
