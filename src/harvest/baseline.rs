@@ -250,7 +250,7 @@ impl Pass<'_> {
             tracing::warn!(source.id = %id, resource.uri = %loc, "skipping a resource outside the Source's authority");
             return None;
         }
-        let uri = self.ctx.naming.resource(id, loc.as_str())?;
+        let uri = self.ctx.naming.resource_url(id, &loc)?;
         Some(Listed::new(entry, loc, uri))
     }
 

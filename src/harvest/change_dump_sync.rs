@@ -148,7 +148,7 @@ fn changes(
         if last.get(url.as_str()) != Some(&k) {
             continue; // superseded by a later change of the same URI in this package
         }
-        let Some(uri) = ctx.naming.resource(&source.id, url.as_str()) else {
+        let Some(uri) = ctx.naming.resource_url(&source.id, url) else {
             report.skipped += 1;
             continue;
         };

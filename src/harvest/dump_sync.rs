@@ -94,7 +94,7 @@ fn records(
             Ok(Content::Deleted { .. }) => continue,
             Err(e) => return Err(dump_error(source, &format!("{}: {e}", package.url))),
         };
-        let Some(uri) = ctx.naming.resource(&source.id, url.as_str()) else {
+        let Some(uri) = ctx.naming.resource_url(&source.id, &url) else {
             report.skipped += 1;
             continue;
         };

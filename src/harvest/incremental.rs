@@ -326,7 +326,7 @@ impl Poll<'_> {
             .iter()
             .map(|&i| {
                 let p = self.pending[i].clone();
-                let uri = self.ctx.naming.resource(&id, p.loc.as_str());
+                let uri = self.ctx.naming.resource_url(&id, &p.loc);
                 (p, uri)
             })
             .collect();
