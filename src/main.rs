@@ -276,11 +276,30 @@ fn run_harvest(global: &Global, args: HarvestArgs) -> anyhow::Result<ExitCode> {
     })?;
     progress.finish();
     println!("{summary}");
-    Ok(if summary.failed_sources().next().is_some() || summary.failed() > 0 {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    let failed = summary.failed_sources().next().is_some() || summary.failed() > 0;
+    exit_durably(&store, if failed { 1 } else { 0 })
+}
+
+/// Ends a one-shot command once the store is durable, without tearing the process down.
+///
+/// Dropping the store frees sled's whole page cache node by node and the allocator then
+/// returns its pages one `madvise` at a time; with the runtime's and the connections'
+/// shutdown, that took 30 ms of wall time and 55 ms of CPU after a 10,000-resource baseline
+/// (4% of the run; 10 interleaved runs each), and it grows with the cache. The flush below is
+/// what the store's `Drop` would have done that matters (blobs still pending and sled's
+/// log); the kernel releases memory, sockets and the store's lock file at exit.
+fn exit_durably(store: &tributary::store::Store, code: i32) -> ! {
+    use std::io::Write as _;
+    let code = match store.flush() {
+        Ok(()) => code,
+        Err(e) => {
+            eprintln!("error: flushing the store: {e}");
+            1
+        }
+    };
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    std::process::exit(code)
 }
 
 fn run_service(global: &Global) -> anyhow::Result<ExitCode> {

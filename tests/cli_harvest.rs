@@ -40,11 +40,24 @@ async fn harvest_once_prints_a_summary() {
     );
     std::fs::write(&cfg, text).unwrap();
     let cfg = cfg.to_str().unwrap().to_owned();
-    let out = tokio::task::spawn_blocking(move || tributary(&["--config", &cfg, "harvest", "--source", "a", "--once"]))
-        .await
-        .unwrap();
+    let first = cfg.clone();
+    let out =
+        tokio::task::spawn_blocking(move || tributary(&["--config", &first, "harvest", "--source", "a", "--once"]))
+            .await
+            .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("fetched 30, unchanged 0, failed 0, deleted 0"), "{stdout}");
     assert!(dir.path().join("store/FORMAT").exists());
+
+    // The command exits without tearing the store down (see `exit_durably` in main.rs): what
+    // it harvested must be durable and consistent, and a second pass fetches none of it again.
+    let again = cfg.clone();
+    let verify =
+        tokio::task::spawn_blocking(move || tributary(&["--config", &again, "store", "verify"])).await.unwrap();
+    assert!(verify.status.success(), "{}", String::from_utf8_lossy(&verify.stdout));
+    let out =
+        tokio::task::spawn_blocking(move || tributary(&["--config", &cfg, "harvest", "--source", "a"])).await.unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && stdout.contains("fetched 0,") && stdout.contains("failed 0,"), "{stdout}");
 }
