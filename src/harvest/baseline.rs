@@ -229,7 +229,7 @@ impl Pass<'_> {
         self.ctx.progress.listed(id);
         if let Some(held) = self.held.get(&listed.uri).filter(|h| listed.content_held(h)) {
             if !listed.metadata_held(held) {
-                let _ = self.tx.send(Msg::Upsert(Box::new(listed.record(id, held.sha256)))).await;
+                let _ = self.tx.send(Msg::Upsert(Box::new(listed.into_record(id, held.sha256)))).await;
             }
             self.report.unchanged += 1;
             self.ctx.progress.resource(id, super::daemon::ResourceOutcome::Unchanged, 0);
@@ -270,7 +270,7 @@ impl Pass<'_> {
                     if stored.from != listed.loc {
                         tracing::debug!(source.id = %id, resource.uri = %listed.loc, mirror = %stored.from, "stored from a mirror");
                     }
-                    let _ = tx.send(Msg::Upsert(Box::new(listed.record(&id, stored.info.id)))).await;
+                    let _ = tx.send(Msg::Upsert(Box::new(listed.into_record(&id, stored.info.id)))).await;
                     Ok(stored.bytes)
                 }
                 Err(e) => Err((listed.loc.to_string(), e)),

@@ -162,7 +162,7 @@ fn changes(
                 report.fetched += 1;
                 report.bytes += blob.length;
                 let listed = Listed::new(item.entry.clone(), url.clone(), uri);
-                batch.upsert(&sets, listed.record(&source.id, blob.id));
+                batch.upsert(&sets, listed.into_record(&source.id, blob.id));
             }
         }
     }

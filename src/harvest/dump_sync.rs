@@ -101,7 +101,7 @@ fn records(
         seen.insert(uri.clone());
         report.fetched += 1;
         report.bytes += blob.length;
-        batch.upsert(&sets, Listed::new(item.entry, url, uri).record(&source.id, blob.id));
+        batch.upsert(&sets, Listed::new(item.entry, url, uri).into_record(&source.id, blob.id));
     }
     Ok(batch)
 }

@@ -350,7 +350,7 @@ impl Poll<'_> {
             if let Some(h) = held.get(&listed.uri).filter(|h| listed.content_held(h)) {
                 self.report.unchanged += 1;
                 if !listed.metadata_held(h) {
-                    out[i] = Applied1::Upsert(Box::new(listed.record(&id, h.sha256)));
+                    out[i] = Applied1::Upsert(Box::new(listed.into_record(&id, h.sha256)));
                 }
                 continue;
             }
@@ -374,7 +374,7 @@ impl Poll<'_> {
                     self.report.fetched += 1;
                     self.report.bytes += stored.bytes;
                     self.ctx.progress.resource(&id, ResourceOutcome::Fetched, stored.bytes);
-                    out[i] = Applied1::Upsert(Box::new(listed.record(&id, stored.info.id)));
+                    out[i] = Applied1::Upsert(Box::new(listed.into_record(&id, stored.info.id)));
                 }
                 Err(ResourceError::Store(e)) => return Err(HarvestError::Store(e)),
                 Err(e) => {

@@ -29,8 +29,8 @@ pub(crate) struct Listed {
 impl Listed {
     /// Reads an entry whose `<loc>` was resolved to `loc` and named `uri`.
     pub(crate) fn new(entry: Entry, loc: Url, uri: String) -> Listed {
-        let md = entry.md.unwrap_or_default();
-        let declared = md.hash.clone().unwrap_or_default();
+        let mut md = entry.md.unwrap_or_default();
+        let declared = md.hash.take().unwrap_or_default();
         let (via_links, links): (Vec<Link>, Vec<Link>) = entry.links.into_iter().partition(|l| l.rel == "via");
         let (origin, via) = match via_links.into_iter().next() {
             Some(v) => (
@@ -80,18 +80,18 @@ impl Listed {
     }
 
     /// The record for this entry with content `sha256`.
-    pub(crate) fn record(&self, source: &str, sha256: BlobId) -> NewRecord {
+    pub(crate) fn into_record(self, source: &str, sha256: BlobId) -> NewRecord {
         NewRecord {
-            uri: self.uri.clone(),
+            uri: self.uri,
             source: source.to_owned(),
-            origin: self.origin.clone(),
-            upstream: self.loc.to_string(),
+            origin: self.origin,
+            upstream: self.loc.into(),
             sha256,
-            declared: self.declared.clone(),
-            media_type: self.media_type.clone(),
+            declared: self.declared,
+            media_type: self.media_type,
             lastmod: self.lastmod,
-            via: self.via.clone(),
-            links: self.links.clone(),
+            via: self.via,
+            links: self.links,
         }
     }
 
