@@ -284,8 +284,8 @@ fn run_harvest(global: &Global, args: HarvestArgs) -> anyhow::Result<ExitCode> {
 ///
 /// Dropping the store frees sled's whole page cache node by node and the allocator then
 /// returns its pages one `madvise` at a time; with the runtime's and the connections'
-/// shutdown, that took 30 ms of wall time and 55 ms of CPU after a 10,000-resource baseline
-/// (4% of the run; 10 interleaved runs each), and it grows with the cache. The flush below is
+/// shutdown, that took 17–30 ms of wall time and 20–55 ms of CPU after a 10,000-resource
+/// baseline (3–4% of the run; docs/HARVEST.md, "Speed"), and it grows with the cache. The flush below is
 /// what the store's `Drop` would have done that matters (blobs still pending and sled's
 /// log); the kernel releases memory, sockets and the store's lock file at exit.
 fn exit_durably(store: &tributary::store::Store, code: i32) -> ! {

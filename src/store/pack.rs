@@ -11,16 +11,16 @@
 //! sled only after the pack bytes it points at are synced.** A put appends the bytes and keeps
 //! the row *pending* in memory (readers of this process see it there); [`Inner::commit_pending`]
 //! syncs the pack once and writes every pending row, and runs before each batch and each
-//! flush.
+//! flush. So no record can refer to a blob whose row is not in sled, and no row in sled can
+//! point at bytes a power cut could lose. A crash loses only pending rows, whose bytes become
+//! unreferenced space that `gc` reclaims when it rewrites a mostly-dead pack.
 //!
 //! Appends are buffered: a put copies its bytes into the active pack's buffer, which is
 //! written to the file once it holds [`WRITE_AT`] bytes and before every commit. Each small
 //! `pwrite` cost ext4 a block reservation and a page lookup per page it touched, most of them
 //! partial; one write per 256 KiB took 6% off a baseline harvest's CPU. Nothing else changes
 //! for a reader or a crash: buffered blobs are pending, [`Packs::read`] serves them from the
-//! buffer, and a crash loses them exactly as it loses any pending row. So no record can refer to a blob whose row is not in sled, and no row in sled can
-//! point at bytes a power cut could lose. A crash loses only pending rows, whose bytes become
-//! unreferenced space that `gc` reclaims when it rewrites a mostly-dead pack.
+//! buffer, and a crash loses them exactly as it loses any pending row.
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
@@ -259,8 +259,8 @@ impl Inner {
     /// of the blobs they refer to land together. Until [`Inner::committed`], other commits wait.
     ///
     /// The pack lock is held only to write the buffer (at most [`WRITE_AT`] bytes into the page
-    /// cache) and take the copy, not while syncing (milliseconds), because
-    /// puts run on the harvester's async workers and would all stop behind it. Rows stay
+    /// cache) and take the copy, not while syncing (milliseconds), because puts run on the
+    /// harvester's async workers and would all stop behind it. Rows stay
     /// pending, where readers find them, until they are in sled; a put appending meanwhile is
     /// left for the next commit.
     pub(super) fn take_pending(&self) -> Result<TakenRows<'_>, StoreError> {
