@@ -260,9 +260,9 @@ impl Inner {
     ///
     /// The pack lock is held only to write the buffer (at most [`WRITE_AT`] bytes into the page
     /// cache) and take the copy, not while syncing (milliseconds), because puts run on the
-    /// harvester's async workers and would all stop behind it. Rows stay
-    /// pending, where readers find them, until they are in sled; a put appending meanwhile is
-    /// left for the next commit.
+    /// harvester's async workers and would all stop behind it. Rows stay pending, where
+    /// readers find them, until they are in sled; a put appending meanwhile is left for the
+    /// next commit.
     pub(super) fn take_pending(&self) -> Result<TakenRows<'_>, StoreError> {
         let one_at_a_time = self.packs.commit.lock().unwrap_or_else(|p| p.into_inner());
         let (file, pack, rows) = {
