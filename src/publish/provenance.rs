@@ -203,7 +203,8 @@ fn find_by_uri(
     for t in &named {
         store.record(t)?.into_iter().for_each(|r| push("upstream-uri", r, found));
     }
-    for t in store.uris_by_origin(uri, &named)? {
+    // Records fetched from `uri` itself were all named above; the index holds the others.
+    for t in store.uris_by_origin(uri, &[])? {
         store.record(&t)?.into_iter().for_each(|r| push("origin-uri", r, found));
     }
     Ok(())

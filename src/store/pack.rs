@@ -131,6 +131,11 @@ impl Packs {
         self.active.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// [`Active::write_buffered`], with the pack's path in the error.
+    fn write_buffered(&self, active: &mut Active) -> Result<(), StoreError> {
+        active.write_buffered().map_err(|e| StoreError::io(self.path(active.id), e))
+    }
+
     /// The row of a blob put but not yet committed to sled.
     pub(super) fn pending(&self, id: &BlobId) -> Option<BlobRow> {
         self.lock().pending.get(id).cloned()
@@ -219,7 +224,7 @@ impl Inner {
         }
         if active.buf.len() + data.len() > WRITE_AT {
             // A failure (a full disk) fails this put, before anything of it is buffered.
-            active.write_buffered().map_err(|e| StoreError::io(self.packs.path(active.id), e))?;
+            self.packs.write_buffered(active)?;
         }
         // Before the row is pending, where readers and the next commit find it.
         self.known.add(&id, &self.trees.blobs);
@@ -270,7 +275,7 @@ impl Inner {
             if active.pending.is_empty() {
                 return Ok(TakenRows { _one_at_a_time: one_at_a_time, rows: Vec::new() });
             }
-            active.write_buffered().map_err(|e| StoreError::io(self.packs.path(active.id), e))?;
+            self.packs.write_buffered(&mut active)?;
             let rows: Vec<(BlobId, BlobRow)> = active.pending.iter().map(|(id, row)| (*id, row.clone())).collect();
             let dirty = std::mem::replace(&mut active.dirty, false);
             (dirty.then(|| Arc::clone(&active.file)), active.id, rows)
@@ -340,7 +345,7 @@ fn commit_locked(trees: &Trees, packs: &Packs, active: &mut Active) -> Result<()
     if active.pending.is_empty() {
         return Ok(());
     }
-    active.write_buffered().map_err(|e| StoreError::io(packs.path(active.id), e))?;
+    packs.write_buffered(active)?;
     // Whatever `dirty` says: a concurrent `commit_pending` may have cleared it and not yet
     // finished its sync. Closing a pack is rare enough for the extra sync not to matter.
     active.file.sync_data().map_err(|e| StoreError::io(packs.path(active.id), e))?;
