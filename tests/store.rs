@@ -368,6 +368,65 @@ fn gc_collects_unreferenced_blobs_but_spares_fresh_ones() {
     assert!(store.verify().unwrap().is_clean());
 }
 
+/// Format 6: a blob row names one record of its content and the sha-256 index lists the
+/// others. Whichever goes first, the content stays while any record refers to it, the lookup
+/// lists every one, and verify agrees at each step, across batches and processes.
+#[test]
+fn shared_content_stays_until_its_last_record_goes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store");
+    let store = reopen(&path);
+    let (shared, other) = (put(&store, b"shared"), put(&store, b"other"));
+    let uri = |n: &str| format!("http://tributary.test/shared/{n}");
+    let uris = |names: &[&str]| names.iter().map(|n| uri(n)).collect::<Vec<_>>();
+    // c first: the row names the first record applied, wherever it sorts.
+    store.apply(Batch::new().upsert(&["s"], record(&uri("c"), shared))).unwrap();
+    store
+        .apply(Batch::new().upsert(&["s"], record(&uri("a"), shared)).upsert(&["s"], record(&uri("b"), shared)))
+        .unwrap();
+    assert_eq!(store.uris_by_sha256(&shared).unwrap(), uris(&["a", "b", "c"]));
+    assert!(store.verify().unwrap().is_clean());
+
+    // The named record goes; the others keep the content.
+    store.apply(Batch::new().delete(&["s"], &uri("c"))).unwrap();
+    assert_eq!(store.uris_by_sha256(&shared).unwrap(), uris(&["a", "b"]));
+    drop(store);
+    let store = reopen(&path);
+    assert_eq!(store.gc().unwrap().blobs_removed, 1, "only `other`, never referenced");
+    assert!(store.blob(&shared).unwrap().is_some() && store.blob(&other).unwrap().is_none());
+    assert!(store.verify().unwrap().is_clean());
+
+    // A new record is named by the row again; a record that changes only its metadata keeps
+    // its place; moving to other content and back is a new entry.
+    store.apply(Batch::new().upsert(&["s"], record(&uri("d"), shared))).unwrap();
+    let mut a = record(&uri("a"), shared);
+    a.media_type = Some("text/plain".into());
+    store.apply(Batch::new().upsert(&["s"], a)).unwrap();
+    let fresh = put(&store, b"fresh");
+    store.apply(Batch::new().upsert(&["s"], record(&uri("d"), fresh))).unwrap();
+    store.apply(Batch::new().upsert(&["s"], record(&uri("d"), shared))).unwrap();
+    assert_eq!(store.uris_by_sha256(&shared).unwrap(), uris(&["a", "b", "d"]));
+    assert_eq!(store.uris_by_sha256(&fresh).unwrap(), Vec::<String>::new());
+    assert!(store.verify().unwrap().is_clean());
+
+    // The indexed ones go, in one batch: the record the row names (d) keeps the content alone.
+    store.apply(Batch::new().delete(&["s"], &uri("a")).delete(&["s"], &uri("b"))).unwrap();
+    assert_eq!(store.uris_by_sha256(&shared).unwrap(), uris(&["d"]));
+    drop(store);
+    let store = reopen(&path);
+    assert_eq!(store.gc().unwrap().blobs_removed, 1, "only `fresh`");
+    assert!(store.blob(&shared).unwrap().is_some());
+    assert!(store.verify().unwrap().is_clean());
+
+    store.apply(Batch::new().delete(&["s"], &uri("d"))).unwrap();
+    assert!(store.uris_by_sha256(&shared).unwrap().is_empty());
+    drop(store);
+    let store = reopen(&path);
+    assert_eq!(store.gc().unwrap().blobs_removed, 1);
+    assert!(store.blob(&shared).unwrap().is_none());
+    assert!(store.verify().unwrap().is_clean());
+}
+
 /// Small bitstreams go to packs; a store with tiny packs shows the whole cycle: puts roll over
 /// to new packs, gc rewrites the packs that became mostly unreferenced and deletes them, and
 /// what stays referenced reads back intact, also after a reopen.

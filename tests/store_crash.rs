@@ -87,8 +87,9 @@ fn crash_child() {
 }
 
 /// One batch of 1–4 upserts or deletions over 150 URIs (so records are updated and deleted
-/// often), content mostly inline-sized, some files, a few over 1 MiB; plus, now and then, a
-/// blob nothing will refer to.
+/// often), content mostly inline-sized, some files, a few over 1 MiB, a third of it one of 8
+/// contents many records share (so which record a blob row names moves about); plus, now and
+/// then, a blob nothing will refer to.
 fn child_batch(store: &Store, rng: &mut Rng, batch_no: u64) -> (Batch, Vec<String>) {
     let mut batch = Batch::new();
     let mut uris = Vec::new();
@@ -99,12 +100,18 @@ fn child_batch(store: &Store, rng: &mut Rng, batch_no: u64) -> (Batch, Vec<Strin
         if rng.below(8) == 0 {
             batch.delete(sets, &uri);
         } else {
-            let len = match rng.below(20) {
-                0 => 1_100_000 + rng.below(200_000),
-                1..=5 => 9_000 + rng.below(90_000),
-                _ => rng.below(8_000),
-            } as usize;
-            let data = bytes(rng.next(), len);
+            let data = if rng.below(3) == 0 {
+                let shared = rng.below(8);
+                bytes(shared, 500 + 900 * shared as usize)
+            } else {
+                let len = match rng.below(20) {
+                    0 => 1_100_000 + rng.below(200_000),
+                    1..=5 => 9_000 + rng.below(90_000),
+                    _ => rng.below(8_000),
+                };
+                bytes(rng.next(), len as usize)
+            };
+            let len = data.len();
             let expected = Expected { length: Some(len as u64), md5: rng.below(2) == 0, ..Expected::none() };
             let info = store.put(&data[..], &expected).expect("child: put");
             batch.upsert(sets, record(&uri, info.id));

@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use super::blob::BlobId;
+use super::blob::{BlobId, BlobRow};
 use super::codec::{self, check_key};
 use super::error::StoreError;
 use super::log::{ChunkBuf, Counters, Event, event_key};
@@ -126,14 +126,6 @@ pub struct Applied {
     pub ops: Vec<OpResult>,
 }
 
-/// The leading fields of a blob row: enough to check existence and take md5/length without
-/// copying inline content.
-#[derive(serde::Deserialize)]
-struct BlobHead {
-    length: u64,
-    md5: Option<[u8; 16]>,
-}
-
 /// A batch being built: reads see the store plus the batch's own writes.
 struct Tx<'a> {
     t: &'a Trees,
@@ -142,6 +134,8 @@ struct Tx<'a> {
     counters: HashMap<String, (u64, Counters)>,
     /// Per set, the chunk of change events being filled (see [`super::log`]).
     chunks: HashMap<String, ChunkBuf>,
+    /// Blob rows whose referrer this batch changed, as they will be.
+    blobs: HashMap<BlobId, BlobRow>,
     now: W3cDateTime,
 }
 
@@ -174,18 +168,26 @@ impl Store {
         let taken = inner.take_pending()?;
         let mut unflushed = inner.unflushed.lock().unwrap_or_else(|p| p.into_inner());
         let t = &inner.trees;
-        // Up to seven rows per op: the record, three index entries and their removal on an
-        // update; chunks and counters are per set, blob rows per blob.
+        // Up to seven rows per op: the record, three index entries (or a blob row) and their
+        // removal on an update; chunks and counters are per set, blob rows per blob.
         let mut w = Overlay::with_capacity(batch.ops.len() * 7 + 8 + taken.len());
         taken.write_into(t, &mut w)?;
-        let mut tx = Tx { t, w, counters: HashMap::new(), chunks: HashMap::new(), now: W3cDateTime::now() };
+        let mut tx = Tx {
+            t,
+            w,
+            counters: HashMap::new(),
+            chunks: HashMap::new(),
+            blobs: HashMap::new(),
+            now: W3cDateTime::now(),
+        };
         let applied = tx.run(&batch.ops)?;
         if let Some((id, s)) = &batch.state {
             tx.w.insert(&t.sources, id.as_bytes(), state::encode(s)?);
         }
         let ranges = tx.write_counters()?;
+        tx.write_blob_rows()?;
         tx.w.commit(&t.main)?;
-        inner.committed(taken);
+        inner.committed(taken, &tx.blobs);
         for (set, first, last) in ranges {
             unflushed.note(&set, first, last);
         }
@@ -223,15 +225,18 @@ impl Tx<'_> {
         self.w.get(&self.t.records, uri.as_bytes())?.map(|v| row::decode(uri.as_bytes(), &v)).transpose()
     }
 
-    fn blob_head(&self, uri: &str, sha: &BlobId) -> Result<BlobHead, StoreError> {
-        match self.w.get(&self.t.blobs, &sha.0)? {
-            Some(v) => codec::decode("blob row", &v),
-            None => Err(StoreError::MissingBlob { uri: uri.to_owned(), sha256: sha.to_hex() }),
+    /// The blob's row as this batch leaves it so far.
+    fn blob_row(&self, sha: &BlobId) -> Result<Option<BlobRow>, StoreError> {
+        if let Some(row) = self.blobs.get(sha) {
+            return Ok(Some(row.clone()));
         }
+        self.w.get(&self.t.blobs, &sha.0)?.map(|v| BlobRow::decode(&v)).transpose()
     }
 
     fn upsert(&mut self, sets: &[String], new: &NewRecord) -> Result<OpResult, StoreError> {
-        let head = self.blob_head(&new.uri, &new.sha256)?;
+        let Some(head) = self.blob_row(&new.sha256)? else {
+            return Err(StoreError::MissingBlob { uri: new.uri.clone(), sha256: new.sha256.to_hex() });
+        };
         // A deleted record still heads its history, which a re-creation continues.
         let old = self.old_record(&new.uri)?;
         let mut rec = Record {
@@ -261,7 +266,7 @@ impl Tx<'_> {
         }
         let (outcome, change) =
             if live_old.is_some() { (Outcome::Updated, Change::Updated) } else { (Outcome::Created, Change::Created) };
-        self.index(&rec);
+        self.index(&rec)?;
         self.count_live(live_old.as_ref().map(|o| o.sets.as_slice()), Some(sets))?;
         let events = self.append_events(sets, &mut rec, change)?;
         self.w.insert(&self.t.records, rec.uri.as_bytes(), row::encode(&rec)?);
@@ -283,19 +288,36 @@ impl Tx<'_> {
         Ok(OpResult { uri: uri.to_owned(), outcome: Outcome::Deleted, events })
     }
 
-    fn index(&mut self, rec: &Record) {
+    /// Writes `rec`'s index entries. Its blob row exists (the upsert checked).
+    fn index(&mut self, rec: &Record) -> Result<(), StoreError> {
         let t = self.t;
-        self.w.insert(&t.by_sha, &keys::by_sha(&rec.sha256, &rec.uri), Vec::new());
+        // Read again rather than passed in: unindexing the old version may have just freed it.
+        match self.blob_row(&rec.sha256)? {
+            Some(mut blob) if blob.referrer.is_none() => {
+                blob.referrer = Some(rec.uri.clone());
+                self.blobs.insert(rec.sha256, blob);
+            }
+            _ => self.w.insert(&t.by_sha, &keys::by_sha(&rec.sha256, &rec.uri), Vec::new()),
+        }
         // A record fetched from its origin is found by its name instead (see `record`).
         if let Some(upstream) = row::upstream_row(rec) {
             self.w.insert(&t.by_origin, &keys::by_origin(&rec.origin, &rec.uri), Vec::new());
             self.w.insert(&t.by_upstream, upstream.as_bytes(), rec.uri.clone().into_bytes());
         }
+        Ok(())
     }
 
     fn unindex(&mut self, rec: &Record) -> Result<(), StoreError> {
         let t = self.t;
-        self.w.remove(&t.by_sha, &keys::by_sha(&rec.sha256, &rec.uri));
+        match self.blob_row(&rec.sha256)? {
+            Some(mut blob) if blob.referrer.as_deref() == Some(rec.uri.as_str()) => {
+                // The index's other entries, if any, stay where they are: a referrer is not
+                // needed for the blob to count as referenced, only one fewer row.
+                blob.referrer = None;
+                self.blobs.insert(rec.sha256, blob);
+            }
+            _ => self.w.remove(&t.by_sha, &keys::by_sha(&rec.sha256, &rec.uri)),
+        }
         if let Some(upstream) = row::upstream_row(rec) {
             self.w.remove(&t.by_origin, &keys::by_origin(&rec.origin, &rec.uri));
             // Another record may have claimed the upstream URI since; only remove our own entry.
@@ -382,6 +404,14 @@ impl Tx<'_> {
         if chunk.is_full() {
             let full = std::mem::replace(chunk, ChunkBuf::new(event.seq + 1));
             self.w.insert(&self.t.log, &event_key(set, full.first), full.into_value());
+        }
+        Ok(())
+    }
+
+    /// Writes the blob rows whose referrer changed.
+    fn write_blob_rows(&mut self) -> Result<(), StoreError> {
+        for (id, row) in &self.blobs {
+            self.w.insert(&self.t.blobs, &id.0, row.encode()?);
         }
         Ok(())
     }

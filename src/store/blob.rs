@@ -136,7 +136,11 @@ impl BlobInfo {
 }
 
 /// The `blobs` tree value.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// Its fields are written in this order and read by position (postcard), and a row ends with
+/// `referrer`, which store format 5 did not write: [`BlobRow::decode`] reads such a row as one
+/// without a referrer, which is what it means in format 6 too.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(super) struct BlobRow {
     pub(super) length: u64,
     pub(super) md5: Option<[u8; 16]>,
@@ -145,6 +149,22 @@ pub(super) struct BlobRow {
     pub(super) created: i64,
     /// Where the content is.
     pub(super) place: Place,
+    /// One live record whose content this is; every other one has a row in the `by_sha`
+    /// index. Most content has exactly one record, and writing its URI here instead of an
+    /// index row saves a new row in sled per record, which is where a baseline harvest's
+    /// store time goes (docs/STORE.md, "Who refers to a blob"). Never both here and in the
+    /// index; `gc` keeps a blob while either names a record.
+    pub(super) referrer: Option<String>,
+}
+
+/// The fields a blob row has had since format 5, in their order.
+#[derive(Deserialize)]
+struct RowHead {
+    length: u64,
+    md5: Option<[u8; 16]>,
+    sha1: Option<[u8; 20]>,
+    created: i64,
+    place: Place,
 }
 
 /// Where a blob's content is stored.
@@ -157,6 +177,18 @@ pub(super) enum Place {
 }
 
 impl BlobRow {
+    pub(super) fn encode(&self) -> Result<Vec<u8>, StoreError> {
+        codec::encode(self)
+    }
+
+    /// A row as [`BlobRow::encode`] wrote it, or as format 5 did (no referrer).
+    pub(super) fn decode(bytes: &[u8]) -> Result<BlobRow, StoreError> {
+        let (head, rest) = codec::decode_prefix::<RowHead>("blob row", bytes)?;
+        let referrer = if rest.is_empty() { None } else { codec::decode_rest("blob row", rest)? };
+        let RowHead { length, md5, sha1, created, place } = head;
+        Ok(BlobRow { length, md5, sha1, created, place, referrer })
+    }
+
     pub(super) fn info(&self, id: BlobId, deduplicated: bool) -> BlobInfo {
         BlobInfo {
             id,
@@ -174,7 +206,7 @@ impl Inner {
         if let Some(row) = self.packs.pending(id) {
             return Ok(Some(row));
         }
-        self.trees.blobs.get(id.0)?.map(|v| codec::decode("blob row", &v)).transpose()
+        self.trees.blobs.get(id.0)?.map(|v| BlobRow::decode(&v)).transpose()
     }
 
     /// Where a file blob lives: `blobs/ab/ab12…`.
@@ -270,5 +302,29 @@ impl Read for BlobReader {
         }
         self.remaining = self.remaining.saturating_sub(n as u64);
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_round_trip_and_a_format_5_row_has_no_referrer() {
+        let mut row = BlobRow {
+            length: 3,
+            md5: Some([1; 16]),
+            sha1: None,
+            created: 1_700_000_000,
+            place: Place::Pack(PackLoc { pack: 2, offset: 40 }),
+            referrer: Some("http://t/a".into()),
+        };
+        assert_eq!(BlobRow::decode(&row.encode().unwrap()).unwrap(), row);
+        // Format 5 wrote the same fields in the same order, and nothing after them.
+        let v5 = codec::encode(&(row.length, row.md5, row.sha1, row.created, row.place)).unwrap();
+        row.referrer = None;
+        assert_eq!(BlobRow::decode(&v5).unwrap(), row);
+        assert_eq!(BlobRow::decode(&row.encode().unwrap()).unwrap(), row);
+        assert!(matches!(BlobRow::decode(&v5[..v5.len() - 1]), Err(StoreError::Corrupt { .. })));
     }
 }

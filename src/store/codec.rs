@@ -38,6 +38,24 @@ pub(crate) fn decode<'a, T: Deserialize<'a>>(what: &'static str, bytes: &'a [u8]
     }
 }
 
+/// Decodes the leading fields of a value written by [`encode`] as `T`, and returns the bytes
+/// after them, for a row that gained fields at its end (see [`decode_rest`]).
+pub(crate) fn decode_prefix<'a, T: Deserialize<'a>>(
+    what: &'static str,
+    bytes: &'a [u8],
+) -> Result<(T, &'a [u8]), StoreError> {
+    match bytes.split_first() {
+        Some((&VALUE_VERSION, rest)) => postcard::take_from_bytes(rest).map_err(|e| StoreError::corrupt(what, e)),
+        Some((v, _)) => Err(StoreError::corrupt(what, format!("unknown value version {v}"))),
+        None => Err(StoreError::corrupt(what, "empty value")),
+    }
+}
+
+/// Decodes what follows the fields [`decode_prefix`] read.
+pub(crate) fn decode_rest<'a, T: Deserialize<'a>>(what: &'static str, rest: &'a [u8]) -> Result<T, StoreError> {
+    postcard::from_bytes(rest).map_err(|e| StoreError::corrupt(what, e))
+}
+
 /// Refuses key components that would make keys ambiguous or unreadable.
 pub(crate) fn check_key(what: &'static str, value: &str) -> Result<(), StoreError> {
     let reason = if value.is_empty() {

@@ -2,7 +2,7 @@
 //! refers to). `verify` lives in [`super::verify`].
 //!
 //! gc is safe to run while the harvester writes in the same process: a blob counts as
-//! referenced while the sha-256 index lists a live record for it, the decision to remove it
+//! referenced while its row or the sha-256 index names a live record, the decision to remove it
 //! is taken under the gc lock that puts and batches hold, blobs this process put recently are
 //! spared, and rows are removed (and flushed) before their files, so a crash in between
 //! leaves a stray file — never a row without its file.
@@ -35,7 +35,7 @@ impl Store {
         let mut stats = Stats::default();
         for kv in t.blobs.iter() {
             let (_, v) = kv?;
-            let row: BlobRow = codec::decode("blob row", &v)?;
+            let row = BlobRow::decode(&v)?;
             stats.blobs += 1;
             stats.stored_bytes += row.length;
             stats.packed_blobs += u64::from(matches!(row.place, Place::Pack(_)));
@@ -121,7 +121,11 @@ impl Inner {
         fresh.retain(|_, t| now.duration_since(*t) < FRESH_GRACE);
     }
 
+    /// Whether a live record refers to the blob: its row names one, or the index has one.
     fn is_referenced(&self, id: &BlobId) -> Result<bool, StoreError> {
+        if self.blob_row(id)?.is_some_and(|row| row.referrer.is_some()) {
+            return Ok(true);
+        }
         Ok(self.trees.by_sha.scan_prefix(id.0).keys().next().transpose()?.is_some())
     }
 
@@ -138,7 +142,7 @@ impl Inner {
             return Ok(Collected::Referenced);
         }
         match self.trees.blobs.remove(id.0)? {
-            Some(v) => Ok(Collected::Removed(codec::decode("blob row", &v)?)),
+            Some(v) => Ok(Collected::Removed(BlobRow::decode(&v)?)),
             None => Ok(Collected::Referenced),
         }
     }
@@ -169,7 +173,7 @@ impl Inner {
         let mut live: HashMap<u32, u64> = HashMap::new();
         for kv in self.trees.blobs.iter() {
             let (_, v) = kv?;
-            let row: BlobRow = codec::decode("blob row", &v)?;
+            let row = BlobRow::decode(&v)?;
             if let Place::Pack(loc) = row.place {
                 *live.entry(loc.pack).or_default() += row.length;
             }
@@ -190,9 +194,12 @@ impl Inner {
     fn rewrite_pack(&self, pack: u32) -> Result<(), StoreError> {
         {
             let _gc = self.gc_lock.write().unwrap_or_else(|p| p.into_inner());
+            // Rows still pending may point into this pack (a closed pack's rows wait for the
+            // next commit): into sled with them first, so the walk below moves them too.
+            self.commit_pending()?;
             for kv in self.trees.blobs.iter() {
                 let (k, v) = kv?;
-                let row: BlobRow = codec::decode("blob row", &v)?;
+                let row = BlobRow::decode(&v)?;
                 let Ok(raw) = <[u8; 32]>::try_from(k.as_ref()) else { continue };
                 if matches!(row.place, Place::Pack(loc) if loc.pack == pack) {
                     self.relocate(BlobId(raw), row)?;

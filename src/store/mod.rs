@@ -65,7 +65,7 @@ pub use writer::BlobWriter;
 pub const INLINE_MAX: usize = 8 * 1024;
 
 /// The store format this build reads and writes (the `FORMAT` file and `meta/format_version`).
-pub const FORMAT_VERSION: u32 = 5;
+pub const FORMAT_VERSION: u32 = 6;
 
 /// An open store. Cheap to clone; all clones share one database. `Send + Sync`: the harvester
 /// may write from several threads, the publisher read from others.

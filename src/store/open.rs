@@ -61,6 +61,13 @@ impl StoreOptions {
     }
 }
 
+/// The older format this build upgrades in place when it opens it. A format 5 store is a
+/// valid format 6 store: format 6 lets a blob row name one of the records that refer to it,
+/// instead of listing all of them in the sha-256 index, and a row without that field names
+/// none. Only the version marks change, and an older build then refuses the store, as it must:
+/// it would not see those referrers, and its gc would remove content still in use.
+const UPGRADES_FROM: u32 = 5;
+
 const FORMAT_FILE: &str = "FORMAT";
 const FORMAT_MAGIC: &str = "tributary-store";
 const FORMAT_KEY: &[u8] = b"format_version";
@@ -73,14 +80,17 @@ fn is_harmless(name: &str) -> bool {
 
 pub(super) fn open(path: &Path, options: &StoreOptions) -> Result<Inner, StoreError> {
     let root = path.to_path_buf();
-    let is_new = inspect(&root, options.create)?;
+    let found = inspect(&root, options.create)?;
     let lock = lock(&root)?;
-    if is_new {
+    if found.is_none() {
         write_format(&root)?;
     }
     let db = open_db(&root, options)?;
     let trees = open_trees(&db)?;
-    check_meta(&root, &trees.meta)?;
+    let meta = check_meta(&root, &trees.meta)?;
+    if found == Some(UPGRADES_FROM) || meta == UPGRADES_FROM {
+        upgrade(&root, &db, &trees.meta)?;
+    }
     for dir in ["blobs", "tmp"] {
         fs::create_dir_all(root.join(dir)).map_err(|e| StoreError::io(root.join(dir), e))?;
     }
@@ -101,9 +111,10 @@ pub(super) fn open(path: &Path, options: &StoreOptions) -> Result<Inner, StoreEr
     })
 }
 
-/// Decides whether `root` is a new store, an existing one of our format, or neither, without
-/// modifying anything except creating `root` itself when asked to.
-fn inspect(root: &Path, create: bool) -> Result<bool, StoreError> {
+/// Decides whether `root` is a new store (`None`), an existing one of a format this build
+/// opens (its version), or neither, without modifying anything except creating `root` itself
+/// when asked to.
+fn inspect(root: &Path, create: bool) -> Result<Option<u32>, StoreError> {
     match fs::metadata(root) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             let parent_ok = root.parent().is_none_or(|p| p.as_os_str().is_empty() || p.is_dir());
@@ -111,14 +122,14 @@ fn inspect(root: &Path, create: bool) -> Result<bool, StoreError> {
                 return Err(StoreError::Missing { path: root.to_path_buf() });
             }
             fs::create_dir(root).map_err(|e| StoreError::io(root, e))?;
-            return Ok(true);
+            return Ok(None);
         }
         Err(e) => return Err(StoreError::io(root, e)),
         Ok(m) if !m.is_dir() => return Err(StoreError::NotAStore { path: root.to_path_buf() }),
         Ok(_) => {}
     }
     match fs::read_to_string(root.join(FORMAT_FILE)) {
-        Ok(text) => check_format_text(root, &text).map(|()| false),
+        Ok(text) => check_format_text(root, &text).map(Some),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             if !is_empty_dir(root)? {
                 return Err(StoreError::NotAStore { path: root.to_path_buf() });
@@ -126,17 +137,17 @@ fn inspect(root: &Path, create: bool) -> Result<bool, StoreError> {
             if !create {
                 return Err(StoreError::Empty { path: root.to_path_buf() });
             }
-            Ok(true)
+            Ok(None)
         }
         Err(e) => Err(StoreError::io(root.join(FORMAT_FILE), e)),
     }
 }
 
-fn check_format_text(root: &Path, text: &str) -> Result<(), StoreError> {
+fn check_format_text(root: &Path, text: &str) -> Result<u32, StoreError> {
     let found = text.trim();
     let version = found.strip_prefix(FORMAT_MAGIC).map(str::trim).and_then(|v| v.parse::<u32>().ok());
-    if version == Some(FORMAT_VERSION) {
-        return Ok(());
+    if let Some(v @ (FORMAT_VERSION | UPGRADES_FROM)) = version {
+        return Ok(v);
     }
     Err(StoreError::IncompatibleFormat { path: root.to_path_buf(), found: found.to_owned(), supported: FORMAT_VERSION })
 }
@@ -165,6 +176,16 @@ fn lock(root: &Path) -> Result<fs::File, StoreError> {
         Err(e) if e.kind() == fs2::lock_contended_error().kind() => Err(StoreError::Locked { path: root.into() }),
         Err(e) => Err(StoreError::io(path, e)),
     }
+}
+
+/// Marks a format 5 store as format 6: the database first, durably, then `FORMAT`. An open
+/// that finds either still at 5 finishes the job.
+fn upgrade(root: &Path, db: &sled::Db, meta: &Table) -> Result<(), StoreError> {
+    meta.insert(FORMAT_KEY, &FORMAT_VERSION.to_be_bytes())?;
+    db.flush()?;
+    write_format(root)?;
+    tracing::info!(store = %root.display(), from = UPGRADES_FROM, to = FORMAT_VERSION, "store format upgraded");
+    Ok(())
 }
 
 fn write_format(root: &Path) -> Result<(), StoreError> {
@@ -253,17 +274,16 @@ fn open_trees(db: &sled::Db) -> Result<Trees, StoreError> {
     })
 }
 
-/// The database's own record of its format must agree with the `FORMAT` file.
-fn check_meta(root: &Path, meta: &Table) -> Result<(), StoreError> {
-    match meta.get(FORMAT_KEY)? {
-        None => {
-            meta.insert(FORMAT_KEY, &FORMAT_VERSION.to_be_bytes())?;
-            Ok(())
-        }
-        Some(v) if v.as_ref() == FORMAT_VERSION.to_be_bytes() => Ok(()),
-        Some(v) => {
-            let found = <[u8; 4]>::try_from(v.as_ref())
-                .map_or_else(|_| format!("{v:?}"), |b| u32::from_be_bytes(b).to_string());
+/// The database's own record of its format must be one this build opens; returns it.
+fn check_meta(root: &Path, meta: &Table) -> Result<u32, StoreError> {
+    let Some(v) = meta.get(FORMAT_KEY)? else {
+        meta.insert(FORMAT_KEY, &FORMAT_VERSION.to_be_bytes())?;
+        return Ok(FORMAT_VERSION);
+    };
+    match <[u8; 4]>::try_from(v.as_ref()).map(u32::from_be_bytes) {
+        Ok(version @ (FORMAT_VERSION | UPGRADES_FROM)) => Ok(version),
+        found => {
+            let found = found.map_or_else(|_| format!("{v:?}"), |n| n.to_string());
             Err(StoreError::IncompatibleFormat { path: root.into(), found, supported: FORMAT_VERSION })
         }
     }
@@ -282,4 +302,91 @@ fn sweep_tmp(tmp: &Path) -> Result<(), StoreError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::HashList;
+    use crate::store::blob::{BlobId, BlobRow};
+    use crate::store::record::keys;
+    use crate::store::{Batch, Expected, NewRecord, Store, Via, codec};
+
+    fn record(uri: &str, sha: BlobId) -> NewRecord {
+        NewRecord {
+            uri: uri.into(),
+            source: "s".into(),
+            origin: format!("{uri}/origin"),
+            upstream: format!("{uri}/origin"),
+            sha256: sha,
+            declared: HashList::default(),
+            media_type: None,
+            lastmod: None,
+            via: Via::default(),
+            links: Vec::new(),
+        }
+    }
+
+    /// Rewrites a store as format 5 wrote it: blob rows without a referrer, every record in
+    /// the sha-256 index, 5 in both version marks.
+    fn make_format_5(store: &Store) {
+        let t = &store.inner.trees;
+        for kv in t.blobs.iter() {
+            let (k, v) = kv.unwrap();
+            let row = BlobRow::decode(&v).unwrap();
+            let id = BlobId(<[u8; 32]>::try_from(k.as_ref()).unwrap());
+            if let Some(uri) = &row.referrer {
+                t.by_sha.insert(keys::by_sha(&id, uri), Vec::new()).unwrap();
+            }
+            let v5 = codec::encode(&(row.length, row.md5, row.sha1, row.created, row.place)).unwrap();
+            t.blobs.insert(id.0, v5).unwrap();
+        }
+        t.meta.insert(FORMAT_KEY, &UPGRADES_FROM.to_be_bytes()).unwrap();
+        store.flush().unwrap();
+        fs::write(store.path().join(FORMAT_FILE), format!("{FORMAT_MAGIC} {UPGRADES_FROM}\n")).unwrap();
+    }
+
+    fn marks(path: &Path) -> (String, Vec<u8>) {
+        let store = Store::open(path).unwrap();
+        let meta = store.inner.trees.meta.get(FORMAT_KEY).unwrap().unwrap().to_vec();
+        (fs::read_to_string(path.join(FORMAT_FILE)).unwrap(), meta)
+    }
+
+    #[test]
+    fn a_format_5_store_is_upgraded_in_place_and_keeps_its_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store");
+        let store = Store::open(&path).unwrap();
+        let (x, y) =
+            (store.put(&b"x"[..], &Expected::none()).unwrap().id, store.put(&b"y"[..], &Expected::none()).unwrap().id);
+        let (a, b, c) = ("http://t/a", "http://t/b", "http://t/c");
+        store
+            .apply(Batch::new().upsert(&["s"], record(a, x)).upsert(&["s"], record(b, x)).upsert(&["s"], record(c, y)))
+            .unwrap();
+        make_format_5(&store);
+        drop(store);
+
+        let now = (format!("{FORMAT_MAGIC} {FORMAT_VERSION}\n"), FORMAT_VERSION.to_be_bytes().to_vec());
+        assert_eq!(marks(&path), now);
+        let store = Store::open(&path).unwrap();
+        assert!(store.verify().unwrap().is_clean());
+        assert_eq!(store.uris_by_sha256(&x).unwrap(), [a, b]);
+        // Format 6 writes on top: d is named by x's row, which names no one after the upgrade.
+        store.apply(Batch::new().delete(&["s"], a).delete(&["s"], b).upsert(&["s"], record("http://t/d", x))).unwrap();
+        assert_eq!(store.inner.blob_row(&x).unwrap().unwrap().referrer.as_deref(), Some("http://t/d"));
+        let report = store.gc().unwrap();
+        assert_eq!((report.blobs_removed, report.kept_fresh), (0, 0), "{report}");
+        assert!(store.verify().unwrap().is_clean());
+    }
+
+    /// The database is marked first: a crash before `FORMAT` is rewritten leaves a store the
+    /// next open finishes upgrading, and an older build refuses.
+    #[test]
+    fn an_upgrade_interrupted_before_the_format_file_is_finished_by_the_next_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store");
+        drop(Store::open(&path).unwrap());
+        fs::write(path.join(FORMAT_FILE), format!("{FORMAT_MAGIC} {UPGRADES_FROM}\n")).unwrap();
+        assert_eq!(marks(&path), (format!("{FORMAT_MAGIC} {FORMAT_VERSION}\n"), FORMAT_VERSION.to_be_bytes().to_vec()));
+    }
 }

@@ -32,7 +32,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde::{Deserialize, Serialize};
 
 use super::blob::{BlobId, BlobInfo, BlobRow, Place};
-use super::codec;
 use super::error::StoreError;
 use super::open::sync_dir;
 use super::table::Overlay;
@@ -235,16 +234,20 @@ impl Inner {
         Ok(())
     }
 
-    /// Closes the active pack (its pending rows committed) and starts the next.
+    /// Closes the active pack, its bytes synced, and starts the next. Its pending rows stay
+    /// pending, for the next commit: writing them here, outside the commit lock, could
+    /// overwrite the rows a batch being applied has just given a referrer.
     fn roll(&self, active: &mut Active) -> Result<(), StoreError> {
-        let ids: Vec<BlobId> = active.pending.keys().copied().collect();
-        commit_locked(&self.trees, &self.packs, active)?;
-        // Again now that the rows are in sled, as in `committed`.
-        ids.iter().for_each(|id| self.known.add(id, &self.trees.blobs));
+        self.packs.write_buffered(active)?;
+        // Whatever `dirty` says: a concurrent `take_pending` may have cleared it and not yet
+        // finished its sync, and the commits that follow sync only the active pack.
+        active.file.sync_data().map_err(|e| StoreError::io(self.packs.path(active.id), e))?;
         let next = active.id + 1;
         let (file, len) = open_for_append(&self.packs.dir, next)?;
         sync_dir(&self.packs.dir).map_err(|e| StoreError::io(&self.packs.dir, e))?;
+        let pending = std::mem::take(&mut active.pending);
         *active = Active::new(next, file, len);
+        active.pending = pending;
         Ok(())
     }
 
@@ -254,7 +257,7 @@ impl Inner {
         let taken = self.take_pending()?;
         if taken.len() > 0 {
             write_rows(&self.trees, taken.iter())?;
-            self.committed(taken);
+            self.committed(taken, &HashMap::new());
         }
         Ok(())
     }
@@ -292,7 +295,9 @@ impl Inner {
 
     /// The batch holding `taken` is in sled: its rows stop being pending. Not calling this (the
     /// batch failed) leaves them pending for the next commit, which writes them again.
-    pub(super) fn committed(&self, taken: TakenRows<'_>) {
+    /// `rewritten` are the blob rows the batch wrote with another referrer (see
+    /// [`BlobRow::referrer`]): a row still pending takes it, so writing it later keeps it.
+    pub(super) fn committed(&self, taken: TakenRows<'_>, rewritten: &HashMap<BlobId, BlobRow>) {
         // Again now that the rows are in sled, for a blob filter rebuilt since the puts.
         for (id, _) in &taken.rows {
             self.known.add(id, &self.trees.blobs);
@@ -303,6 +308,11 @@ impl Inner {
             // then it stays pending and is written again next time.
             if active.pending.get(&id) == Some(&row) {
                 active.pending.remove(&id);
+            }
+        }
+        for (id, row) in rewritten {
+            if let Some(pending) = active.pending.get_mut(id) {
+                pending.referrer.clone_from(&row.referrer);
             }
         }
     }
@@ -337,22 +347,6 @@ fn merge_pending(active: &mut Active, id: BlobId, row: &BlobRow) -> Option<BlobI
     pending.md5 = pending.md5.or(row.md5);
     pending.sha1 = pending.sha1.or(row.sha1);
     Some(pending.info(id, true))
-}
-
-/// Syncs the active pack and commits its pending rows with the pack lock held throughout: for
-/// closing a pack, which must not be appended to meanwhile.
-fn commit_locked(trees: &Trees, packs: &Packs, active: &mut Active) -> Result<(), StoreError> {
-    if active.pending.is_empty() {
-        return Ok(());
-    }
-    packs.write_buffered(active)?;
-    // Whatever `dirty` says: a concurrent `commit_pending` may have cleared it and not yet
-    // finished its sync. Closing a pack is rare enough for the extra sync not to matter.
-    active.file.sync_data().map_err(|e| StoreError::io(packs.path(active.id), e))?;
-    active.dirty = false;
-    write_rows(trees, active.pending.iter())?;
-    active.pending.clear();
-    Ok(())
 }
 
 /// Pending rows of small blobs whose bytes are synced, taken by [`Inner::take_pending`] to be
@@ -393,7 +387,7 @@ fn encode_rows<'a>(
     w: &mut Overlay,
 ) -> Result<(), StoreError> {
     for (id, row) in rows {
-        w.insert(&trees.blobs, &id.0, codec::encode(row)?);
+        w.insert(&trees.blobs, &id.0, row.encode()?);
     }
     Ok(())
 }
@@ -424,4 +418,38 @@ fn list(dir: &Path) -> Result<Vec<(u32, u64)>, StoreError> {
     }
     out.sort_unstable();
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Expected, Store, StoreOptions};
+
+    /// A batch gives a taken row a referrer while a put of the same content merges its md5
+    /// into the row still pending: the row written later must keep both, or gc would see the
+    /// content as unreferenced.
+    #[test]
+    fn a_row_still_pending_after_its_batch_keeps_the_referrer_the_batch_gave_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_with(&dir.path().join("store"), &StoreOptions::small()).unwrap();
+        let inner = &store.inner;
+        let id = store.put(&b"content"[..], &Expected::none()).unwrap().id;
+        let taken = inner.take_pending().unwrap();
+        let merged = store.put(&b"content"[..], &Expected { md5: true, ..Expected::none() }).unwrap();
+        assert!(merged.deduplicated && merged.md5.is_some());
+
+        let mut row = taken.rows[0].1.clone();
+        row.referrer = Some("http://t/a".into());
+        let mut w = Overlay::with_capacity(2);
+        taken.write_into(&inner.trees, &mut w).unwrap();
+        w.insert(&inner.trees.blobs, &id.0, row.encode().unwrap());
+        w.commit(&inner.trees.main).unwrap();
+        inner.committed(taken, &HashMap::from([(id, row)]));
+        assert!(inner.packs.pending(&id).is_some(), "the merged row is still to be written");
+
+        inner.commit_pending().unwrap();
+        assert!(inner.packs.pending(&id).is_none());
+        let stored = inner.blob_row(&id).unwrap().unwrap();
+        assert_eq!((stored.referrer.as_deref(), stored.md5.is_some()), (Some("http://t/a"), true));
+    }
 }

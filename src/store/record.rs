@@ -196,12 +196,18 @@ impl Store {
         Ok(uris)
     }
 
-    /// Tributary URIs of the live records whose content has this sha-256.
+    /// Tributary URIs of the live records whose content has this sha-256, in URI order.
     ///
     /// # Errors
     /// [`StoreError::Database`] / [`StoreError::Corrupt`].
     pub fn uris_by_sha256(&self, sha: &BlobId) -> Result<Vec<String>, StoreError> {
-        suffixes(self.inner.trees.by_sha.scan_prefix(sha.0), 32)
+        // The blob row names one of them, the index the others (see `BlobRow::referrer`).
+        let mut uris = suffixes(self.inner.trees.by_sha.scan_prefix(sha.0), 32)?;
+        if let Some(first) = self.inner.blob_row(sha)?.and_then(|row| row.referrer) {
+            let at = uris.binary_search(&first).unwrap_or_else(|at| at);
+            uris.insert(at, first);
+        }
+        Ok(uris)
     }
 
     /// The Tributary URI of the live record fetched from `upstream`, given `named` as in

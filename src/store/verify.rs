@@ -73,12 +73,10 @@ impl Inner {
                 continue;
             };
             let id = BlobId(raw);
-            match codec::decode::<BlobRow>("blob row", &v) {
+            match BlobRow::decode(&v) {
                 Ok(row) => {
                     self.verify_blob(&id, &row, r);
-                    if self.trees.by_sha.scan_prefix(id.0).keys().next().transpose()?.is_none() {
-                        r.unreferenced_blobs += 1;
-                    }
+                    self.verify_referrer(&id, &row, r)?;
                     lengths.insert(id, row.length);
                 }
                 Err(e) => r.problem("blob", id.to_hex(), e.to_string()),
@@ -114,6 +112,24 @@ impl Inner {
         if d.md5 != row.md5 || d.sha1 != row.sha1 {
             r.problem("blob", id.to_hex(), "stored md5 or sha-1 does not match the content");
         }
+    }
+
+    /// The record a blob row names must be live with this content; a blob nothing names is
+    /// counted (gc's to collect), not a problem.
+    fn verify_referrer(&self, id: &BlobId, row: &BlobRow, r: &mut VerifyReport) -> Result<(), StoreError> {
+        match &row.referrer {
+            Some(uri) => {
+                if self.live_record(uri)?.is_none_or(|rec| rec.sha256 != *id) {
+                    r.problem("blob", id.to_hex(), format!("names {uri}, which is not a live record of this content"));
+                }
+            }
+            None => {
+                if self.trees.by_sha.scan_prefix(id.0).keys().next().transpose()?.is_none() {
+                    r.unreferenced_blobs += 1;
+                }
+            }
+        }
+        Ok(())
     }
 
     fn count_stray_files(&self, blobs: &HashMap<BlobId, u64>, r: &mut VerifyReport) -> Result<(), StoreError> {
@@ -166,8 +182,16 @@ impl Inner {
     }
 
     fn check_record_indexes(&self, rec: &Record, r: &mut VerifyReport) -> Result<(), StoreError> {
-        if !self.trees.by_sha.contains_key(keys::by_sha(&rec.sha256, &rec.uri))? {
-            r.problem("index by_sha256", &rec.uri, format!("no entry for sha-256:{}", rec.sha256));
+        let indexed = self.trees.by_sha.contains_key(keys::by_sha(&rec.sha256, &rec.uri))?;
+        let named = self.blob_row(&rec.sha256)?.is_some_and(|b| b.referrer.as_deref() == Some(rec.uri.as_str()));
+        match (named, indexed) {
+            (false, false) => {
+                r.problem("index by_sha256", &rec.uri, format!("no entry for sha-256:{}", rec.sha256));
+            }
+            (true, true) => {
+                r.problem("index by_sha256", &rec.uri, "entry for the record its blob row names already");
+            }
+            _ => {}
         }
         let by_origin = self.trees.by_origin.contains_key(keys::by_origin(&rec.origin, &rec.uri))?;
         if row::upstream_row(rec).is_none() {
@@ -455,6 +479,42 @@ mod tests {
         assert_eq!(
             index_problems(&store),
             [("index by_origin".to_owned(), format!("no entry for origin {}", aggregated.origin))]
+        );
+    }
+
+    /// Format 6: every live record is named by its blob row or listed in the sha-256 index,
+    /// never both, and a row names only a live record of its content.
+    #[test]
+    fn each_record_is_named_by_its_blob_row_or_indexed_exactly_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("store")).unwrap();
+        let sha = store.put(&b"x"[..], &Expected::none()).unwrap().id;
+        let (a, b) = ("http://t/a", "http://t/b");
+        store.apply(Batch::new().upsert(&["s"], record(a, sha)).upsert(&["s"], record(b, sha))).unwrap();
+        assert!(store.verify().unwrap().is_clean());
+        let (t, row) = (&store.inner.trees, store.inner.blob_row(&sha).unwrap().unwrap());
+        assert_eq!(row.referrer.as_deref(), Some(a), "the first record applied");
+        assert!(!t.by_sha.contains_key(keys::by_sha(&sha, a)).unwrap());
+
+        t.by_sha.insert(keys::by_sha(&sha, a), Vec::new()).unwrap();
+        assert_eq!(
+            index_problems(&store),
+            [("index by_sha256".into(), "entry for the record its blob row names already".into())]
+        );
+        t.by_sha.remove(keys::by_sha(&sha, b)).unwrap();
+        t.by_sha.remove(keys::by_sha(&sha, a)).unwrap();
+        assert_eq!(index_problems(&store), [("index by_sha256".into(), format!("no entry for sha-256:{sha}"))]);
+        t.by_sha.insert(keys::by_sha(&sha, b), Vec::new()).unwrap();
+        assert!(store.verify().unwrap().is_clean());
+
+        let named = |uri: &str| BlobRow { referrer: Some(uri.into()), ..row.clone() }.encode().unwrap();
+        t.blobs.insert(sha.0, named("http://t/gone")).unwrap();
+        let report = store.verify().unwrap();
+        let problems: Vec<_> = report.problems.iter().map(|p| (p.area, p.key.as_str(), p.detail.clone())).collect();
+        let gone = "names http://t/gone, which is not a live record of this content".to_owned();
+        assert_eq!(
+            problems,
+            [("blob", sha.to_hex().as_str(), gone), ("index by_sha256", a, format!("no entry for sha-256:{sha}"))]
         );
     }
 }

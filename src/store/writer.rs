@@ -17,7 +17,6 @@ use std::time::Instant;
 use sha2::Digest as _;
 
 use super::blob::{BlobId, BlobInfo, BlobRow, Expected, Place};
-use super::codec;
 use super::error::StoreError;
 use super::open::sync_dir;
 use super::{INLINE_MAX, Inner, Store};
@@ -314,6 +313,7 @@ impl BlobWriter {
             sha1: digests.sha1,
             created: crate::model::W3cDateTime::now().unix_timestamp(),
             place: Place::File,
+            referrer: None,
         };
         let result = match self.spill.take() {
             None => {
@@ -368,7 +368,7 @@ impl BlobWriter {
             let _ = fs::remove_file(&tmp);
         }
         result?;
-        let value = codec::encode(&row)?;
+        let value = row.encode()?;
         let known = &self.inner.known;
         known.add(&id, &self.inner.trees.blobs);
         let swapped = self.inner.trees.blobs.compare_and_swap(id.0, None as Option<&[u8]>, Some(value))?;
@@ -412,12 +412,12 @@ impl Inner {
         let Some(old_bytes) = self.trees.blobs.get(id.0)? else {
             return Err(StoreError::BlobNotFound(id.to_hex()));
         };
-        let mut row: BlobRow = codec::decode("blob row", &old_bytes)?;
+        let mut row = BlobRow::decode(&old_bytes)?;
         if (row.md5.is_none() && new.md5.is_some()) || (row.sha1.is_none() && new.sha1.is_some()) {
             row.md5 = row.md5.or(new.md5);
             row.sha1 = row.sha1.or(new.sha1);
             // Losing this race only loses the extra digest, which the next put recomputes.
-            let _ = self.trees.blobs.compare_and_swap(id.0, Some(old_bytes), Some(codec::encode(&row)?))?;
+            let _ = self.trees.blobs.compare_and_swap(id.0, Some(old_bytes), Some(row.encode()?))?;
         }
         Ok(row.info(id, true))
     }
