@@ -271,7 +271,10 @@ mod tests {
     fn every_stored_and_added_id_is_maybe_and_most_new_ones_are_not() {
         let (_db, blobs) = tree(5_000);
         let known = Known::default();
-        assert!(known.maybe_stored(&id(0, 9), &blobs), "until the scan is done, everything is maybe");
+        // The first call starts the scan on a thread, which on a loaded machine may finish
+        // before the call looks: so only a "no" from an incomplete filter is wrong.
+        let first = known.maybe_stored(&id(0, 9), &blobs);
+        assert!(first || known.is_complete(), "until the scan is done, everything is maybe");
         settle(&known);
         for n in 0..1_000 {
             known.add(&id(n, 1), &blobs);

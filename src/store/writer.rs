@@ -409,17 +409,30 @@ impl Inner {
 
     /// Deduplicated put: keep the stored row, adding any digest it lacked.
     pub(super) fn merge_digests(&self, id: BlobId, new: &BlobRow) -> Result<BlobInfo, StoreError> {
-        let Some(old_bytes) = self.trees.blobs.get(id.0)? else {
-            return Err(StoreError::BlobNotFound(id.to_hex()));
-        };
-        let mut row = BlobRow::decode(&old_bytes)?;
-        if (row.md5.is_none() && new.md5.is_some()) || (row.sha1.is_none() && new.sha1.is_some()) {
+        let adds =
+            |row: &BlobRow| (row.md5.is_none() && new.md5.is_some()) || (row.sha1.is_none() && new.sha1.is_some());
+        let row = self.committed_blob_row(&id)?;
+        if !adds(&row) {
+            return Ok(row.info(id, true));
+        }
+        // Under the apply lock, and read again: a batch that names a record in this row
+        // rewrites it whole, and would drop a digest added meanwhile. Rare (content first
+        // stored without a digest a later put computes), so the wait for a batch is too.
+        let _apply = self.unflushed.lock().unwrap_or_else(|p| p.into_inner());
+        let mut row = self.committed_blob_row(&id)?;
+        if adds(&row) {
             row.md5 = row.md5.or(new.md5);
             row.sha1 = row.sha1.or(new.sha1);
-            // Losing this race only loses the extra digest, which the next put recomputes.
-            let _ = self.trees.blobs.compare_and_swap(id.0, Some(old_bytes), Some(row.encode()?))?;
+            self.trees.blobs.insert(id.0, row.encode()?)?;
         }
         Ok(row.info(id, true))
+    }
+
+    fn committed_blob_row(&self, id: &BlobId) -> Result<BlobRow, StoreError> {
+        match self.trees.blobs.get(id.0)? {
+            Some(bytes) => BlobRow::decode(&bytes),
+            None => Err(StoreError::BlobNotFound(id.to_hex())),
+        }
     }
 }
 
