@@ -13,7 +13,8 @@
 //! syncs the pack once and writes every pending row, and runs before each batch and each
 //! flush. So no record can refer to a blob whose row is not in sled, and no row in sled can
 //! point at bytes a power cut could lose. A crash loses only pending rows, whose bytes become
-//! unreferenced space that `gc` reclaims when it rewrites a mostly-dead pack.
+//! unreferenced space that `gc` reclaims when it rewrites a mostly-dead pack. Closing a full
+//! pack syncs it; its rows stay pending until the next commit like any others.
 //!
 //! Appends are buffered: a put copies its bytes into the active pack's buffer, which is
 //! written to the file once it holds [`WRITE_AT`] bytes and before every commit. Each small
