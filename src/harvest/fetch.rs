@@ -269,6 +269,10 @@ impl Fetcher {
         let client = reqwest::Client::builder()
             .user_agent(&self.inner.user_agent)
             .redirect(reqwest::redirect::Policy::none())
+            // Retries are ours (`Fetcher::request`): each one waits for the host's rate limit and
+            // is counted. reqwest's own layer would resend HTTP/2 refused streams unseen, and
+            // clones every request's headers in case it has to.
+            .retry(reqwest::retry::never().max_retries_per_request(0))
             .no_gzip()
             .connect_timeout(connect)
             .pool_idle_timeout(Duration::from_secs(60))
