@@ -149,11 +149,12 @@ pub(super) struct BlobRow {
     pub(super) created: i64,
     /// Where the content is.
     pub(super) place: Place,
-    /// One live record whose content this is; every other one has a row in the `by_sha`
-    /// index. Most content has exactly one record, and writing its URI here instead of an
-    /// index row saves a new row in sled per record, which is where a baseline harvest's
-    /// store time goes (docs/STORE.md, "Who refers to a blob"). Never both here and in the
-    /// index; `gc` keeps a blob while either names a record.
+    /// One live record whose content this is; every other one (all of them when `None`) has
+    /// a row in the `by_sha` index. Most content has exactly one record, and writing its URI
+    /// here instead of an index row saves a new row in sled per record, which is where a
+    /// baseline harvest's store time goes (docs/STORE.md, "A blob row names one record of its
+    /// content"). Never both here and in the index; `gc` keeps a blob while either names a
+    /// record.
     pub(super) referrer: Option<String>,
 }
 
