@@ -37,6 +37,8 @@ mod report;
 mod row;
 mod state;
 mod table;
+#[cfg(test)]
+mod test_util;
 mod verify;
 mod view;
 mod writer;

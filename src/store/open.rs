@@ -307,25 +307,10 @@ fn sweep_tmp(tmp: &Path) -> Result<(), StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::HashList;
     use crate::store::blob::{BlobId, BlobRow};
     use crate::store::record::keys;
-    use crate::store::{Batch, Expected, NewRecord, Store, Via, codec};
-
-    fn record(uri: &str, sha: BlobId) -> NewRecord {
-        NewRecord {
-            uri: uri.into(),
-            source: "s".into(),
-            origin: format!("{uri}/origin"),
-            upstream: format!("{uri}/origin"),
-            sha256: sha,
-            declared: HashList::default(),
-            media_type: None,
-            lastmod: None,
-            via: Via::default(),
-            links: Vec::new(),
-        }
-    }
+    use crate::store::test_util::record;
+    use crate::store::{Batch, Expected, Store, codec};
 
     /// Rewrites a store as format 5 wrote it: blob rows without a referrer, every record in
     /// the sha-256 index, 5 in both version marks.

@@ -394,23 +394,8 @@ fn hash_file(path: &std::path::Path, hashers: &mut Hashers) -> std::io::Result<u
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Link;
-    use crate::store::{Batch, Expected, NewRecord, Via};
-
-    fn record(uri: &str, sha: BlobId) -> NewRecord {
-        NewRecord {
-            uri: uri.into(),
-            source: "s".into(),
-            origin: format!("{uri}/origin"),
-            upstream: format!("{uri}/origin"),
-            sha256: sha,
-            declared: Default::default(),
-            media_type: None,
-            lastmod: None,
-            via: Via::default(),
-            links: vec![Link::new("describedby", "http://o/m")],
-        }
-    }
+    use crate::store::test_util::record;
+    use crate::store::{Batch, Expected, NewRecord};
 
     /// Rewrites `uri`'s record with other history heads, as a damaged store might hold it.
     fn set_heads(store: &Store, uri: &str, heads: Vec<(String, u64)>) {
