@@ -25,14 +25,28 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 BIN=${TRIBUTARY:-$TARGET/release/tributary}
 WORK=$(mktemp -d /tmp/bench-harvest.XXXXXX)
-chmod 755 "$WORK" # nginx workers run unprivileged and must read the site
 BASE="http://127.0.0.1:$PORT"
 
-PY_WORK=""
+# The files nginx serves and the Python client's copies of them go to tmpfs (/dev/shm) when
+# there is one; only the stores are on disk, in WORK. On ext4 without a journal (this
+# machine's disk), files deleted in the last one to five minutes slow every new file: the
+# inode allocator skips inodes freed that recently (`recently_deleted`). With the client's
+# copies on ext4, each of its passes deleted the previous pass's 10,000 files first, and
+# scanning past them took 44% of its samples (`perf record`) and cut it from ~1,500/s to
+# ~650/s by its third pass; the site's 10,000 files, deleted by this script's cleanup, did the
+# same to the next run's stores (about 2% of a Tributary pass). On tmpfs there is no such scan,
+# and the client runs as fast as in a fresh ext4 directory (8.1 vs 7.5 s a pass).
+if [[ $(stat -f -c %T /dev/shm 2>/dev/null) == tmpfs && -w /dev/shm ]]; then
+    SCRATCH=$(mktemp -d /dev/shm/bench-harvest.XXXXXX)
+else
+    echo "no tmpfs at /dev/shm: the site and resync-sync's copies go to $WORK on disk" >&2
+    SCRATCH=$WORK
+fi
+chmod 755 "$SCRATCH" # nginx workers run unprivileged and must read the site
+
 cleanup() {
     if [[ -f $WORK/nginx.pid ]]; then kill "$(cat "$WORK/nginx.pid")" 2>/dev/null || true; fi
-    rm -rf "$WORK"
-    if [[ -n $PY_WORK ]]; then rm -rf "$PY_WORK"; fi
+    rm -rf "$WORK" "$SCRATCH"
 }
 trap cleanup EXIT
 
@@ -42,8 +56,8 @@ python3 -c 'import resync' || { echo "resync missing: pip install resync" >&2; e
 FLOOR_BIN=$TARGET/release/examples/harvest_floor
 if [[ ${FLOOR:-1} == 1 ]]; then (cd "$ROOT" && cargo build --release --example harvest_floor); fi
 
-echo "== generating $N files of 1-4 KiB in $WORK/site"
-python3 - "$WORK/site/files" "$N" <<'EOF'
+echo "== generating $N files of 1-4 KiB in $SCRATCH/site"
+python3 - "$SCRATCH/site/files" "$N" <<'EOF'
 import os, random, sys
 root, n = sys.argv[1], int(sys.argv[2])
 rng = random.Random(42)
@@ -53,7 +67,7 @@ for i in range(n):
     with open(os.path.join(d, f"r{i:05d}.bin"), "wb") as f:
         f.write(rng.randbytes(rng.randint(1024, 4096)))
 EOF
-(cd "$WORK/site" &&
+(cd "$SCRATCH/site" &&
     resync-build --write-resourcelist --hash md5 --hash sha-256 --capabilitylist-link "$BASE/capabilitylist.xml" \
         --outfile resourcelist.xml "$BASE/files/=files" &&
     resync-build --write-capabilitylist "resourcelist=$BASE/resourcelist.xml" \
@@ -76,7 +90,7 @@ http {
     default_type application/octet-stream;
     server {
         listen 127.0.0.1:$PORT;
-        root $WORK/site;
+        root $SCRATCH/site;
         location = /.well-known/resourcesync { default_type application/xml; }
     }
 }
@@ -102,8 +116,10 @@ allow_private = true
 EOF
 
 if [[ ${SETUP_ONLY:-0} == 1 ]]; then
-    # For profiling: leave nginx and the files in place (stop with: kill $(cat $WORK/nginx.pid)).
+    # For profiling: leave nginx and the files in place (stop with: kill $(cat $WORK/nginx.pid);
+    # then remove WORK and the site's directory).
     trap - EXIT
+    echo "SITE=$SCRATCH/site"
     echo "WORK=$WORK"
     exit 0
 fi
@@ -146,31 +162,18 @@ for run in $(seq "$RUNS"); do
         echo "floor run $run: $out (nginx ${ngx}s)"
         grep -o 'cpu_s=[0-9.]*' <<<"$out" | cut -d= -f2 >>"$WORK/floor.fetch"; echo "$ngx" >>"$WORK/floor.nginx"
         rm -rf "$WORK/floor-store"
-        out=$("$FLOOR_BIN" store "$WORK/site" "$WORK/floor-store" | tail -1)
+        out=$("$FLOOR_BIN" store "$SCRATCH/site" "$WORK/floor-store" | tail -1)
         echo "floor run $run: $out"
         grep -o 'cpu_s=[0-9.]*' <<<"$out" | cut -d= -f2 >>"$WORK/floor.store"
     fi
 done
 
-# Where the Python client writes its copies: tmpfs (/dev/shm) when there is one, else WORK.
-# On ext4 without a journal (this machine's disk), files deleted in the last one to five
-# minutes (an earlier pass, or this script's cleanup of an earlier run) slow every new file:
-# the inode allocator skips inodes freed that recently (`recently_deleted`), and scanning past
-# tens of thousands of them took 44% of the client's samples (`perf record`) and cut it from
-# ~1,500/s to ~650/s by its third pass. tmpfs has no such
-# scan and costs it no more than a fresh ext4 directory (8.1 vs 7.5 s a pass). Tributary's
-# store stays on ext4 in WORK, so this favours the client if anything.
-if [[ $(stat -f -c %T /dev/shm 2>/dev/null) == tmpfs && -w /dev/shm ]]; then
-    PY_WORK=$(mktemp -d /dev/shm/bench-resync.XXXXXX)
-else
-    echo "no tmpfs at /dev/shm: resync-sync writes into $WORK, and ext4 may slow it (see above)" >&2
-    PY_WORK=$WORK
-fi
 : >"$WORK/py.rate"
 for run in $(seq "$RUNS"); do
-    # A directory per pass; on tmpfs the previous one is deleted first to bound its memory.
-    dst=$PY_WORK/dst.$run
-    if [[ $PY_WORK != "$WORK" ]]; then rm -rf "$PY_WORK/dst.$((run - 1))"; fi
+    # A directory per pass. On tmpfs the previous one is deleted first, to bound the memory;
+    # on disk that would slow this pass (above).
+    dst=$SCRATCH/dst.$run
+    if [[ $SCRATCH != "$WORK" ]]; then rm -rf "$SCRATCH/dst.$((run - 1))"; fi
     mkdir -p "$dst"
     start=$EPOCHREALTIME
     resync-sync --baseline --hash md5 --noauth --sitemap "$BASE/resourcelist.xml" "$BASE/files/=$dst" >/dev/null 2>&1
