@@ -67,6 +67,7 @@ pub(crate) async fn baseline(
         seen: HashSet::new(),
         tasks: JoinSet::new(),
         sem: Arc::new(Semaphore::new(concurrency(source))),
+        shared: Shared { settings: Arc::new(source.settings.clone()), id: Arc::from(source.id.as_str()) },
         tx,
         report,
         store_error: None,
@@ -190,10 +191,18 @@ struct Pass<'a> {
     seen: HashSet<String>,
     tasks: JoinSet<TaskResult>,
     sem: Arc<Semaphore>,
+    shared: Shared,
     tx: mpsc::Sender<Msg>,
     report: SourceReport,
     /// The first store failure of a fetch task: it ends the pass.
     store_error: Option<StoreError>,
+}
+
+/// What every fetch task of a pass needs of its source, shared rather than copied per task
+/// (a copy of the settings, with their link lists, was 0.8% of a pass's samples).
+struct Shared {
+    settings: Arc<crate::config::Settings>,
+    id: Arc<str>,
 }
 
 impl Pass<'_> {
@@ -257,7 +266,7 @@ impl Pass<'_> {
     async fn spawn_fetch(&mut self, listed: Listed) {
         let Ok(permit) = self.sem.clone().acquire_owned().await else { return };
         let (fetcher, store, tx) = (self.ctx.fetcher.clone(), self.ctx.store.clone(), self.tx.clone());
-        let (settings, id) = (self.source.settings.clone(), self.source.id.clone());
+        let (settings, id) = (Arc::clone(&self.shared.settings), Arc::clone(&self.shared.id));
         self.tasks.spawn(super::metrics::inherit(async move {
             let _permit = permit;
             // Boxed: the fetch's state machine is several KB, and unboxed it made this task's
