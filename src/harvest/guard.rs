@@ -155,7 +155,10 @@ impl Resolve for GuardedResolver {
 /// site, not for a directory). Pass the URL the operator configured, or the Capability List.
 pub fn within_authority(source_url: &Url, uri: &Url) -> bool {
     let same_origin = source_url.scheme() == uri.scheme()
-        && source_url.host_str().map(str::to_ascii_lowercase) == uri.host_str().map(str::to_ascii_lowercase)
+        && match (source_url.host_str(), uri.host_str()) {
+            (Some(a), Some(b)) => a.eq_ignore_ascii_case(b),
+            (a, b) => a == b,
+        }
         && source_url.port_or_known_default() == uri.port_or_known_default();
     same_origin && uri.path().starts_with(authority_prefix(source_url))
 }

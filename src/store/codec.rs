@@ -26,8 +26,15 @@ const VALUE_VERSION: u8 = 1;
 
 /// Encodes a value as version byte + postcard.
 pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
-    postcard::to_extend(value, vec![VALUE_VERSION]).map_err(|e| StoreError::corrupt("value (encoding)", e))
+    // Room for a record row (about 260 bytes): grown from one byte, the vector was reallocated
+    // six or seven times per row, three rows per harvested resource.
+    let mut out = Vec::with_capacity(ENCODE_CAPACITY);
+    out.push(VALUE_VERSION);
+    postcard::to_extend(value, out).map_err(|e| StoreError::corrupt("value (encoding)", e))
 }
+
+/// The starting capacity of an encoded value; larger values grow past it as before.
+const ENCODE_CAPACITY: usize = 512;
 
 /// Decodes a value written by [`encode`].
 pub(crate) fn decode<'a, T: Deserialize<'a>>(what: &'static str, bytes: &'a [u8]) -> Result<T, StoreError> {
