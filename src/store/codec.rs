@@ -27,7 +27,8 @@ const VALUE_VERSION: u8 = 1;
 /// Encodes a value as version byte + postcard.
 pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
     // Room for a record row (about 260 bytes): grown from one byte, the vector was reallocated
-    // six or seven times per row, three rows per harvested resource.
+    // four to seven times per value, and a harvested resource encodes three (its record row,
+    // and its blob row when the pack's rows join the batch and again with its referrer).
     let mut out = Vec::with_capacity(ENCODE_CAPACITY);
     out.push(VALUE_VERSION);
     postcard::to_extend(value, out).map_err(|e| StoreError::corrupt("value (encoding)", e))
