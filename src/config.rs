@@ -60,6 +60,10 @@ pub struct Aggregator {
     /// The store's sled page cache in MiB (`store_cache_mb`; 1–65536, default 128). sled's
     /// memory use is a multiple of it; publishing large lists runs faster with more.
     pub store_cache_mb: u32,
+    /// Sources harvested at the same time (`max_concurrent_sources`; 1–256, default 8), by
+    /// one pass and by the service alike: each source's own fetches are already capped per
+    /// host, so this bounds the harvester's total connections, tasks and memory.
+    pub max_concurrent_sources: usize,
 }
 
 /// The sitemap protocol's limit on entries per document (spec §7: 50,000).

@@ -232,3 +232,20 @@ fn simulate_tables_are_validated() {
     let twice = format!("{}[[simulate]]\nid = \"t\"\nlisten = \"127.0.0.1:1\"\n", sim("listen = \"127.0.0.1:1\""));
     assert_invalid(&twice, 11, "listen", "two simulators");
 }
+
+#[test]
+fn max_concurrent_sources_defaults_to_eight_and_is_bounded() {
+    assert_eq!(parse(HEAD).unwrap().aggregator.max_concurrent_sources, 8);
+    for ok in [1, 2, 256] {
+        let c = parse(&format!("{HEAD}max_concurrent_sources = {ok}\n")).unwrap();
+        assert_eq!(c.aggregator.max_concurrent_sources, ok);
+    }
+    for bad in ["0", "257", "-1", "100000000000"] {
+        assert_invalid(&format!("{HEAD}max_concurrent_sources = {bad}\n"), 6, "max_concurrent_sources", "out of range");
+    }
+    let text = format!("{HEAD}max_concurrent_sources = \"4\"\n");
+    assert_invalid(&text, 6, "max_concurrent_sources", "invalid type");
+    // An aggregator-wide bound: it is not a per-source setting.
+    let src = "[[source]]\nid = \"a\"\nurl = \"http://a.example/\"\nmax_concurrent_sources = 2\n";
+    assert_invalid(&format!("{HEAD}{src}"), 9, "max_concurrent_sources", "unknown field");
+}

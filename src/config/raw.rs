@@ -113,6 +113,7 @@ pub(super) struct RawAggregator {
     data_dir: Option<String>,
     user_agent: Option<Spanned<String>>,
     store_cache_mb: Option<Spanned<i64>>,
+    max_concurrent_sources: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -227,8 +228,22 @@ fn validate_aggregator(agg: &Spanned<RawAggregator>, at: &Locator<'_>) -> Result
         Some(v) => at.int(v, "store_cache_mb", 1, 65_536)?,
         None => DEFAULT_STORE_CACHE_MB,
     };
-    Ok(Aggregator { base_url, listen, data_dir, user_agent: ua.get_ref().trim().to_owned(), store_cache_mb })
+    let max_concurrent_sources = match &a.max_concurrent_sources {
+        Some(v) => at.int(v, "max_concurrent_sources", 1, MAX_CONCURRENT_SOURCES)? as usize,
+        None => DEFAULT_CONCURRENT_SOURCES,
+    };
+    let user_agent = ua.get_ref().trim().to_owned();
+    Ok(Aggregator { base_url, listen, data_dir, user_agent, store_cache_mb, max_concurrent_sources })
 }
+
+/// Sources harvested at once unless the operator says otherwise: enough to keep a slow Source
+/// from holding up the rest, few enough that a pass over hundreds of sources does not open
+/// hundreds of connections and commit queues together.
+const DEFAULT_CONCURRENT_SOURCES: usize = 8;
+
+/// The largest `max_concurrent_sources`: each running source holds its own fetch tasks,
+/// connections and commit queue, so a slip of the keyboard must not ask for thousands.
+const MAX_CONCURRENT_SOURCES: u32 = 256;
 
 /// sled's page cache by default: enough for a harvest's working set while keeping the
 /// harvester's peak RSS under 100 MiB; publishing large Resource Lists gains from more (see

@@ -2,10 +2,11 @@
 //! (`tributary run`), with per-source status kept in the store for the dashboard.
 //!
 //! Each source is harvested by its own task, so one failing (or panicking) source never
-//! stops the others; a semaphore bounds how many sources are harvested at once. Shutdown is a
-//! `watch` flag every pass polls between entries: it stops taking work, lets in-flight
-//! fetches finish for a moment, commits what was verified, and returns. The schedule lives in
-//! the store (`next_attempt`), so a restart keeps it.
+//! stops the others; a semaphore bounds how many sources are harvested at once (the
+//! operator's `[aggregator] max_concurrent_sources`). Shutdown is a `watch` flag every pass
+//! polls between entries: it stops taking work, lets in-flight fetches finish for a moment,
+//! commits what was verified, and returns. The schedule lives in the store (`next_attempt`),
+//! so a restart keeps it.
 //!
 //! Depends on the configuration, the fetcher and the store; never on the publisher or web.
 
@@ -24,9 +25,6 @@ use crate::config::{Config, Source};
 use crate::model::W3cDateTime;
 use crate::naming::Naming;
 use crate::store::{HarvestState, PassCounts, SourceState, SourceStatus, Store, StoreError};
-
-/// Sources harvested at the same time.
-const MAX_CONCURRENT_SOURCES: usize = 8;
 
 /// Failed attempts in a row after which a source counts as failing, not just backing off.
 const FAILING_AFTER: u32 = 3;
@@ -103,7 +101,7 @@ pub async fn harvest_once_until(
     let started = Instant::now();
     let ctx = context(config, store, fetcher, progress, shutdown);
     let chosen = config.sources.iter().filter(|s| only.is_empty() || only.contains(&s.id));
-    let sem = Arc::new(Semaphore::new(MAX_CONCURRENT_SOURCES));
+    let sem = Arc::new(Semaphore::new(config.aggregator.max_concurrent_sources));
     let mut tasks = JoinSet::new();
     for (i, source) in chosen.enumerate() {
         let (ctx, sem, source, sets) = (ctx.clone(), sem.clone(), source.clone(), sets_of(config, &source.id));
@@ -135,7 +133,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), HarvestError> {
     let ctx = context(config, store, fetcher, Arc::new(NoProgress), shutdown);
-    let sem = Arc::new(Semaphore::new(MAX_CONCURRENT_SOURCES));
+    let sem = Arc::new(Semaphore::new(config.aggregator.max_concurrent_sources));
     let mut tasks = JoinSet::new();
     for source in &config.sources {
         let (ctx, sem, source, sets) = (ctx.clone(), sem.clone(), source.clone(), sets_of(config, &source.id));
