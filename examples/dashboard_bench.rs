@@ -92,6 +92,7 @@ fn state(s: usize, held: u64) -> SourceState {
                 .then(|| format!("source {}: the Resource List could not be read: HTTP 503", source_id(s))),
             resources: held,
             failures: if failing { 3 } else { 0 },
+            failing: 0,
             state: if failing { HarvestState::Failing } else { HarvestState::Idle },
             consecutive_failures: if failing { 3 } else { 0 },
             next_attempt: Some(now),

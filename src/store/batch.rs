@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use super::blob::{BlobId, BlobRow};
 use super::codec::{self, check_key};
 use super::error::StoreError;
+use super::failure::{self, NewFailure};
 use super::log::{ChunkBuf, Counters, Event, event_key};
 use super::record::{NewRecord, Record, keys};
 use super::row;
@@ -25,7 +26,15 @@ use crate::model::{Change, W3cDateTime};
 #[derive(Debug, Clone, Default)]
 pub struct Batch {
     ops: Vec<Op>,
+    /// Kept apart from `ops`: they are not records and write no change event.
+    failures: Vec<FailureOp>,
     state: Option<(String, SourceState)>,
+}
+
+#[derive(Debug, Clone)]
+enum FailureOp {
+    Record(Box<NewFailure>),
+    Clear { source: String, uri: String },
 }
 
 #[derive(Debug, Clone)]
@@ -53,20 +62,34 @@ impl Batch {
         self
     }
 
+    /// Records that a resource could not be stored (see [`super::failure`]); an earlier
+    /// failure of the same resource is counted on, not replaced.
+    pub fn fail(&mut self, failure: NewFailure) -> &mut Self {
+        self.failures.push(FailureOp::Record(Box::new(failure)));
+        self
+    }
+
+    /// Removes the failure recorded for a resource, if there is one.
+    pub fn clear_failure(&mut self, source: &str, uri: &str) -> &mut Self {
+        self.failures.push(FailureOp::Clear { source: source.to_owned(), uri: uri.to_owned() });
+        self
+    }
+
     /// Saves the source's harvest state in the same commit.
     pub fn source_state(&mut self, source: &str, state: SourceState) -> &mut Self {
         self.state = Some((source.to_owned(), state));
         self
     }
 
-    /// Number of upserts and deletions.
+    /// Number of upserts, deletions and failure rows recorded or cleared: what a caller sizes
+    /// its batches by.
     pub fn len(&self) -> usize {
-        self.ops.len()
+        self.ops.len() + self.failures.len()
     }
 
-    /// True when the batch has no upserts or deletions.
+    /// True when the batch writes no record and no failure row.
     pub fn is_empty(&self) -> bool {
-        self.ops.is_empty()
+        self.ops.is_empty() && self.failures.is_empty()
     }
 
     fn validate(&self) -> Result<(), StoreError> {
@@ -81,6 +104,12 @@ impl Batch {
                 check_key("source id", &record.source)?;
                 check_key("origin URI", &record.origin)?;
                 check_key("upstream URI", &record.upstream)?;
+            }
+        }
+        for f in &self.failures {
+            match f {
+                FailureOp::Record(n) => failure::validate(&n.source, &n.uri)?,
+                FailureOp::Clear { source, uri } => failure::validate(source, uri)?,
             }
         }
         self.state.as_ref().map_or(Ok(()), |(id, _)| check_key("source id", id))
@@ -181,6 +210,7 @@ impl Store {
             now: W3cDateTime::now(),
         };
         let applied = tx.run(&batch.ops)?;
+        tx.failures(&batch.failures)?;
         if let Some((id, s)) = &batch.state {
             tx.w.insert(&t.sources, id.as_bytes(), state::encode(s)?);
         }
@@ -219,6 +249,23 @@ impl Tx<'_> {
             });
         }
         Ok(applied)
+    }
+
+    /// Failure rows, in the order the batch names them (a clear after a record removes it).
+    fn failures(&mut self, ops: &[FailureOp]) -> Result<(), StoreError> {
+        let table = &self.t.failures;
+        for op in ops {
+            match op {
+                FailureOp::Record(new) => {
+                    let k = failure::key(&new.source, &new.uri);
+                    let old = self.w.get(table, &k)?;
+                    let row = failure::encode_merged(new, old.as_deref(), self.now)?;
+                    self.w.insert(table, &k, row);
+                }
+                FailureOp::Clear { source, uri } => self.w.remove(table, &failure::key(source, uri)),
+            }
+        }
+        Ok(())
     }
 
     fn old_record(&self, uri: &str) -> Result<Option<Record>, StoreError> {

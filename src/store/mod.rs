@@ -25,6 +25,7 @@ mod batch;
 mod blob;
 mod codec;
 mod error;
+mod failure;
 mod history;
 mod known;
 mod log;
@@ -52,6 +53,7 @@ use std::time::Instant;
 pub use batch::{Applied, Batch, OpResult, Outcome};
 pub use blob::{BlobId, BlobInfo, BlobReader, Expected};
 pub use error::StoreError;
+pub use failure::{Failure, FailureIter, Listing, NewFailure};
 pub use log::{Event, EventIter, SetInfo};
 pub use open::StoreOptions;
 pub use record::{NewRecord, Record, RecordIter, Via};
@@ -91,6 +93,8 @@ struct Trees {
     log: table::Table,
     sets: table::Table,
     sources: table::Table,
+    /// Resources the harvester could not store, until they are stored or gone (see [`failure`]).
+    failures: table::Table,
 }
 
 /// Shared state behind every [`Store`] clone and [`BlobWriter`].

@@ -270,6 +270,7 @@ fn open_trees(db: &sled::Db) -> Result<Trees, StoreError> {
         log: t(b'l'),
         sets: t(b's'),
         sources: t(b'S'),
+        failures: t(b'f'),
         main,
     })
 }

@@ -235,7 +235,7 @@ fn datetime_opt(text: Option<&str>) -> Result<Option<W3cDateTime>, StoreError> {
     text.map(datetime).transpose()
 }
 
-fn to_link(l: &LinkView<'_>) -> Result<Link, StoreError> {
+pub(super) fn to_link(l: &LinkView<'_>) -> Result<Link, StoreError> {
     let own = |s: Option<&str>| s.map(str::to_owned);
     Ok(Link {
         rel: l.rel.to_owned(),

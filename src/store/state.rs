@@ -89,6 +89,8 @@ pub struct SourceStatus {
     pub resources: u64,
     /// Bitstreams that failed verification or fetching in total.
     pub failures: u64,
+    /// Resources recorded as failing after the last attempt (see [`Store::failures`]).
+    pub failing: u64,
     /// What the harvester is doing with the source now.
     pub state: HarvestState,
     /// Attempts in a row that ended in an error (0 after a success).

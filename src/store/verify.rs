@@ -58,6 +58,12 @@ impl Store {
                 r.problem("source state", String::from_utf8_lossy(&k), e.to_string());
             }
         }
+        for kv in inner.trees.failures.iter() {
+            let (k, v) = kv?;
+            if let Err(e) = super::failure::verify_row(&k, &v) {
+                r.problem("failure", String::from_utf8_lossy(&k).replace('\0', " "), e.to_string());
+            }
+        }
         Ok(r)
     }
 }
