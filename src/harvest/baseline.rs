@@ -58,12 +58,14 @@ pub(crate) async fn baseline(
         return Ok(report);
     }
     let held = load_held(&ctx.store, &ctx.naming.resource_prefix(&source.id)).await?;
+    let failing = load_failing(&ctx.store, &source.id).await?;
     let (tx, committer) = commit::spawn(ctx.store.clone(), source.id.clone(), sets.to_vec());
     let mut pass = Pass {
         ctx,
         source,
         list_url: &list_url,
         held: &held,
+        failing: &failing,
         seen: HashSet::new(),
         tasks: JoinSet::new(),
         sem: Arc::new(Semaphore::new(concurrency(source))),
@@ -79,6 +81,11 @@ pub(crate) async fn baseline(
         End::Complete if source.settings.deletes => held.keys().filter(|u| !seen.contains(*u)).cloned().collect(),
         _ => Vec::new(),
     };
+    // A failure of a resource the complete list no longer names is over: nothing to retry.
+    let unlisted = match &end {
+        End::Complete => failing.iter().filter(|u| !seen.contains(*u)).cloned().collect(),
+        _ => Vec::new(),
+    };
     report.complete = matches!(end, End::Complete);
     report.interrupted = matches!(end, End::Interrupted);
     report.error = match end {
@@ -87,7 +94,7 @@ pub(crate) async fn baseline(
         End::Complete => None,
     };
     update_state(&mut state, &list_url, &walker, &report);
-    let _ = tx.send(Msg::Finish { deletes, state: Box::new(state) }).await;
+    let _ = tx.send(Msg::Finish { deletes, unlisted, state: Box::new(state) }).await;
     drop(tx);
     let tally = committer.await.map_err(commit::join_error)??;
     report.created = tally.created;
@@ -147,6 +154,19 @@ pub(crate) async fn load_held(store: &Store, prefix: &str) -> Result<HashMap<Str
     Ok(held)
 }
 
+/// The resources of a source recorded as failing, by Tributary URI: a pass clears the row of
+/// each one it stores (or finds held as listed), and only those, so a pass without failures
+/// writes no failure row at all.
+pub(crate) async fn load_failing(store: &Store, source: &str) -> Result<HashSet<String>, HarvestError> {
+    let (store, source) = (store.clone(), source.to_owned());
+    let failing = tokio::task::spawn_blocking(move || {
+        store.failures(&source).map(|f| f.map(|f| f.uri)).collect::<Result<HashSet<_>, StoreError>>()
+    })
+    .await
+    .map_err(commit::join_error)??;
+    Ok(failing)
+}
+
 fn update_state(state: &mut SourceState, list_url: &Url, walker: &IndexWalker, report: &SourceReport) {
     state.resource_list = Some(list_url.to_string());
     if report.complete {
@@ -188,6 +208,8 @@ struct Pass<'a> {
     source: &'a Source,
     list_url: &'a Url,
     held: &'a HashMap<String, Record>,
+    /// Resources recorded as failing when the pass began.
+    failing: &'a HashSet<String>,
     seen: HashSet<String>,
     tasks: JoinSet<TaskResult>,
     sem: Arc<Semaphore>,
@@ -237,8 +259,13 @@ impl Pass<'_> {
         }
         self.ctx.progress.listed(id);
         if let Some(held) = self.held.get(&listed.uri).filter(|h| listed.content_held(h)) {
+            let recovered = self.failing.contains(&listed.uri).then(|| listed.uri.clone());
             if !listed.metadata_held(held) {
                 let _ = self.tx.send(Msg::Upsert(Box::new(listed.into_record(id, held.sha256)))).await;
+            }
+            // The upstream lists again what is held (it reverted, or a failed update is gone).
+            if let Some(uri) = recovered {
+                let _ = self.tx.send(Msg::Recovered(uri)).await;
             }
             self.report.unchanged += 1;
             self.ctx.progress.resource(id, super::daemon::ResourceOutcome::Unchanged, 0);
@@ -267,6 +294,7 @@ impl Pass<'_> {
         let Ok(permit) = self.sem.clone().acquire_owned().await else { return };
         let (fetcher, store, tx) = (self.ctx.fetcher.clone(), self.ctx.store.clone(), self.tx.clone());
         let (settings, id) = (Arc::clone(&self.shared.settings), Arc::clone(&self.shared.id));
+        let was_failing = self.failing.contains(&listed.uri);
         self.tasks.spawn(super::metrics::inherit(async move {
             let _permit = permit;
             // Boxed: the fetch's state machine is several KB, and unboxed it made this task's
@@ -279,10 +307,20 @@ impl Pass<'_> {
                     if stored.from != listed.loc {
                         tracing::debug!(source.id = %id, resource.uri = %listed.loc, mirror = %stored.from, "stored from a mirror");
                     }
+                    let uri = was_failing.then(|| listed.uri.clone());
                     let _ = tx.send(Msg::Upsert(Box::new(listed.into_record(&id, stored.info.id)))).await;
+                    if let Some(uri) = uri {
+                        let _ = tx.send(Msg::Recovered(uri)).await;
+                    }
                     Ok(stored.bytes)
                 }
-                Err(e) => Err((listed.loc.to_string(), e)),
+                Err(e) => {
+                    let loc = listed.loc.to_string();
+                    if let ResourceError::Failed { .. } = &e {
+                        let _ = tx.send(Msg::Failed(Box::new(listed.into_failure(&id, e.to_string())))).await;
+                    }
+                    Err((loc, e))
+                }
             }
         }));
     }

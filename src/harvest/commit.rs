@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::report::SourceReport;
-use crate::store::{Applied, Batch, NewRecord, SourceState, Store, StoreError};
+use crate::store::{Applied, Batch, NewFailure, NewRecord, SourceState, Store, StoreError};
 
 /// Records per applied batch. Larger batches gain nothing once an apply runs alongside the
 /// fetches, and sled's memory grows with the batch: in `scripts/bench-harvest.sh` (10,000
@@ -34,8 +34,13 @@ const LINGER: Duration = Duration::from_millis(200);
 pub(crate) enum Msg {
     /// A verified record (or a metadata update of a held one).
     Upsert(Box<NewRecord>),
-    /// The end of the pass: deletions and the source's state, committed together.
-    Finish { deletes: Vec<String>, state: Box<SourceState> },
+    /// A resource that could not be stored (see [`crate::store::Failure`]).
+    Failed(Box<NewFailure>),
+    /// A resource recorded as failing that is now stored, or held as listed: its row goes.
+    Recovered(String),
+    /// The end of the pass: deletions, the failures of resources no longer listed, and the
+    /// source's state, committed together.
+    Finish { deletes: Vec<String>, unlisted: Vec<String>, state: Box<SourceState> },
 }
 
 /// Applies `batch` on a blocking thread (a commit may fsync), for the steps that commit one
@@ -79,9 +84,20 @@ async fn run(
                 batch.upsert(&set_refs(), *r);
                 false
             }
-            Some(Msg::Finish { deletes, state }) => {
+            Some(Msg::Failed(f)) => {
+                batch.fail(*f);
+                false
+            }
+            Some(Msg::Recovered(uri)) => {
+                batch.clear_failure(&source, &uri);
+                false
+            }
+            Some(Msg::Finish { deletes, unlisted, state }) => {
                 for uri in &deletes {
                     batch.delete(&set_refs(), uri);
+                }
+                for uri in &unlisted {
+                    batch.clear_failure(&source, uri);
                 }
                 batch.source_state(&source, *state);
                 true

@@ -278,6 +278,7 @@ async fn finish(ctx: &Ctx, source: &Source, report: &SourceReport) -> Result<(),
     let mut state = load_state(ctx, &source.id).await?;
     let resources = count_live(ctx, &source.id).await?;
     update_status(&mut state.status, report, resources, source.settings.poll);
+    state.status.failing = count_failing(ctx, &source.id).await?;
     save_state(ctx, &source.id, state).await
 }
 
@@ -292,6 +293,12 @@ async fn count_live(ctx: &Ctx, id: &str) -> Result<u64, StoreError> {
     })
     .await
     .map_err(super::commit::join_error)?
+}
+
+/// Resources recorded as failing: a scan of the source's failure rows only.
+async fn count_failing(ctx: &Ctx, id: &str) -> Result<u64, StoreError> {
+    let (store, id) = (ctx.store.clone(), id.to_owned());
+    tokio::task::spawn_blocking(move || store.failure_count(&id)).await.map_err(super::commit::join_error)?
 }
 
 fn update_status(status: &mut SourceStatus, report: &SourceReport, resources: u64, poll: Duration) {

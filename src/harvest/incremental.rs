@@ -12,7 +12,7 @@
 //!
 //! Depends on the fetcher, discovery, the store and the naming scheme; never on the publisher.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use tokio::sync::Semaphore;
@@ -29,7 +29,7 @@ use super::listed::Listed;
 use super::resource::{self, ResourceError};
 use crate::config::Source;
 use crate::model::{Change, Entry, RootFormat, W3cDateTime};
-use crate::store::{Batch, DocumentValidators, Record, SourceState, StoreError};
+use crate::store::{Batch, DocumentValidators, NewFailure, Record, SourceState, StoreError};
 
 /// Changes applied (and committed with their position) together.
 const CHUNK: usize = 1000;
@@ -86,8 +86,16 @@ pub(crate) async fn incremental(
         Ok(r) => r,
         Err(Gap(why)) => return Ok(Outcome::Rebaseline(why)),
     };
-    let mut poll =
-        Poll { ctx, source, sets, pending: Vec::new(), reads: Vec::new(), report: SourceReport::new(&source.id) };
+    let failing = super::baseline::load_failing(&ctx.store, &source.id).await?;
+    let mut poll = Poll {
+        ctx,
+        source,
+        sets,
+        pending: Vec::new(),
+        reads: Vec::new(),
+        report: SourceReport::new(&source.id),
+        failing,
+    };
     let mut single = single;
     for list in lists.iter().skip(resume.list).take(MAX_LISTS_PER_POLL) {
         let remembered = pos.list.as_deref() == Some(list.url.as_str());
@@ -191,12 +199,19 @@ struct Poll<'a> {
     pending: Vec<Pending>,
     reads: Vec<ListRead>,
     report: SourceReport,
+    /// Resources recorded as failing when the poll began: a change that stores or deletes one
+    /// ends its failure.
+    failing: HashSet<String>,
 }
 
 /// What one change came to before the commit.
 enum Applied1 {
     Upsert(Box<crate::store::NewRecord>),
     Delete(String),
+    Failed(Box<NewFailure>),
+    /// Nothing to write: the change is already reflected (held as listed, or a deletion the
+    /// delete policy keeps).
+    Settled(String),
     Nothing,
 }
 
@@ -341,17 +356,18 @@ impl Poll<'_> {
                 continue;
             };
             if p.change() == Some(Change::Deleted) {
-                if self.source.settings.deletes {
-                    out[i] = Applied1::Delete(uri);
-                }
+                // Kept or deleted, a resource deleted at the Source has nothing left to retry.
+                out[i] = if self.source.settings.deletes { Applied1::Delete(uri) } else { Applied1::Settled(uri) };
                 continue;
             }
             let listed = Listed::new(p.entry, p.loc, uri);
             if let Some(h) = held.get(&listed.uri).filter(|h| listed.content_held(h)) {
                 self.report.unchanged += 1;
-                if !listed.metadata_held(h) {
-                    out[i] = Applied1::Upsert(Box::new(listed.into_record(&id, h.sha256)));
-                }
+                out[i] = if listed.metadata_held(h) {
+                    Applied1::Settled(listed.uri)
+                } else {
+                    Applied1::Upsert(Box::new(listed.into_record(&id, h.sha256)))
+                };
                 continue;
             }
             let permit = sem.clone().acquire_owned().await.map_err(|e| join_error_msg(&e.to_string()))?;
@@ -381,6 +397,9 @@ impl Poll<'_> {
                     tracing::warn!(source.id = %id, resource.uri = %listed.loc, error = %e, "change not applied");
                     self.report.failed += 1;
                     self.ctx.progress.resource(&id, ResourceOutcome::Failed, 0);
+                    // Recorded with what the change listed, so the next poll retries it
+                    // (`super::retry`): the Change List will not name it again.
+                    out[i] = Applied1::Failed(Box::new(listed.into_failure(&id, e.to_string())));
                 }
             }
         }
@@ -407,15 +426,28 @@ impl Poll<'_> {
     async fn commit(&mut self, outcomes: Vec<Applied1>, state: &SourceState) -> Result<(), HarvestError> {
         let sets: Vec<&str> = self.sets.iter().map(String::as_str).collect();
         let mut batch = Batch::new();
+        let id = &self.source.id;
         for o in outcomes {
-            match o {
+            let done = match o {
                 Applied1::Upsert(r) => {
+                    let uri = r.uri.clone();
                     batch.upsert(&sets, *r);
+                    uri
                 }
                 Applied1::Delete(uri) => {
                     batch.delete(&sets, &uri);
+                    uri
                 }
-                Applied1::Nothing => {}
+                Applied1::Failed(f) => {
+                    self.failing.insert(f.uri.clone());
+                    batch.fail(*f);
+                    continue;
+                }
+                Applied1::Settled(uri) => uri,
+                Applied1::Nothing => continue,
+            };
+            if self.failing.remove(&done) {
+                batch.clear_failure(id, &done);
             }
         }
         batch.source_state(&self.source.id, state.clone());

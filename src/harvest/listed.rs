@@ -8,7 +8,7 @@
 use url::Url;
 
 use crate::model::{Entry, HashAlgorithm, HashList, Link, W3cDateTime};
-use crate::store::{BlobId, Expected, NewRecord, Record, Via};
+use crate::store::{BlobId, Expected, Failure, Listing, NewFailure, NewRecord, Record, Via};
 
 /// One accepted entry.
 #[derive(Debug, Clone)]
@@ -95,6 +95,44 @@ impl Listed {
         }
     }
 
+    /// The failure to record when this entry could not be stored, with what it listed, so a
+    /// later poll can retry it without the list.
+    pub(crate) fn into_failure(self, source: &str, reason: String) -> NewFailure {
+        NewFailure {
+            source: source.to_owned(),
+            uri: self.uri,
+            upstream: self.loc.into(),
+            reason,
+            listing: Listing {
+                origin: self.origin,
+                declared: self.declared,
+                length: self.length,
+                media_type: self.media_type,
+                lastmod: self.lastmod,
+                via: self.via,
+                links: self.links,
+            },
+        }
+    }
+
+    /// The entry a recorded failure listed; `None` when its `<loc>` no longer parses (rows are
+    /// written from parsed URLs, so only a damaged row).
+    pub(crate) fn from_failure(f: Failure) -> Option<Listed> {
+        let loc = Url::parse(&f.upstream).ok()?;
+        let l = f.listing;
+        Some(Listed {
+            uri: f.uri,
+            loc,
+            origin: l.origin,
+            declared: l.declared,
+            length: l.length,
+            media_type: l.media_type,
+            lastmod: l.lastmod,
+            via: l.via,
+            links: l.links,
+        })
+    }
+
     /// Whether `held` already has this entry's content: every declared digest Tributary can
     /// compare matches, or — with none — `lastmod` and `length` are the ones recorded.
     pub(crate) fn content_held(&self, held: &Record) -> bool {
@@ -170,5 +208,33 @@ mod tests {
         let l = Listed::new(e, Url::parse("http://a.example/r/1").unwrap(), "u".into());
         let urls: Vec<String> = l.urls().iter().map(Url::to_string).collect();
         assert_eq!(urls, ["http://a.example/r/1", "http://m.example/a", "http://m.example/b"]);
+    }
+
+    #[test]
+    fn a_failure_gives_back_the_entry_it_was_made_from() {
+        let base = Url::parse("http://s/").unwrap();
+        let mut e = entry(true);
+        let mut mirror = Link::new("duplicate", "http://mirror/a");
+        mirror.pri = Some(1);
+        e.links.push(mirror);
+        let listed = Listed::new(e, base.join("a").unwrap(), "http://agg/r/s/http/s/a".into());
+        let f = listed.clone().into_failure("s", "why".into());
+        let stored = Failure {
+            source: f.source,
+            uri: f.uri,
+            upstream: f.upstream,
+            reason: f.reason,
+            first_failed: W3cDateTime::now(),
+            last_failed: W3cDateTime::now(),
+            attempts: 1,
+            listing: f.listing,
+        };
+        let back = Listed::from_failure(stored).unwrap();
+        assert_eq!(back.urls(), listed.urls(), "the mirrors come back, in their order");
+        assert_eq!((back.uri, back.loc, back.origin), (listed.uri, listed.loc, listed.origin));
+        assert_eq!(
+            (back.declared, back.length, back.via, back.links),
+            (listed.declared, listed.length, listed.via, listed.links)
+        );
     }
 }

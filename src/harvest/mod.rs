@@ -10,7 +10,9 @@
 //!   per-source status. What a pass does per source is `sync`'s choice: a baseline
 //!   (`baseline` from the Resource List, `dump_sync` from a Resource Dump; verified streaming
 //!   in `resource`, batched commits in `commit`), then incremental polls of the Change Lists
-//!   (`incremental`, position rules in `changes`), re-baselining after a gap.
+//!   (`incremental`, position rules in `changes`), re-baselining after a gap. A resource
+//!   that cannot be stored is recorded as a failure in the store; `retry` tries the failures
+//!   of a source that follows changes again at each poll.
 //! - [`dump`]: Resource and Change Dumps (spec §11, §13): ZIP packages streamed into the store.
 //! - [`audit`]: compares the store with a Source's current Resource List (spec §5.2).
 //!
@@ -39,6 +41,7 @@ mod metrics;
 mod report;
 mod request;
 mod resource;
+mod retry;
 mod robots;
 mod sync;
 

@@ -19,6 +19,7 @@ use super::change_dump_sync::{ChangeDumpError, follow_change_dump};
 use super::daemon::{Ctx, HarvestError, SourceReport, load_state, save_state};
 use super::discover::discover;
 use super::incremental::{Outcome, incremental};
+use super::retry::retry_failures;
 use crate::config::Source;
 use crate::store::{KnownCapabilities, SourceState};
 
@@ -53,6 +54,11 @@ pub(crate) async fn synchronize(
         return baseline(ctx, source, sets, state).await;
     };
     let mut report = SourceReport::new(&source.id);
+    // Failed changes first (the Change List will not name them again); an initial baseline
+    // reads every resource anyway.
+    if state.baselined {
+        merge(&mut report, retry_failures(ctx, source, sets).await?);
+    }
     // At most: a baseline, a poll that finds a gap, a re-baseline and a poll.
     for _ in 0..2 {
         if !state.baselined {
