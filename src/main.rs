@@ -52,6 +52,8 @@ enum Command {
     Provenance(ProvenanceArgs),
     /// Compare the store with each Source's current Resource List; exit 1 unless all in sync.
     Audit(AuditArgs),
+    /// The resources that could not be stored, why, since when and how often; exit 1 if any.
+    Failures(FailuresArgs),
     /// Inspect and maintain the data directory.
     #[command(subcommand)]
     Store(StoreCommand),
@@ -115,6 +117,19 @@ struct AuditArgs {
     json: bool,
 }
 
+#[derive(Debug, Args)]
+struct FailuresArgs {
+    /// Only this source (repeatable); default: every source.
+    #[arg(long = "source", value_name = "ID")]
+    sources: Vec<String>,
+    /// List at most this many per source (the count is always complete).
+    #[arg(long, default_value_t = 100)]
+    limit: usize,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
 #[derive(Debug, Subcommand)]
 enum StoreCommand {
     /// Counts, bytes and the deduplication ratio.
@@ -154,6 +169,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Check(args) => run_check(args),
         Command::Audit(args) => run_audit(args, &cli.global),
+        Command::Failures(args) => run_failures(args, &cli.global),
         Command::Serve => run_serve(&cli.global),
         Command::Provenance(args) => run_provenance(args, &cli.global),
         Command::Store(cmd) => run_store(cmd, data_dir(&cli.global)?),
@@ -227,6 +243,54 @@ fn run_audit(args: AuditArgs, global: &Global) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(if reports.iter().all(|r| r.is_in_sync()) { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+fn run_failures(args: FailuresArgs, global: &Global) -> anyhow::Result<ExitCode> {
+    let config = tributary::config::Config::load(&global.config, global.data_dir.as_deref())?;
+    if let Some(unknown) = args.sources.iter().find(|id| !config.sources.iter().any(|s| &&s.id == id)) {
+        anyhow::bail!("no source {unknown:?} in {}", global.config.display());
+    }
+    let store = tributary::store::Store::open_existing(&config.aggregator.data_dir)?;
+    let mut out = Vec::new();
+    for source in config.sources.iter().filter(|s| args.sources.is_empty() || args.sources.contains(&s.id)) {
+        let failing = store.failure_count(&source.id)?;
+        let listed = store.failures(&source.id).take(args.limit).collect::<Result<Vec<_>, _>>()?;
+        out.push((source.id.clone(), failing, listed));
+    }
+    if args.json {
+        let json: Vec<_> = out
+            .iter()
+            .map(|(id, failing, list)| {
+                let rows: Vec<_> = list
+                    .iter()
+                    .map(|f| {
+                        serde_json::json!({
+                            "uri": f.uri, "upstream": f.upstream, "reason": f.reason, "attempts": f.attempts,
+                            "first_failed": f.first_failed.to_string(), "last_failed": f.last_failed.to_string(),
+                        })
+                    })
+                    .collect();
+                serde_json::json!({ "source": id, "failing": failing, "failures": rows })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&json)?);
+    } else {
+        for (id, failing, list) in &out {
+            println!("{id}: {failing} failing");
+            for f in list {
+                let times = if f.attempts == 1 { "time" } else { "times" };
+                println!(
+                    "  {}: failed {} {times} since {}, last {}",
+                    f.upstream, f.attempts, f.first_failed, f.last_failed
+                );
+                println!("    {}", f.reason);
+            }
+            if (list.len() as u64) < *failing {
+                println!("  … and {} more (--limit)", *failing - list.len() as u64);
+            }
+        }
+    }
+    Ok(if out.iter().all(|(_, n, _)| *n == 0) { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
 fn run_store(cmd: StoreCommand, dir: PathBuf) -> anyhow::Result<ExitCode> {

@@ -54,8 +54,11 @@
         el("td", { class: "num", "data-field": "resources" }, fmt(s.resources)),
         el("td", { class: "num", "data-field": "changes" }, fmt(s.changes)),
         el("td", { class: "num", "data-field": "failures" }, fmt(s.failures)),
+        el("td", { class: "num", "data-field": "failing" }, s.failing
+          ? el("a", { href: "api/failures?source=" + encodeURIComponent(s.id) }, fmt(s.failing))
+          : fmt(0)),
         el("td", { class: "err" }, s.last_error || "")));
-    replaceRows($("sources-body"), rows.length ? rows : [el("tr", {}, el("td", { colspan: 8 }, "No sources configured."))]);
+    replaceRows($("sources-body"), rows.length ? rows : [el("tr", {}, el("td", { colspan: 9 }, "No sources configured."))]);
   }
 
   function renderSets(sets) {

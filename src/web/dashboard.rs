@@ -1,10 +1,12 @@
 //! The operator's dashboard: the static page from the top-level `web/` directory (compiled into
-//! the binary, so an installed `tributary` needs no files beside it) and the two small JSON
-//! endpoints it polls, `api/status` and `api/changes`.
+//! the binary, so an installed `tributary` needs no files beside it), the two small JSON
+//! endpoints it polls, `api/status` and `api/changes`, and `api/failures`, the resources of a
+//! source that could not be stored.
 //!
-//! Both endpoints read only counters and status rows — a source's saved status, each set's
-//! counters, and the last few events of a log by sequence number — never a scan of records, so
-//! they cost the same with a thousand resources or a million.
+//! The polled endpoints read only counters and status rows — a source's saved status, each
+//! set's counters, and the last few events of a log by sequence number — never a scan of
+//! records, so they cost the same with a thousand resources or a million. `api/failures` reads
+//! one source's failure rows, at most [`MAX_FAILURES`] of them.
 
 use std::collections::HashSet;
 
@@ -30,6 +32,11 @@ const DASHBOARD_CSP: &str = "default-src 'none'; script-src 'self'; style-src 's
 const DEFAULT_CHANGES: usize = 25;
 /// Most changes one request returns.
 const MAX_CHANGES: usize = 500;
+
+/// Failures returned when the client does not say.
+const DEFAULT_FAILURES: usize = 100;
+/// Most failures one request returns.
+const MAX_FAILURES: usize = 1000;
 
 /// Where the page carries its first status, so it renders without waiting for a request.
 const STATUS_SLOT: &str = "<!--STATUS-->";
@@ -87,6 +94,8 @@ struct SourceRow {
     /// Change events applied (the length of the source's own change log).
     changes: u64,
     failures: u64,
+    /// Resources recorded as failing now (`api/failures?source=ID` lists them).
+    failing: u64,
     consecutive_failures: u32,
     last_error: Option<String>,
     last_pass: crate::store::PassCounts,
@@ -147,6 +156,7 @@ fn status(p: &Publisher) -> Result<Status, StoreError> {
             last_success: text(s.last_success),
             next_attempt: text(s.next_attempt),
             failures: s.failures,
+            failing: s.failing,
             consecutive_failures: s.consecutive_failures,
             last_error: s.last_error,
             last_pass: s.last_pass,
@@ -271,6 +281,72 @@ pub(crate) async fn api_changes(st: &WebState, raw_query: Option<&str>) -> Resul
     let p = st.shared.publisher.clone();
     let changes = tokio::task::spawn_blocking(move || changes(&p, &q)).await??;
     Ok(json(&Changes { changes }))
+}
+
+/// One failure as `api/failures` lists it.
+#[derive(Debug, Serialize)]
+struct FailureRow {
+    uri: String,
+    upstream: String,
+    reason: String,
+    first_failed: String,
+    last_failed: String,
+    attempts: u32,
+}
+
+#[derive(Debug, Serialize)]
+struct Failures {
+    source: String,
+    /// All of the source's failures, of which `failures` holds the first `limit` by URI.
+    failing: u64,
+    failures: Vec<FailureRow>,
+}
+
+fn failure_query(raw: Option<&str>) -> Result<(String, usize), WebError> {
+    let (mut source, mut limit) = (None, DEFAULT_FAILURES);
+    for (k, v) in url::form_urlencoded::parse(raw.unwrap_or("").as_bytes()) {
+        match k.as_ref() {
+            "source" => source = Some(v.into_owned()),
+            "limit" => {
+                let n = v.parse::<u64>().map_err(|_| WebError::BadRequest(format!("limit={v}: expected a number")))?;
+                limit = usize::try_from(n).unwrap_or(MAX_FAILURES).clamp(1, MAX_FAILURES);
+            }
+            _ => {}
+        }
+    }
+    let source = source.ok_or_else(|| WebError::BadRequest("source=ID is required".into()))?;
+    Ok((source, limit))
+}
+
+fn failures(p: &Publisher, source: &str, limit: usize) -> Result<Failures, WebError> {
+    if !source_ids(p).iter().any(|id| id == source) {
+        return Err(WebError::NotFound(format!("no source {source:?}")));
+    }
+    let store = p.store();
+    let rows = store
+        .failures(source)
+        .take(limit)
+        .map(|f| {
+            f.map(|f| FailureRow {
+                uri: f.uri,
+                upstream: f.upstream,
+                reason: f.reason,
+                first_failed: f.first_failed.to_string(),
+                last_failed: f.last_failed.to_string(),
+                attempts: f.attempts,
+            })
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    Ok(Failures { source: source.to_owned(), failing: store.failure_count(source)?, failures: rows })
+}
+
+/// `api/failures?source=ID[&limit=N]`: the source's resources that could not be stored, why,
+/// since when and how many times, in URI order.
+pub(crate) async fn api_failures(st: &WebState, raw_query: Option<&str>) -> Result<Response, WebError> {
+    let (source, limit) = failure_query(raw_query)?;
+    let p = st.shared.publisher.clone();
+    let f = tokio::task::spawn_blocking(move || failures(&p, &source, limit)).await??;
+    Ok(json(&f))
 }
 
 fn json<T: Serialize>(v: &T) -> Response {

@@ -164,6 +164,7 @@ async fn route(st: &WebState, method: &Method, uri: &Uri, headers: HeaderMap) ->
         "" => dashboard::index(st).await,
         "api/status" => dashboard::api_status(st).await,
         "api/changes" => dashboard::api_changes(st, uri.query()).await,
+        "api/failures" => dashboard::api_failures(st, uri.query()).await,
         "metrics" => metrics::render(st).await,
         ".well-known/resourcesync" => documents::source_description(st).await,
         "provenance" => provenance::provenance(st, uri.query(), &headers).await,
