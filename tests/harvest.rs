@@ -5,74 +5,23 @@
 mod common;
 
 use std::collections::HashMap;
-use std::io::Read;
-use std::path::Path;
 use std::sync::Arc;
 
+use common::harness::{Harness, UNLIMITED, config_text};
 use common::upstream::{Reply, Upstream};
 use md5::{Digest as _, Md5};
 use sha2::Sha256;
-use tributary::config::Config;
-use tributary::harvest::{Fetcher, NoProgress, Summary, harvest_once};
-use tributary::naming::Naming;
 use tributary::simulate::ResourceInfo;
-use tributary::store::{HarvestState, Store};
+use tributary::store::HarvestState;
 
-/// A configuration with `sources` as `(id, url, extra keys)`, rate limits lifted, and a merged
-/// set "all" of every source.
-fn config(dir: &Path, sources: &[(&str, String, &str)]) -> Config {
-    let mut text = format!(
-        "[aggregator]\nbase_url = \"http://agg.example/\"\nlisten = \"127.0.0.1:9\"\ndata_dir = \"{}\"\n\
-         user_agent = \"TributaryTest/0.1 (+mailto:test@example.org)\"\n\
-         [defaults]\nrate = \"unlimited\"\nconcurrency = 8\nmax_retries = 0\ntotal_timeout = \"10s\"\n",
-        dir.join("store").display()
-    );
-    for (id, url, extra) in sources {
-        text.push_str(&format!("[[source]]\nid = \"{id}\"\nurl = \"{url}\"\nallow_private = true\n{extra}\n"));
-    }
+/// Sources `(id, url, extra keys)` with rate limits lifted, and a merged set "all" of every
+/// source.
+fn harness(sources: &[(&str, String, &str)]) -> Harness {
+    let sources: Vec<(&str, &str, &str)> = sources.iter().map(|(id, url, extra)| (*id, url.as_str(), *extra)).collect();
     let ids: Vec<String> = sources.iter().map(|(id, _, _)| format!("\"{id}\"")).collect();
-    text.push_str(&format!("[[set]]\nid = \"all\"\nsources = [{}]\n", ids.join(", ")));
-    Config::parse(&text, &dir.join("sources.toml"), None).unwrap()
-}
-
-struct Harness {
-    _dir: tempfile::TempDir,
-    config: Config,
-    store: Store,
-    fetcher: Fetcher,
-}
-
-impl Harness {
-    fn new(sources: &[(&str, String, &str)]) -> Harness {
-        let dir = tempfile::tempdir().unwrap();
-        let config = config(dir.path(), sources);
-        let store = Store::open(&config.aggregator.data_dir).unwrap();
-        let fetcher = Fetcher::from_config(&config).unwrap();
-        Harness { _dir: dir, config, store, fetcher }
-    }
-
-    async fn pass(&self) -> Summary {
-        harvest_once(&self.config, &self.store, &self.fetcher, &[], Arc::new(NoProgress)).await.unwrap()
-    }
-
-    fn uri(&self, source: &str, upstream: &str) -> String {
-        Naming::new(&self.config.aggregator.base_url).resource(source, upstream).unwrap()
-    }
-
-    fn content(&self, source: &str, upstream: &str) -> Option<Vec<u8>> {
-        let rec = self.store.record(&self.uri(source, upstream)).unwrap()?;
-        if rec.is_deleted() {
-            return None;
-        }
-        let mut out = Vec::new();
-        self.store.get(&rec.sha256).unwrap().read_to_end(&mut out).unwrap();
-        Some(out)
-    }
-
-    fn events(&self, set: &str) -> Vec<(String, String)> {
-        let events = self.store.events_after(set, 0).unwrap();
-        events.map(|e| e.unwrap()).map(|e| (format!("{:?}", e.change), e.uri)).collect()
-    }
+    Harness::new(|dir| {
+        config_text(dir, "", UNLIMITED, &sources) + &format!("[[set]]\nid = \"all\"\nsources = [{}]\n", ids.join(", "))
+    })
 }
 
 async fn sim(tweak: impl FnOnce(&mut tributary::simulate::SimConfig)) -> common::sim::RunningSim {
@@ -102,7 +51,7 @@ async fn baseline_is_byte_identical_and_a_second_pass_fetches_nothing() {
         c.max_size = 12_000; // some bitstreams spill to files
     })
     .await;
-    let h = Harness::new(&[("a", well_known(&s), "")]);
+    let h = harness(&[("a", well_known(&s), "")]);
     let first = h.pass().await;
     assert_eq!((first.fetched(), first.failed(), first.deleted()), (300, 0, 0), "{first}");
     assert_eq!(first.sources[0].created, 300);
@@ -123,7 +72,7 @@ async fn baseline_is_byte_identical_and_a_second_pass_fetches_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn changes_become_exactly_the_right_events() {
     let s = sim(|c| c.resources = 200).await;
-    let h = Harness::new(&[("a", well_known(&s), "")]);
+    let h = harness(&[("a", well_known(&s), "")]);
     h.pass().await;
     let before: HashMap<String, ResourceInfo> = s.sim.resources().into_iter().map(|r| (r.url.clone(), r)).collect();
     s.sim.step(40);
@@ -155,7 +104,7 @@ async fn aggregator_upstream_keeps_the_origin_from_via() {
         c.via_origin = Some(url::Url::parse("http://origin.example/").unwrap());
     })
     .await;
-    let h = Harness::new(&[("a", well_known(&s), "")]);
+    let h = harness(&[("a", well_known(&s), "")]);
     assert_eq!(h.pass().await.fetched(), 20);
     for r in s.sim.resources() {
         let rec = h.store.record(&h.uri("a", &r.url)).unwrap().unwrap();
@@ -196,7 +145,7 @@ async fn truncated_list_deletes_nothing_and_mismatch_stores_nothing() {
         }
     })
     .await;
-    let h = Harness::new(&[("a", up.url("/rl.xml").to_string(), "")]);
+    let h = harness(&[("a", up.url("/rl.xml").to_string(), "")]);
     let first = h.pass().await;
     assert_eq!((first.fetched(), first.failed()), (2, 1), "{first}");
     assert_eq!(h.content("a", up.url("/a").as_str()), Some(a));
@@ -235,8 +184,7 @@ async fn a_failing_source_does_not_stop_another_and_outside_uris_are_skipped() {
         }
     })
     .await;
-    let h =
-        Harness::new(&[("dead", "http://127.0.0.1:1/rl.xml".into(), ""), ("good", srv.url("/rl.xml").to_string(), "")]);
+    let h = harness(&[("dead", "http://127.0.0.1:1/rl.xml".into(), ""), ("good", srv.url("/rl.xml").to_string(), "")]);
     let pass = h.pass().await;
     let (dead, good) = (&pass.sources[0], &pass.sources[1]);
     assert!(dead.error.is_some(), "{pass}");
@@ -248,7 +196,7 @@ async fn a_failing_source_does_not_stop_another_and_outside_uris_are_skipped() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_polls_until_shutdown_and_a_restart_fetches_nothing_again() {
     let s = sim(|c| c.resources = 50).await;
-    let h = Harness::new(&[("a", well_known(&s), "poll = \"1h\"")]);
+    let h = harness(&[("a", well_known(&s), "poll = \"1h\"")]);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let (config, store, fetcher) = (h.config.clone(), h.store.clone(), h.fetcher.clone());
     let service = tokio::spawn(async move {

@@ -13,16 +13,11 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::harness::Harness;
 use common::upstream::{Reply, Upstream};
 use md5::{Digest as _, Md5};
 use sha2::Sha256;
-use tributary::config::Config;
-use tributary::harvest::{Fetcher, NoProgress, Summary, harvest_once};
 use tributary::model::Change;
-use tributary::naming::Naming;
-use tributary::store::Store;
-
-const AGG: &str = "http://127.0.0.1:9/";
 
 /// What the upstream serves, changed by the tests between passes: path → body.
 type Site = Arc<Mutex<HashMap<String, Vec<u8>>>>;
@@ -93,54 +88,18 @@ fn capability_list(up: &Upstream, with_changes: bool) -> String {
     s + "</urlset>\n"
 }
 
-fn config_text(dir: &Path, url: &str) -> String {
-    format!(
-        "[aggregator]\nbase_url = \"{AGG}\"\nlisten = \"127.0.0.1:9\"\ndata_dir = \"{}\"\n\
-         user_agent = \"TributaryTest/0.1 (+mailto:test@example.org)\"\n\
-         [defaults]\nrate = \"unlimited\"\nconcurrency = 4\nmax_retries = 0\ntotal_timeout = \"10s\"\n\
-         [[source]]\nid = \"a\"\nurl = \"{url}\"\nallow_private = true\n",
-        dir.join("store").display()
-    )
+/// One source `a` at `url`, rate limits lifted.
+fn harness(url: &str) -> Harness {
+    Harness::sources(&[("a", url, "")])
 }
 
-struct Harness {
-    dir: tempfile::TempDir,
-    config: Config,
-    store: Option<Store>,
-    fetcher: Fetcher,
+/// The sha-256 of the live content of `path` (source `a`), if any.
+fn held(h: &Harness, up: &Upstream, path: &str) -> Option<String> {
+    h.record("a", up.url(path).as_str()).filter(|r| !r.is_deleted()).map(|r| r.sha256.to_hex())
 }
 
-impl Harness {
-    fn new(url: &str) -> Harness {
-        let dir = tempfile::tempdir().unwrap();
-        let text = config_text(dir.path(), url);
-        std::fs::write(dir.path().join("sources.toml"), &text).unwrap();
-        let config = Config::parse(&text, &dir.path().join("sources.toml"), None).unwrap();
-        let store = Some(Store::open(&config.aggregator.data_dir).unwrap());
-        let fetcher = Fetcher::from_config(&config).unwrap();
-        Harness { dir, config, store, fetcher }
-    }
-
-    fn store(&self) -> &Store {
-        self.store.as_ref().unwrap()
-    }
-
-    async fn pass(&self) -> Summary {
-        harvest_once(&self.config, self.store(), &self.fetcher, &[], Arc::new(NoProgress)).await.unwrap()
-    }
-
-    fn uri(&self, up: &Upstream, path: &str) -> String {
-        Naming::new(&url::Url::parse(AGG).unwrap()).resource("a", up.url(path).as_str()).unwrap()
-    }
-
-    fn sha(&self, up: &Upstream, path: &str) -> Option<String> {
-        let rec = self.store().record(&self.uri(up, path)).unwrap()?;
-        (!rec.is_deleted()).then(|| rec.sha256.to_hex())
-    }
-
-    fn failing(&self) -> u64 {
-        self.store().source_state("a").unwrap().unwrap().status.failing
-    }
+fn failure(h: &Harness, up: &Upstream, path: &str) -> Option<tributary::store::Failure> {
+    h.store.failure("a", &h.uri("a", up.url(path).as_str())).unwrap()
 }
 
 fn sha(body: &[u8]) -> String {
@@ -157,25 +116,25 @@ async fn a_resource_that_does_not_verify_is_recorded_until_it_is_stored_or_unlis
     serve(&site, "/c", "C served");
     // `/b` and `/c` are listed with content the upstream does not (yet) serve.
     serve(&site, "/rl.xml", resource_list(&up, &[("/a", b"A"), ("/b", b"B listed"), ("/c", b"C listed")]));
-    let h = Harness::new(up.url("/rl.xml").as_str());
+    let h = harness(up.url("/rl.xml").as_str());
 
     let first = h.pass().await;
     assert_eq!((first.fetched(), first.failed()), (1, 2), "{first}");
-    let b = h.store().failure("a", &h.uri(&up, "/b")).unwrap().expect("the failure of /b is recorded");
+    let b = failure(&h, &up, "/b").expect("the failure of /b is recorded");
     assert_eq!(b.upstream, up.url("/b").as_str());
     assert_eq!(b.attempts, 1);
     assert!(b.reason.contains("/b") && b.reason.contains("was declared"), "{}", b.reason);
     assert_eq!(b.first_failed, b.last_failed);
     assert_eq!(b.listing.length, Some(8), "what the list declared is kept, to retry with");
-    assert_eq!(h.sha(&up, "/b"), None, "never stored as good");
-    assert_eq!(h.failing(), 2);
-    assert_eq!(h.store().failures("a").count(), 2);
-    assert!(h.store().verify().unwrap().is_clean());
+    assert_eq!(held(&h, &up, "/b"), None, "never stored as good");
+    assert_eq!(h.status("a").failing, 2);
+    assert_eq!(h.store.failures("a").count(), 2);
+    assert!(h.store.verify().unwrap().is_clean());
 
     // Still wrong: the same failure, counted on from the first.
     let second = h.pass().await;
     assert_eq!((second.fetched(), second.failed()), (0, 2), "{second}");
-    let again = h.store().failure("a", &h.uri(&up, "/b")).unwrap().unwrap();
+    let again = failure(&h, &up, "/b").unwrap();
     assert_eq!((again.attempts, again.first_failed), (2, b.first_failed));
     assert!(again.last_failed >= b.last_failed);
 
@@ -184,10 +143,10 @@ async fn a_resource_that_does_not_verify_is_recorded_until_it_is_stored_or_unlis
     serve(&site, "/rl.xml", resource_list(&up, &[("/a", b"A"), ("/b", b"B listed")]));
     let third = h.pass().await;
     assert_eq!((third.fetched(), third.failed()), (1, 0), "{third}");
-    assert_eq!(h.sha(&up, "/b"), Some(sha(b"B listed")));
-    assert_eq!(h.store().failures("a").count(), 0, "stored, and no longer listed: both failures are over");
-    assert_eq!(h.failing(), 0);
-    assert!(h.store().verify().unwrap().is_clean());
+    assert_eq!(held(&h, &up, "/b"), Some(sha(b"B listed")));
+    assert_eq!(h.store.failures("a").count(), 0, "stored, and no longer listed: both failures are over");
+    assert_eq!(h.status("a").failing, 0);
+    assert!(h.store.verify().unwrap().is_clean());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -197,22 +156,22 @@ async fn a_failed_update_keeps_the_held_content_and_ends_when_the_list_reverts()
     serve(&site, "/cap.xml", capability_list(&up, false));
     serve(&site, "/a", "A1");
     serve(&site, "/rl.xml", resource_list(&up, &[("/a", b"A1")]));
-    let h = Harness::new(up.url("/rl.xml").as_str());
+    let h = harness(up.url("/rl.xml").as_str());
     assert_eq!(h.pass().await.fetched(), 1);
 
     // The list announces A2, the upstream still serves A1.
     serve(&site, "/rl.xml", resource_list(&up, &[("/a", b"A2")]));
     let failed = h.pass().await;
     assert_eq!(failed.failed(), 1, "{failed}");
-    assert_eq!(h.sha(&up, "/a"), Some(sha(b"A1")), "the verified copy stays");
-    assert_eq!(h.failing(), 1);
+    assert_eq!(held(&h, &up, "/a"), Some(sha(b"A1")), "the verified copy stays");
+    assert_eq!(h.status("a").failing, 1);
 
     // The Source goes back to A1: what is held is what is listed, with nothing to fetch.
     serve(&site, "/rl.xml", resource_list(&up, &[("/a", b"A1")]));
     let back = h.pass().await;
     assert_eq!((back.fetched(), back.unchanged(), back.failed()), (0, 1, 0), "{back}");
-    assert!(h.store().failure("a", &h.uri(&up, "/a")).unwrap().is_none());
-    assert_eq!(h.failing(), 0);
+    assert!(failure(&h, &up, "/a").is_none());
+    assert_eq!(h.status("a").failing, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -224,10 +183,10 @@ async fn a_failed_change_is_retried_on_later_polls_until_it_verifies() {
     serve(&site, "/b", "B1");
     serve(&site, "/rl.xml", resource_list(&up, &[("/a", b"A1"), ("/b", b"B1")]));
     serve(&site, "/cl.xml", change_list(&up, &[]));
-    let h = Harness::new(up.url("/cap.xml").as_str());
+    let h = harness(up.url("/cap.xml").as_str());
     let baseline = h.pass().await;
     assert_eq!((baseline.fetched(), baseline.failed()), (2, 0), "{baseline}");
-    assert!(h.store().source_state("a").unwrap().unwrap().baselined);
+    assert!(h.store.source_state("a").unwrap().unwrap().baselined);
 
     // Both change; /b's new content is served, /a's is not yet.
     serve(&site, "/b", "B2");
@@ -235,11 +194,11 @@ async fn a_failed_change_is_retried_on_later_polls_until_it_verifies() {
     serve(&site, "/cl.xml", change_list(&up, &changes));
     let poll = h.pass().await;
     assert_eq!((poll.fetched(), poll.failed()), (1, 1), "{poll}");
-    assert_eq!(h.sha(&up, "/b"), Some(sha(b"B2")));
-    assert_eq!(h.sha(&up, "/a"), Some(sha(b"A1")));
-    let f = h.store().failure("a", &h.uri(&up, "/a")).unwrap().expect("the failed change is recorded");
+    assert_eq!(held(&h, &up, "/b"), Some(sha(b"B2")));
+    assert_eq!(held(&h, &up, "/a"), Some(sha(b"A1")));
+    let f = failure(&h, &up, "/a").expect("the failed change is recorded");
     assert_eq!((f.attempts, f.listing.length), (1, Some(2)));
-    let position = h.store().source_state("a").unwrap().unwrap().change_list_position;
+    let position = h.store.source_state("a").unwrap().unwrap().change_list_position;
     assert_eq!(position, Some(2), "the failure does not hold the source's position back");
 
     // The Change List names nothing new; the failure is retried from its row, and fails again.
@@ -247,17 +206,17 @@ async fn a_failed_change_is_retried_on_later_polls_until_it_verifies() {
     let retry = h.pass().await;
     assert_eq!((retry.fetched(), retry.failed()), (0, 1), "{retry}");
     assert!(up.count("/a") > gets_of_a, "the retry fetched /a again");
-    assert_eq!(h.store().failure("a", &h.uri(&up, "/a")).unwrap().unwrap().attempts, 2);
+    assert_eq!(failure(&h, &up, "/a").unwrap().attempts, 2);
 
     // Now the upstream serves what the change announced: stored, logged, failure cleared.
     serve(&site, "/a", "A2");
     let fixed = h.pass().await;
     assert_eq!((fixed.fetched(), fixed.failed()), (1, 0), "{fixed}");
-    assert_eq!(h.sha(&up, "/a"), Some(sha(b"A2")));
-    assert!(h.store().failure("a", &h.uri(&up, "/a")).unwrap().is_none());
-    assert_eq!(h.failing(), 0);
-    let last = h.store().events_after("a", 0).unwrap().map(Result::unwrap).last().unwrap();
-    assert_eq!((last.uri, last.change), (h.uri(&up, "/a"), Change::Updated));
+    assert_eq!(held(&h, &up, "/a"), Some(sha(b"A2")));
+    assert!(failure(&h, &up, "/a").is_none());
+    assert_eq!(h.status("a").failing, 0);
+    let last = h.store.events_after("a", 0).unwrap().map(Result::unwrap).last().unwrap();
+    assert_eq!((last.uri, last.change), (h.uri("a", up.url("/a").as_str()), Change::Updated));
 
     // Nothing left to retry: the next poll fetches nothing.
     let quiet = h.pass().await;
@@ -272,7 +231,7 @@ async fn a_later_change_supersedes_a_recorded_failure() {
     serve(&site, "/a", "A1");
     serve(&site, "/rl.xml", resource_list(&up, &[("/a", b"A1")]));
     serve(&site, "/cl.xml", change_list(&up, &[]));
-    let h = Harness::new(up.url("/cap.xml").as_str());
+    let h = harness(up.url("/cap.xml").as_str());
     h.pass().await;
 
     serve(&site, "/cl.xml", change_list(&up, &[("/a", "2024-06-01T00:00:00Z", b"A2")]));
@@ -284,9 +243,9 @@ async fn a_later_change_supersedes_a_recorded_failure() {
     serve(&site, "/cl.xml", change_list(&up, &changes));
     let poll = h.pass().await;
     assert_eq!(poll.fetched(), 1, "{poll}");
-    assert_eq!(h.sha(&up, "/a"), Some(sha(b"A3")));
-    assert!(h.store().failure("a", &h.uri(&up, "/a")).unwrap().is_none(), "the later change ended the failure");
-    assert_eq!(h.failing(), 0);
+    assert_eq!(held(&h, &up, "/a"), Some(sha(b"A3")));
+    assert!(failure(&h, &up, "/a").is_none(), "the later change ended the failure");
+    assert_eq!(h.status("a").failing, 0);
 }
 
 fn tributary(dir: &Path, args: &[&str]) -> std::process::Output {
@@ -301,10 +260,10 @@ async fn operators_see_failures_from_the_command_line_and_the_api() {
     serve(&site, "/a", "A");
     serve(&site, "/b", "B served");
     serve(&site, "/rl.xml", resource_list(&up, &[("/a", b"A"), ("/b", b"B listed")]));
-    let mut h = Harness::new(up.url("/rl.xml").as_str());
+    let h = harness(up.url("/rl.xml").as_str());
     assert_eq!(h.pass().await.failed(), 1);
-    h.store = None; // one process at a time: the binary opens the store next
-    let dir = h.dir.path().to_owned();
+    let (_dir, config) = h.close(); // one process at a time: the binary opens the store next
+    let dir = config.parent().unwrap().to_owned();
 
     let out = tokio::task::spawn_blocking({
         let dir = dir.clone();
@@ -338,7 +297,7 @@ async fn operators_see_failures_from_the_command_line_and_the_api() {
     let cfg = std::fs::read_to_string(dir.join("sources.toml"))
         .unwrap()
         .replace("listen = \"127.0.0.1:9\"", &format!("listen = \"127.0.0.1:{port}\""));
-    let cfg = cfg.replace(&format!("base_url = \"{AGG}\""), &format!("base_url = \"http://127.0.0.1:{port}/\""));
+    let cfg = cfg.replace("base_url = \"http://agg.example/\"", &format!("base_url = \"http://127.0.0.1:{port}/\""));
     std::fs::write(dir.join("sources.toml"), cfg).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_tributary"))
         .current_dir(&dir)

@@ -13,81 +13,20 @@
 mod common;
 
 use std::collections::HashMap;
-use std::io::Read;
-use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use common::harness::Harness;
 use common::rs;
 use common::upstream::{Hit, Reply, Upstream};
 use sha2::{Digest as _, Sha256};
-use tributary::config::Config;
-use tributary::harvest::{Fetcher, NoProgress, SourceReport, Summary, harvest_once};
-use tributary::naming::Naming;
-use tributary::store::{HarvestState, Record, Store};
+use tributary::harvest::SourceReport;
+use tributary::store::HarvestState;
 
-/// As `tests/harvest.rs`: rate limits lifted and no transport retries, so every request a
-/// test counts is one the harvester chose to make.
-fn config(dir: &Path, sources: &[(&str, String, &str)]) -> Config {
-    let mut text = format!(
-        "[aggregator]\nbase_url = \"http://agg.example/\"\nlisten = \"127.0.0.1:9\"\ndata_dir = \"{}\"\n\
-         user_agent = \"TributaryTest/0.1 (+mailto:test@example.org)\"\n\
-         [defaults]\nrate = \"unlimited\"\nconcurrency = 8\nmax_retries = 0\ntotal_timeout = \"10s\"\n",
-        dir.join("store").display()
-    );
-    for (id, url, extra) in sources {
-        text.push_str(&format!("[[source]]\nid = \"{id}\"\nurl = \"{url}\"\nallow_private = true\n{extra}\n"));
-    }
-    Config::parse(&text, &dir.join("sources.toml"), None).unwrap()
-}
-
-struct Harness {
-    _dir: tempfile::TempDir,
-    config: Config,
-    store: Store,
-    fetcher: Fetcher,
-}
-
-impl Harness {
-    /// One source `a` at `url` with `extra` TOML keys.
-    fn new(url: impl Into<String>, extra: &str) -> Harness {
-        let dir = tempfile::tempdir().unwrap();
-        let config = config(dir.path(), &[("a", url.into(), extra)]);
-        let store = Store::open(&config.aggregator.data_dir).unwrap();
-        let fetcher = Fetcher::from_config(&config).unwrap();
-        Harness { _dir: dir, config, store, fetcher }
-    }
-
-    /// One pass; the report of source `a`.
-    async fn pass(&self) -> SourceReport {
-        let summary: Summary =
-            harvest_once(&self.config, &self.store, &self.fetcher, &[], Arc::new(NoProgress)).await.unwrap();
-        assert_eq!(summary.sources.len(), 1, "{summary}");
-        summary.sources.into_iter().next().unwrap()
-    }
-
-    fn record(&self, upstream: &str) -> Option<Record> {
-        let uri = Naming::new(&self.config.aggregator.base_url).resource("a", upstream).unwrap();
-        self.store.record(&uri).unwrap()
-    }
-
-    /// The live content held for `upstream`.
-    fn content(&self, upstream: &str) -> Option<Vec<u8>> {
-        let rec = self.record(upstream).filter(|r| !r.is_deleted())?;
-        let mut out = Vec::new();
-        self.store.get(&rec.sha256).unwrap().read_to_end(&mut out).unwrap();
-        Some(out)
-    }
-
-    /// The change log of the source's own set, as `(change, uri)`.
-    fn events(&self) -> Vec<(String, String)> {
-        let events = self.store.events_after("a", 0).unwrap();
-        events.map(|e| e.unwrap()).map(|e| (format!("{:?}", e.change), e.uri)).collect()
-    }
-
-    fn status(&self) -> tributary::store::SourceStatus {
-        self.store.source_state("a").unwrap().unwrap().status
-    }
+/// One source `a` at `url` with `extra` TOML keys, rate limits lifted and no transport
+/// retries (`common::harness::UNLIMITED`), so every request a test counts is one the harvester chose to make.
+fn harness(url: impl Into<String>, extra: &str) -> Harness {
+    Harness::sources(&[("a", &url.into(), extra)])
 }
 
 /// A route table the test rewrites between passes (the Source changing under the harvester).
@@ -173,9 +112,9 @@ async fn a_failing_primary_falls_back_to_mirrors_by_pri_and_the_loc_stays_the_up
     t.set("/two", Reply::ok(FAKE));
     t.set("/two-m1", Reply::ok(FAKE));
     let up = t.serve().await;
-    let h = Harness::new(up.url("/rl.xml"), "");
+    let h = harness(up.url("/rl.xml"), "");
 
-    let r = h.pass().await;
+    let r = h.pass_one().await;
     assert_eq!((r.fetched, r.failed, r.error.as_deref()), (2, 0, None), "{r:?}");
     // A 500 is not retried here (max_retries = 0); a mismatch gets one more try on the same
     // URL (the Source may be mid-update) before the next mirror.
@@ -183,15 +122,15 @@ async fn a_failing_primary_falls_back_to_mirrors_by_pri_and_the_loc_stays_the_up
     assert_eq!(asked(&up, "/two"), ["/two", "/two", "/two-m1", "/two-m1", "/two-m2"]);
     for loc in ["/one", "/two"] {
         let loc = up.url(loc).to_string();
-        assert_eq!(h.content(&loc).as_deref(), Some(GOOD), "{loc}");
-        let rec = h.record(&loc).unwrap();
+        assert_eq!(h.content("a", &loc).as_deref(), Some(GOOD), "{loc}");
+        let rec = h.record("a", &loc).unwrap();
         assert_eq!(
             (rec.upstream.as_str(), rec.origin.as_str()),
             (loc.as_str(), loc.as_str()),
             "the <loc>, not the mirror"
         );
     }
-    assert_eq!(h.events().len(), 2);
+    assert_eq!(h.events("a").len(), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -204,16 +143,21 @@ async fn when_the_primary_and_every_mirror_fail_nothing_is_stored_and_the_failur
     t.set("/dead-m2", Reply::ok(FAKE));
     t.set("/fine", Reply::ok(GOOD));
     let up = t.serve().await;
-    let h = Harness::new(up.url("/rl.xml"), "");
+    let h = harness(up.url("/rl.xml"), "");
 
-    let r = h.pass().await;
+    let r = h.pass_one().await;
     assert_eq!((r.fetched, r.failed, r.error.as_deref()), (1, 1, None), "{r:?}");
     assert_eq!(asked(&up, "/dead"), ["/dead", "/dead-m1", "/dead-m2", "/dead-m2"]);
-    assert!(h.record(up.url("/dead").as_str()).is_none(), "nothing is stored for a resource no URL verified");
-    assert_eq!(h.content(up.url("/fine").as_str()).as_deref(), Some(GOOD));
-    let status = h.status();
+    assert!(h.record("a", up.url("/dead").as_str()).is_none(), "nothing is stored for a resource no URL verified");
+    assert_eq!(h.content("a", up.url("/fine").as_str()).as_deref(), Some(GOOD));
+    let status = h.status("a");
     assert_eq!((status.failures, status.last_pass.failed, status.resources), (1, 1, 1));
-    assert_eq!(h.events().len(), 1, "only /fine became an event");
+    assert_eq!(h.events("a").len(), 1, "only /fine became an event");
+    // Recorded for that resource: the last URL tried and why, and the mirrors to try again.
+    let f = h.store.failure("a", &h.uri("a", up.url("/dead").as_str())).unwrap().expect("a failure row");
+    assert!(f.reason.contains("/dead-m2"), "{}", f.reason);
+    assert_eq!(f.listing.links.iter().filter(|l| l.rel == "duplicate").count(), 2);
+    assert_eq!(status.failing, 1);
 }
 
 /// Three resources held, then a complete list that no longer names `/c`; `extra` is the
@@ -226,13 +170,13 @@ async fn list_drops_c(extra: &str) -> (Harness, Upstream, SourceReport) {
         t.set(p, Reply::ok(b));
     }
     let up = t.serve().await;
-    let h = Harness::new(up.url("/rl.xml"), extra);
-    let first = h.pass().await;
+    let h = harness(up.url("/rl.xml"), extra);
+    let first = h.pass_one().await;
     assert_eq!((first.fetched, first.error.as_deref()), (3, None), "{first:?}");
 
     t.set("/rl.xml", Reply::xml(resource_list(&hashed(&all[..2]), 0)));
     let read_before = up.count("/rl.xml");
-    let second = h.pass().await;
+    let second = h.pass_one().await;
     assert!(up.count("/rl.xml") > read_before, "the second pass read the list");
     assert!(second.complete && second.error.is_none(), "{second:?}");
     assert_eq!((second.fetched, second.unchanged), (0, 2), "{second:?}");
@@ -243,9 +187,9 @@ async fn list_drops_c(extra: &str) -> (Harness, Upstream, SourceReport) {
 async fn with_deletes_false_a_resource_absent_from_a_complete_list_stays_held() {
     let (h, up, second) = list_drops_c("deletes = false").await;
     assert_eq!(second.deleted, 0, "{second:?}");
-    assert_eq!(h.content(up.url("/c").as_str()).as_deref(), Some(&b"charlie"[..]));
-    assert!(h.events().iter().all(|(change, _)| change == "Created"), "no delete event: {:?}", h.events());
-    assert_eq!(h.status().resources, 3);
+    assert_eq!(h.content("a", up.url("/c").as_str()).as_deref(), Some(&b"charlie"[..]));
+    assert!(h.events("a").iter().all(|(change, _)| change == "Created"), "no delete event: {:?}", h.events("a"));
+    assert_eq!(h.status("a").resources, 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -253,11 +197,11 @@ async fn by_default_a_resource_absent_from_a_complete_list_is_deleted() {
     let (h, up, second) = list_drops_c("").await;
     assert_eq!(second.deleted, 1, "{second:?}");
     let c = up.url("/c").to_string();
-    assert!(h.record(&c).unwrap().is_deleted());
-    let events = h.events();
+    assert!(h.record("a", &c).unwrap().is_deleted());
+    let events = h.events("a");
     assert_eq!(events.len(), 4);
-    assert_eq!(events.last().unwrap(), &("Deleted".to_owned(), h.record(&c).unwrap().uri));
-    assert_eq!(h.status().resources, 2);
+    assert_eq!(events.last().unwrap(), &("Deleted".to_owned(), h.record("a", &c).unwrap().uri));
+    assert_eq!(h.status("a").resources, 2);
 }
 
 /// A Resource List Index of two parts, harvested whole; then part 1 changes (drops `/a2`,
@@ -275,14 +219,14 @@ async fn index_part_fails(fault: Reply, extra: &str) {
     for (p, b) in part1.iter().chain(&part2).chain(&[("/a3", &b"a-three"[..])]) {
         t.set(p, Reply::ok(*b));
     }
-    let h = Harness::new(up.url("/index.xml"), extra);
-    let first = h.pass().await;
+    let h = harness(up.url("/index.xml"), extra);
+    let first = h.pass_one().await;
     assert_eq!((first.fetched, first.error.as_deref()), (4, None), "{first:?}");
 
     t.set("/p1.xml", Reply::xml(resource_list(&hashed(&[("/a1", b"a-one"), ("/a3", b"a-three")]), 0)));
     t.set("/p2.xml", fault);
     let p2_before = up.count("/p2.xml");
-    let second = h.pass().await;
+    let second = h.pass_one().await;
     assert!(up.count("/p2.xml") > p2_before, "the walk reached the failing part");
     assert_eq!((second.fetched, second.deleted, second.complete), (1, 0, false), "{second:?}");
     let error = second.error.as_deref().unwrap_or_else(|| panic!("the report carries an error: {second:?}"));
@@ -290,10 +234,10 @@ async fn index_part_fails(fault: Reply, extra: &str) {
     let all: [(&str, &[u8]); 5] =
         [("/a1", b"a-one"), ("/a2", b"a-two"), ("/a3", b"a-three"), ("/b1", b"b-one"), ("/b2", b"b-two")];
     for (p, b) in all {
-        assert_eq!(h.content(up.url(p).as_str()).as_deref(), Some(b), "{p} is held");
+        assert_eq!(h.content("a", up.url(p).as_str()).as_deref(), Some(b), "{p} is held");
     }
-    assert!(h.events().iter().all(|(change, _)| change == "Created"), "no delete event: {:?}", h.events());
-    let status = h.status();
+    assert!(h.events("a").iter().all(|(change, _)| change == "Created"), "no delete event: {:?}", h.events("a"));
+    let status = h.status("a");
     assert_eq!((status.state, status.resources), (HarvestState::BackingOff, 5));
     assert!(status.last_error.is_some());
 }
@@ -327,22 +271,22 @@ async fn a_resource_list_over_max_document_bytes_deletes_nothing() {
         t.set(p, Reply::ok(b));
     }
     let up = t.serve().await;
-    let h = Harness::new(up.url("/rl.xml"), "max_document_bytes = \"4 KiB\"");
-    assert_eq!(h.pass().await.fetched, 3);
+    let h = harness(up.url("/rl.xml"), "max_document_bytes = \"4 KiB\"");
+    assert_eq!(h.pass_one().await.fetched, 3);
 
     // Read, this list would delete /b and /c.
     t.set("/rl.xml", Reply::xml(resource_list(&hashed(&all[..1]), 8 * 1024)));
     let read_before = up.count("/rl.xml");
-    let second = h.pass().await;
+    let second = h.pass_one().await;
     assert!(up.count("/rl.xml") > read_before);
     assert_eq!((second.fetched, second.deleted, second.complete), (0, 0, false), "{second:?}");
     let error = second.error.as_deref().unwrap_or_else(|| panic!("the report carries an error: {second:?}"));
     assert!(error.contains("exceeds the limit of 4096 bytes"), "{error}");
     for (p, b) in all {
-        assert_eq!(h.content(up.url(p).as_str()).as_deref(), Some(b), "{p} is held");
+        assert_eq!(h.content("a", up.url(p).as_str()).as_deref(), Some(b), "{p} is held");
     }
-    assert_eq!(h.events().len(), 3, "no delete event");
-    assert_eq!(h.status().resources, 3);
+    assert_eq!(h.events("a").len(), 3, "no delete event");
+    assert_eq!(h.status("a").resources, 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -365,31 +309,31 @@ async fn without_a_hash_lastmod_and_length_decide_what_is_fetched_again() {
         t.set(p, Reply::ok(b));
     }
     let up = t.serve().await;
-    let h = Harness::new(up.url("/rl.xml"), "");
+    let h = harness(up.url("/rl.xml"), "");
     let hits = || ["/r1", "/r2", "/r3"].map(|p| up.count(p));
 
-    let first = h.pass().await;
+    let first = h.pass_one().await;
     assert_eq!((first.fetched, first.error.as_deref()), (3, None), "{first:?}");
     assert_eq!(hits(), [1, 1, 1]);
 
     // The list carries no validators, so it is read in full: only lastmod + length can skip.
     let read_before = up.count("/rl.xml");
-    let second = h.pass().await;
+    let second = h.pass_one().await;
     assert!(up.count("/rl.xml") > read_before && !second.not_modified, "{second:?}");
     assert_eq!((second.fetched, second.unchanged), (0, 3), "{second:?}");
     assert_eq!(hits(), [1, 1, 1]);
 
     t.set("/rl.xml", list("2024-06-01T00:00:00Z", b"two"));
-    let third = h.pass().await;
+    let third = h.pass_one().await;
     assert_eq!((third.fetched, third.unchanged), (1, 2), "{third:?}");
     assert_eq!(hits(), [2, 1, 1], "a new lastmod alone refetches /r1");
 
     t.set("/rl.xml", list("2024-06-01T00:00:00Z", b"two, longer"));
     t.set("/r2", Reply::ok(&b"two, longer"[..]));
-    let fourth = h.pass().await;
+    let fourth = h.pass_one().await;
     assert_eq!((fourth.fetched, fourth.unchanged, fourth.failed), (1, 2, 0), "{fourth:?}");
     assert_eq!(hits(), [2, 2, 1], "a new length alone refetches /r2");
-    assert_eq!(h.content(up.url("/r2").as_str()).as_deref(), Some(&b"two, longer"[..]));
+    assert_eq!(h.content("a", up.url("/r2").as_str()).as_deref(), Some(&b"two, longer"[..]));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -421,13 +365,13 @@ async fn an_unchanged_resource_list_is_one_304_and_a_changed_one_is_read_again()
         }
     })
     .await;
-    let h = Harness::new(up.url("/rl.xml"), "");
-    let first = h.pass().await;
+    let h = harness(up.url("/rl.xml"), "");
+    let first = h.pass_one().await;
     assert_eq!((first.fetched, first.not_modified), (2, false), "{first:?}");
 
     let list_requests = |up: &Upstream| up.hits().into_iter().filter(|h| h.path == "/rl.xml").collect::<Vec<_>>();
     let before = list_requests(&up).len();
-    let second = h.pass().await;
+    let second = h.pass_one().await;
     let asked_now = list_requests(&up);
     assert_eq!(asked_now.len(), before + 1, "one request for the list");
     let last = asked_now.last().unwrap();
@@ -437,19 +381,19 @@ async fn an_unchanged_resource_list_is_one_304_and_a_changed_one_is_read_again()
     assert!(second.not_modified && second.error.is_none(), "{second:?}");
     assert_eq!((second.fetched, second.unchanged, second.deleted), (0, 2, 0), "{second:?}");
     assert_eq!([up.count("/r1"), up.count("/r2")], [1, 1], "nothing fetched after a 304");
-    assert_eq!(h.status().last_pass.unchanged, 2);
+    assert_eq!(h.status("a").last_pass.unchanged, 2);
 
     version.store(2, Ordering::SeqCst);
-    let third = h.pass().await;
+    let third = h.pass_one().await;
     assert_eq!(not_modified.load(Ordering::SeqCst), 1, "a changed list is answered in full");
     assert!(!third.not_modified && third.complete, "{third:?}");
     // Read in full: /r3 is new and /r2, no longer listed, is deleted.
     assert_eq!((third.fetched, third.unchanged, third.deleted), (1, 1, 1), "{third:?}");
-    assert_eq!(h.content(up.url("/r3").as_str()).as_deref(), Some(&b"three"[..]));
-    assert!(h.record(up.url("/r2").as_str()).unwrap().is_deleted());
+    assert_eq!(h.content("a", up.url("/r3").as_str()).as_deref(), Some(&b"three"[..]));
+    assert!(h.record("a", up.url("/r2").as_str()).unwrap().is_deleted());
 
     // The new validators were kept: the next pass is a 304 again.
-    let fourth = h.pass().await;
+    let fourth = h.pass_one().await;
     assert!(fourth.not_modified, "{fourth:?}");
     assert_eq!(not_modified.load(Ordering::SeqCst), 2);
     assert_eq!(list_requests(&up).last().unwrap().headers.get("if-none-match").map(String::as_str), Some("\"v2\""));
@@ -464,18 +408,18 @@ async fn allow_outside_authority_harvests_a_resource_on_another_host_and_the_def
     t.set("/src/in", Reply::ok(&b"inside"[..]));
     let up = t.serve().await;
 
-    let default = Harness::new(up.url("/src/rl.xml"), "");
-    let r = default.pass().await;
+    let default = harness(up.url("/src/rl.xml"), "");
+    let r = default.pass_one().await;
     assert_eq!((r.fetched, r.skipped, r.error.as_deref()), (1, 1, None), "{r:?}");
     assert_eq!(other.count("/x"), 0, "skipped without a request");
-    assert!(default.record(&outside).is_none());
+    assert!(default.record("a", &outside).is_none());
 
-    let allowed = Harness::new(up.url("/src/rl.xml"), "allow_outside_authority = true");
-    let r = allowed.pass().await;
+    let allowed = harness(up.url("/src/rl.xml"), "allow_outside_authority = true");
+    let r = allowed.pass_one().await;
     assert_eq!((r.fetched, r.skipped, r.error.as_deref()), (2, 0, None), "{r:?}");
     assert_eq!(other.count("/x"), 1);
-    assert_eq!(allowed.content(&outside).as_deref(), Some(&b"outside"[..]));
-    assert_eq!(allowed.record(&outside).unwrap().upstream, outside);
+    assert_eq!(allowed.content("a", &outside).as_deref(), Some(&b"outside"[..]));
+    assert_eq!(allowed.record("a", &outside).unwrap().upstream, outside);
     assert_eq!(up.count("/src/in"), 2, "one fetch per harness");
 }
 
@@ -507,12 +451,12 @@ async fn two_capability_lists() -> Upstream {
 async fn capability_list_selects_one_of_two_in_the_source_description() {
     let up = two_capability_lists().await;
     let extra = format!("capability_list = \"{}\"", up.url("/cl2.xml"));
-    let h = Harness::new(up.url("/.well-known/resourcesync"), &extra);
-    let r = h.pass().await;
+    let h = harness(up.url("/.well-known/resourcesync"), &extra);
+    let r = h.pass_one().await;
     assert_eq!((r.fetched, r.failed, r.error.as_deref()), (2, 0, None), "{r:?}");
-    assert_eq!(h.content(up.url("/two/b").as_str()).as_deref(), Some(&b"two-b"[..]));
-    assert_eq!(h.content(up.url("/two/c").as_str()).as_deref(), Some(&b"two-c"[..]));
-    assert!(h.record(up.url("/one/a").as_str()).is_none());
+    assert_eq!(h.content("a", up.url("/two/b").as_str()).as_deref(), Some(&b"two-b"[..]));
+    assert_eq!(h.content("a", up.url("/two/c").as_str()).as_deref(), Some(&b"two-c"[..]));
+    assert!(h.record("a", up.url("/one/a").as_str()).is_none());
     assert_eq!(
         [up.count("/cl1.xml"), up.count("/rl1.xml"), up.count("/one/a")],
         [0, 0, 0],
@@ -524,8 +468,8 @@ async fn capability_list_selects_one_of_two_in_the_source_description() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_capability_list_two_capability_lists_fail_the_pass_asking_for_a_choice() {
     let up = two_capability_lists().await;
-    let h = Harness::new(up.url("/.well-known/resourcesync"), "");
-    let r = h.pass().await;
+    let h = harness(up.url("/.well-known/resourcesync"), "");
+    let r = h.pass_one().await;
     assert_eq!((r.fetched, r.complete), (0, false), "{r:?}");
     let error = r.error.as_deref().unwrap_or_else(|| panic!("the pass fails: {r:?}"));
     assert!(error.contains("choose one with `capability_list`"), "{error}");
@@ -534,11 +478,11 @@ async fn without_capability_list_two_capability_lists_fail_the_pass_asking_for_a
         assert_eq!(up.count(cl), 0, "no guess: {cl} is not read");
     }
     assert!(up.count("/.well-known/resourcesync") >= 1);
-    assert_eq!(h.status().last_error.as_deref(), Some(error));
+    assert_eq!(h.status("a").last_error.as_deref(), Some(error));
 
     // A selection the Source Description does not list is an error too, never a fallback.
-    let h = Harness::new(up.url("/.well-known/resourcesync"), &format!("capability_list = \"{}\"", up.url("/cl3.xml")));
-    let r = h.pass().await;
+    let h = harness(up.url("/.well-known/resourcesync"), &format!("capability_list = \"{}\"", up.url("/cl3.xml")));
+    let r = h.pass_one().await;
     let error = r.error.as_deref().unwrap_or_else(|| panic!("the pass fails: {r:?}"));
     assert!(error.contains("does not list the selected Capability List"), "{error}");
     assert_eq!([up.count("/cl1.xml"), up.count("/cl2.xml"), up.count("/cl3.xml")], [0, 0, 0]);

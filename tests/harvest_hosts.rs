@@ -10,19 +10,15 @@
 
 mod common;
 
-use std::io::Read;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::harness::{Harness, config_text};
 use common::rs::urlset;
 use common::upstream::{Hit, Reply, Upstream};
 use md5::{Digest as _, Md5};
 use sha2::Sha256;
-use tributary::config::Config;
-use tributary::harvest::{Fetcher, NoProgress, Summary, harvest_once, run};
-use tributary::naming::Naming;
-use tributary::store::Store;
-use url::Url;
+use tributary::harvest::run;
 
 /// Bitstreams each Source lists.
 const RESOURCES: usize = 6;
@@ -108,54 +104,23 @@ fn id(host: usize) -> String {
     format!("s{host:02}")
 }
 
-struct Harness {
-    _dir: tempfile::TempDir,
-    config: Config,
-    store: Store,
-    fetcher: Fetcher,
+/// One `[[source]]` per upstream, pointed at its Resource List (discovery goes up to the
+/// Capability List from there), with `aggregator` and `defaults` keys added to the tables.
+fn harness(aggregator: &str, defaults: &str, ups: &[(Upstream, Arc<Vec<Vec<u8>>>)]) -> Harness {
+    let ids: Vec<String> = (0..ups.len()).map(id).collect();
+    let urls: Vec<String> = ups.iter().map(|(up, _)| up.url("/resourcelist.xml").to_string()).collect();
+    let sources: Vec<(&str, &str, &str)> = ids.iter().zip(&urls).map(|(i, u)| (i.as_str(), u.as_str(), "")).collect();
+    let defaults = format!("max_retries = 0\ntotal_timeout = \"20s\"\n{defaults}");
+    Harness::new(|dir| config_text(dir, aggregator, &defaults, &sources))
 }
 
-impl Harness {
-    /// One `[[source]]` per upstream, pointed at its Resource List (discovery goes up to the
-    /// Capability List from there), with `aggregator` and `defaults` keys added to the tables.
-    fn new(aggregator: &str, defaults: &str, ups: &[(Upstream, Arc<Vec<Vec<u8>>>)]) -> Harness {
-        let dir = tempfile::tempdir().unwrap();
-        let mut text = format!(
-            "[aggregator]\nbase_url = \"http://agg.example/\"\nlisten = \"127.0.0.1:9\"\ndata_dir = \"{}\"\n\
-             user_agent = \"TributaryTest/0.1 (+mailto:test@example.org)\"\n{aggregator}\n\
-             [defaults]\nallow_private = true\nmax_retries = 0\ntotal_timeout = \"20s\"\n{defaults}\n",
-            dir.path().join("store").display()
-        );
-        for (host, (up, _)) in ups.iter().enumerate() {
-            text.push_str(&format!("[[source]]\nid = \"{}\"\nurl = \"{}\"\n", id(host), up.url("/resourcelist.xml")));
-        }
-        let config = Config::parse(&text, &dir.path().join("sources.toml"), None).unwrap();
-        let store = Store::open(&config.aggregator.data_dir).unwrap();
-        let fetcher = Fetcher::from_config(&config).unwrap();
-        Harness { _dir: dir, config, store, fetcher }
-    }
-
-    async fn pass(&self) -> Summary {
-        harvest_once(&self.config, &self.store, &self.fetcher, &[], Arc::new(NoProgress)).await.unwrap()
-    }
-
-    /// The stored bitstream of `upstream` as harvested for `source`, read back from the store.
-    fn content(&self, source: &str, upstream: &Url) -> Option<Vec<u8>> {
-        let uri = Naming::new(&self.config.aggregator.base_url).resource(source, upstream.as_str())?;
-        let rec = self.store.record(&uri).unwrap()?;
-        let mut out = Vec::new();
-        self.store.get(&rec.sha256).unwrap().read_to_end(&mut out).unwrap();
-        Some(out)
-    }
-
-    /// Every bitstream of every upstream is stored byte-identical.
-    fn assert_mirrors(&self, ups: &[(Upstream, Arc<Vec<Vec<u8>>>)]) {
-        for (host, (up, bodies)) in ups.iter().enumerate() {
-            for (i, body) in bodies.iter().enumerate() {
-                let url = up.url(&format!("/r/{i}"));
-                let stored = self.content(&id(host), &url).unwrap_or_else(|| panic!("{url} not stored"));
-                assert!(stored == *body, "{url}: stored {} bytes differ from the {} served", stored.len(), body.len());
-            }
+/// Every bitstream of every upstream is stored byte-identical.
+fn assert_mirrors(h: &Harness, ups: &[(Upstream, Arc<Vec<Vec<u8>>>)]) {
+    for (host, (up, bodies)) in ups.iter().enumerate() {
+        for (i, body) in bodies.iter().enumerate() {
+            let url = up.url(&format!("/r/{i}"));
+            let stored = h.content(&id(host), url.as_str()).unwrap_or_else(|| panic!("{url} not stored"));
+            assert!(stored == *body, "{url}: stored {} bytes differ from the {} served", stored.len(), body.len());
         }
     }
 }
@@ -189,7 +154,7 @@ fn fifty_sources_each_keep_their_hosts_rate_and_concurrency() {
     let ups = start(&servers, 50, delay);
     // All 50 sources at once: each host's limits must hold while the harvester is at its
     // busiest, and the pass takes about one source's time (~1 s) instead of seven rounds.
-    let h = Harness::new("max_concurrent_sources = 50", "rate = \"10/s\"\nconcurrency = 2", &ups);
+    let h = harness("max_concurrent_sources = 50", "rate = \"10/s\"\nconcurrency = 2", &ups);
     let summary = runtime(2).block_on(h.pass());
     assert_eq!((summary.fetched(), summary.failed()), (50 * RESOURCES as u64, 0), "{summary}");
     assert!(summary.sources.iter().all(|s| s.error.is_none()), "{summary}");
@@ -207,7 +172,7 @@ fn fifty_sources_each_keep_their_hosts_rate_and_concurrency() {
         assert_eq!(up.max_in_flight(), 2, "{who}: most requests in flight at once");
     }
     eprintln!("closest arrivals on any host: {closest:?} (interval {interval:?}); pass took {:?}", summary.duration);
-    h.assert_mirrors(&ups);
+    assert_mirrors(&h, &ups);
     drop(ups);
     servers.shutdown_background();
 }
@@ -240,11 +205,11 @@ fn most_busy_at_once(ups: &[(Upstream, Arc<Vec<Vec<u8>>>)]) -> usize {
 fn one_pass_with_bound(bound: usize) -> usize {
     let servers = runtime(1);
     let ups = start(&servers, 6, SLOW);
-    let h = Harness::new(&format!("max_concurrent_sources = {bound}"), "rate = \"unlimited\"\nconcurrency = 2", &ups);
+    let h = harness(&format!("max_concurrent_sources = {bound}"), "rate = \"unlimited\"\nconcurrency = 2", &ups);
     assert_eq!(h.config.aggregator.max_concurrent_sources, bound);
     let summary = runtime(2).block_on(h.pass());
     assert_eq!((summary.fetched(), summary.failed()), (6 * RESOURCES as u64, 0), "{summary}");
-    h.assert_mirrors(&ups);
+    assert_mirrors(&h, &ups);
     let most = most_busy_at_once(&ups);
     eprintln!(
         "max_concurrent_sources = {bound}: at most {most} upstreams busy at once; pass took {:?}",
@@ -268,7 +233,7 @@ fn max_concurrent_sources_bounds_the_upstreams_busy_at_once() {
 fn the_service_keeps_the_same_bound() {
     let servers = runtime(1);
     let ups = start(&servers, 6, SLOW);
-    let h = Harness::new("max_concurrent_sources = 2", "rate = \"unlimited\"\nconcurrency = 2\npoll = \"1h\"", &ups);
+    let h = harness("max_concurrent_sources = 2", "rate = \"unlimited\"\nconcurrency = 2\npoll = \"1h\"", &ups);
     let client = runtime(2);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let service = {
@@ -286,7 +251,7 @@ fn the_service_keeps_the_same_bound() {
     let _ = stop.send(());
     client.block_on(service).unwrap().unwrap();
     assert!(all_done(), "every source harvested once before the deadline");
-    h.assert_mirrors(&ups);
+    assert_mirrors(&h, &ups);
     assert_eq!(most_busy_at_once(&ups), 2, "upstreams busy at once under `run`");
     drop(ups);
     servers.shutdown_background();

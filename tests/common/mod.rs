@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests. Each test binary uses a subset.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod harness;
 pub mod http;
 pub(crate) mod publish;
 pub mod rs;

@@ -1,0 +1,114 @@
+//! A harvester under test, in process: a `sources.toml` written as text into a temporary
+//! directory and parsed as the binary would, a real store in that directory, one fetcher, and
+//! the reads the harvest tests make of the store afterwards. The TOML is the tests' own, so
+//! each shows the configuration an operator would write.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tributary::config::Config;
+use tributary::harvest::{Fetcher, NoProgress, SourceReport, Summary, harvest_once};
+use tributary::naming::Naming;
+use tributary::store::{Record, SourceStatus, Store};
+
+/// `[defaults]` for tests that count requests: rate limits lifted and no transport retries,
+/// so every request a test counts is one the harvester chose to make.
+pub const UNLIMITED: &str = "rate = \"unlimited\"\nconcurrency = 8\nmax_retries = 0\ntotal_timeout = \"10s\"\n";
+
+/// A configuration whose store is `dir/store`, with `aggregator` and `defaults` lines added to
+/// those tables and one `[[source]]` per `(id, url, extra lines)`, each allowed to reach
+/// 127.0.0.1.
+pub fn config_text(dir: &Path, aggregator: &str, defaults: &str, sources: &[(&str, &str, &str)]) -> String {
+    let mut text = format!(
+        "[aggregator]\nbase_url = \"http://agg.example/\"\nlisten = \"127.0.0.1:9\"\ndata_dir = \"{}\"\n\
+         user_agent = \"TributaryTest/0.1 (+mailto:test@example.org)\"\n{aggregator}\n[defaults]\n{defaults}\n",
+        dir.join("store").display()
+    );
+    for (id, url, extra) in sources {
+        text.push_str(&format!("[[source]]\nid = \"{id}\"\nurl = \"{url}\"\nallow_private = true\n{extra}\n"));
+    }
+    text
+}
+
+/// See the module docs.
+pub struct Harness {
+    dir: tempfile::TempDir,
+    pub config: Config,
+    pub store: Store,
+    pub fetcher: Fetcher,
+}
+
+impl Harness {
+    /// The configuration `text(dir)` returns, saved as `dir/sources.toml`, with its store opened.
+    pub fn new(text: impl FnOnce(&Path) -> String) -> Harness {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sources.toml");
+        let text = text(dir.path());
+        std::fs::write(&path, &text).unwrap();
+        let config = Config::parse(&text, &path, None).unwrap();
+        let store = Store::open(&config.aggregator.data_dir).unwrap();
+        let fetcher = Fetcher::from_config(&config).unwrap();
+        Harness { dir, config, store, fetcher }
+    }
+
+    /// Sources `(id, url, extra lines)` with [`UNLIMITED`] defaults.
+    pub fn sources(sources: &[(&str, &str, &str)]) -> Harness {
+        Harness::new(|dir| config_text(dir, "", UNLIMITED, sources))
+    }
+
+    /// One pass over every source.
+    pub async fn pass(&self) -> Summary {
+        harvest_once(&self.config, &self.store, &self.fetcher, &[], Arc::new(NoProgress)).await.unwrap()
+    }
+
+    /// One pass of a configuration with a single source; its report.
+    pub async fn pass_one(&self) -> SourceReport {
+        let summary = self.pass().await;
+        assert_eq!(summary.sources.len(), 1, "{summary}");
+        summary.sources.into_iter().next().unwrap()
+    }
+
+    /// Tributary's URI for `upstream` as harvested for `source`.
+    pub fn uri(&self, source: &str, upstream: &str) -> String {
+        Naming::new(&self.config.aggregator.base_url).resource(source, upstream).unwrap()
+    }
+
+    /// The record of `upstream` as harvested for `source`, deleted or not.
+    pub fn record(&self, source: &str, upstream: &str) -> Option<Record> {
+        self.store.record(&self.uri(source, upstream)).unwrap()
+    }
+
+    /// The live content held for `upstream`, read back from the store.
+    pub fn content(&self, source: &str, upstream: &str) -> Option<Vec<u8>> {
+        let rec = self.record(source, upstream).filter(|r| !r.is_deleted())?;
+        let mut out = Vec::new();
+        self.store.get(&rec.sha256).unwrap().read_to_end(&mut out).unwrap();
+        Some(out)
+    }
+
+    /// A set's change log, as `(change, uri)`.
+    pub fn events(&self, set: &str) -> Vec<(String, String)> {
+        let events = self.store.events_after(set, 0).unwrap();
+        events.map(|e| e.unwrap()).map(|e| (format!("{:?}", e.change), e.uri)).collect()
+    }
+
+    /// A source's saved status.
+    pub fn status(&self, source: &str) -> SourceStatus {
+        self.store.source_state(source).unwrap().unwrap().status
+    }
+
+    /// The directory holding `sources.toml` and the store.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Closes the store (one process at a time may hold it) and hands over the directory, for
+    /// a test that goes on with the `tributary` binary.
+    pub fn close(self) -> (tempfile::TempDir, PathBuf) {
+        let Harness { dir, store, .. } = self;
+        drop(store);
+        let config = dir.path().join("sources.toml");
+        (dir, config)
+    }
+}
