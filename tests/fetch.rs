@@ -349,3 +349,110 @@ async fn refused_connections_back_off_the_host() {
     let err = f.get_stream(&Url::parse(&format!("http://127.0.0.1:{port}/robots.txt")).unwrap(), &s, None).await;
     assert!(matches!(err, Err(FetchError::Connect { .. })), "{err:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_after_http_date_on_429_waits_until_that_date() {
+    // Three seconds ahead: the date's one-second resolution still leaves at least two.
+    let date =
+        httpdate::parse_http_date(&httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(3)))
+            .unwrap();
+    let first = Reply::status(429).header("Retry-After", &httpdate::fmt_http_date(date));
+    let up = Upstream::routes(vec![("/doc", vec![first, Reply::ok("ok")])]).await;
+    // Hits carry `Instant`s; this pair turns them into wall-clock times comparable with the date.
+    let (wall0, mono0) = (std::time::SystemTime::now(), Instant::now());
+    let s = Settings { max_retries: 1, ..settings() };
+    assert_eq!(&doc(&up.url("/doc"), &s).await.unwrap().body[..], b"ok");
+    let hits: Vec<Instant> = up.hits().iter().filter(|h| h.path == "/doc").map(|h| h.at).collect();
+    assert_eq!(hits.len(), 2);
+    let retried_at = wall0 + (hits[1] - mono0);
+    // 50 ms of slack for the two clocks read a moment apart above.
+    assert!(
+        retried_at + Duration::from_millis(50) >= date,
+        "retried {:?} before the date",
+        date.duration_since(retried_at)
+    );
+    // Sanity, not speed: the wait came from the date, not from a backoff or cap far past it.
+    assert!(retried_at < date + Duration::from_secs(5), "retried {:?} after the date", retried_at.duration_since(date));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_are_kept_alive_and_bounded_by_the_concurrency_cap() {
+    let up = Upstream::start(|hit, _| match hit.path.as_str() {
+        "/slow" => Reply::ok("slow").delayed(Duration::from_millis(30)),
+        _ => Reply::ok("fast"),
+    })
+    .await;
+    let cap = 2;
+    let s = Settings { concurrency: NonZeroU32::new(cap).unwrap(), ..settings() };
+    // hyper hands a connection back to its pool a moment after the body ended, but the host's
+    // slot is free as soon as the body ends: a request taking the slot at once can find no idle
+    // connection and open one more, which is then pooled and reused. So the bound on
+    // connections is one over the cap on requests in flight (measured: at most cap + 1, and
+    // usually exactly that under concurrency, for caps 1 to 8, also with the CPUs saturated).
+    let bound = cap as usize + 1;
+    let f = fetcher();
+    for _ in 0..20 {
+        let Fetched::Modified(d) = f.get_document(&up.url("/fast"), &s, None).await.unwrap() else { panic!() };
+        assert_eq!(&d.body[..], b"fast");
+    }
+    assert_eq!(up.count("/fast"), 20);
+    // robots.txt and 20 documents over kept-alive connections, not a connection each.
+    assert!(up.connections() <= bound, "{} connections for 21 sequential requests", up.connections());
+    for _ in 0..5 {
+        let gets: Vec<_> = (0..6)
+            .map(|_| {
+                let (f, s, url) = (f.clone(), s.clone(), up.url("/slow"));
+                tokio::spawn(async move { f.get_document(&url, &s, None).await.map(|_| ()) })
+            })
+            .collect();
+        for g in gets {
+            g.await.unwrap().unwrap();
+        }
+    }
+    assert_eq!(up.count("/slow"), 30);
+    assert!(up.max_in_flight() <= cap as usize, "{} requests in flight for a cap of {cap}", up.max_in_flight());
+    assert!(up.connections() <= bound, "{} connections for 51 requests, {cap} at a time", up.connections());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connect_that_hangs_hits_the_connect_timeout() {
+    // A listener that never accepts, with a backlog of one: once its accept queue is full,
+    // Linux drops further SYNs (tcp_abort_on_overflow = 0), so a connect hangs rather than
+    // being refused.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(1).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut fillers = Vec::new();
+    let mut hung = false;
+    // Bounded: the queue holds backlog + 1 connections; a few more tries prove it is full.
+    for _ in 0..6 {
+        match std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(300)) {
+            Ok(c) => fillers.push(c),
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                hung = true;
+                break;
+            }
+            Err(e) => panic!("filling the accept queue of {addr}: {e}"),
+        }
+    }
+    assert!(
+        hung,
+        "{} connects to a full backlog-1 listener all succeeded: this kernel does not drop SYNs \
+         on overflow, so the connect timeout cannot be tested this way",
+        fillers.len()
+    );
+    let s = Settings { connect_timeout: Duration::from_millis(300), max_retries: 0, ..settings() };
+    let f = fetcher();
+    // robots.txt itself, so the error is the request's own rather than "robots unavailable".
+    let url = Url::parse(&format!("http://{addr}/robots.txt")).unwrap();
+    let started = Instant::now();
+    let err = f.get_stream(&url, &s, None).await.unwrap_err();
+    let took = started.elapsed();
+    assert!(matches!(err, FetchError::Timeout { phase: Phase::Connect, .. }), "{err}");
+    // The header (3 s) and total (15 s) deadlines were still far off.
+    assert!(took < s.header_timeout, "{took:?}");
+    let host = &f.hosts()[0];
+    assert_eq!((host.counters.failures, host.consecutive_failures), (1, 1), "{host:?}");
+    drop(listener);
+}

@@ -763,3 +763,38 @@ fn a_full_disk_while_writing_a_pack_fails_the_put_and_the_commit_and_commits_not
     assert_eq!(read_all(store.get(&again).unwrap()), buffered[0].1);
     drop(dir);
 }
+
+#[test]
+fn a_sha1_mismatch_is_refused_even_when_md5_and_sha256_match() {
+    use md5::Digest as _;
+    let (_dir, store) = temp_store();
+    // One small (packed) and one large (own file) body: both paths must refuse and clean up.
+    for len in [1000, 2 * 1024 * 1024] {
+        let data = bytes(len as u64 ^ 0x51, len);
+        let (md5, sha256) = (hex::encode(md5::Md5::digest(&data)), hex::encode(sha2::Sha256::digest(&data)));
+        let sha1 = hex::encode(sha1::Sha1::digest(&data));
+        let wrong_sha1 = "0".repeat(40);
+        // The mismatching digest comes last, so the two that match are checked first.
+        let declared = HashList::parse(&format!("md5:{md5} sha-256:{sha256} sha-1:{wrong_sha1}")).unwrap().0;
+        match store.put(&data[..], &Expected::declared(Some(len as u64), Some(&declared))) {
+            Err(StoreError::HashMismatch { algorithm, expected, actual }) => {
+                assert_eq!(
+                    (algorithm, expected.as_str(), actual.as_str()),
+                    (HashAlgorithm::Sha1, &*wrong_sha1, &*sha1)
+                );
+            }
+            other => panic!("{len} bytes: expected a sha-1 mismatch, got {other:?}"),
+        }
+        let stats = store.stats().unwrap();
+        assert_eq!((stats.blobs, stats.stored_bytes, stats.pack_bytes), (0, 0, 0), "{len} bytes");
+        assert_eq!(blob_files(&store), 0, "{len} bytes");
+        assert_eq!(dir_entries(&store.path().join("tmp")), 0, "{len} bytes");
+    }
+    assert!(store.verify().unwrap().is_clean());
+    // Nothing was left behind to deduplicate onto: the honest put writes the content anew.
+    let data = bytes(1000 ^ 0x51, 1000);
+    let declared = HashList::parse(&format!("sha-1:{}", hex::encode(sha1::Sha1::digest(&data)))).unwrap().0;
+    let info = store.put(&data[..], &Expected::declared(Some(1000), Some(&declared))).unwrap();
+    assert!(!info.deduplicated);
+    assert_eq!(read_all(store.get(&info.id).unwrap()), data);
+}

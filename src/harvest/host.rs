@@ -308,3 +308,65 @@ fn evict_one(map: &mut HashMap<String, Arc<Host>>) {
         map.remove(&k);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The nominal (un-jittered) wait after `n` consecutive failures.
+    fn nominal(n: u32, max: Duration) -> Duration {
+        (BACKOFF_BASE * 2u32.pow(n - 1)).min(max)
+    }
+
+    #[test]
+    fn backoff_doubles_per_failure_with_jitter_is_capped_and_resets_on_success() {
+        let host = Host::new("http://example.test".to_owned(), &Settings::default());
+        // 500 ms · 2^5 = 16 s > 10 s: the last two steps of each round are capped.
+        let max = Duration::from_secs(10);
+        let (mut lowest, mut highest) = (f64::MAX, 0f64);
+        // Jitter is random: many rounds make a wait outside [half, full] show up if possible.
+        for round in 0..200 {
+            let mut previous = Duration::ZERO;
+            for n in 1..=7 {
+                let wait = host.record_failure(max);
+                let full = nominal(n, max);
+                assert!(
+                    wait >= full / 2 && wait <= full,
+                    "round {round}, failure {n}: {wait:?} outside [{:?}, {full:?}]",
+                    full / 2
+                );
+                // Each step's floor is the previous step's ceiling, so waits never shrink
+                // until the cap.
+                assert!(wait >= previous || full == max, "round {round}, failure {n}: {wait:?} < {previous:?}");
+                assert_eq!(host.snapshot().consecutive_failures, n);
+                let ratio = wait.as_secs_f64() / full.as_secs_f64();
+                (lowest, highest) = (lowest.min(ratio), highest.max(ratio));
+                previous = wait;
+            }
+            host.record_success();
+            assert_eq!(host.snapshot().consecutive_failures, 0);
+            // After a success the next failure starts again from the first step.
+            let wait = host.record_failure(max);
+            assert!(wait >= BACKOFF_BASE / 2 && wait <= BACKOFF_BASE, "round {round}: {wait:?} after a success");
+            host.record_success();
+        }
+        // The jitter spreads waits over the range rather than always picking one end.
+        assert!(lowest < 0.6 && highest > 0.9, "jitter ratios stayed within [{lowest}, {highest}]");
+        // A cap below the first step holds from the first failure on.
+        let small = Duration::from_millis(100);
+        for _ in 0..5 {
+            assert!(host.record_failure(small) <= small);
+        }
+    }
+
+    #[test]
+    fn failures_push_not_before_and_never_pull_it_earlier() {
+        let host = Host::new("http://example.test".to_owned(), &Settings::default());
+        host.record_retry_after(Duration::from_secs(60));
+        let until = host.not_before().unwrap();
+        // A short backoff after a long Retry-After must not shorten the wait.
+        host.record_failure(Duration::from_millis(100));
+        assert_eq!(host.not_before(), Some(until));
+        assert!(host.snapshot().backing_off_until.is_some());
+    }
+}

@@ -1,7 +1,9 @@
 //! An async HTTP/1.1 upstream on 127.0.0.1 for the harvester's tests, written on raw tokio
 //! sockets so it can misbehave exactly: hang, trickle, cut a body short (with Content-Length
 //! or chunked), delay. It records every request (path, arrival time, headers) and the most
-//! requests ever in flight at once, so tests can prove politeness from the server's side.
+//! requests ever in flight at once, so tests can prove politeness from the server's side. It
+//! also counts the TCP connections it accepted, so tests can tell keep-alive from a new
+//! connection per request.
 //!
 //! Stopped when dropped (every connection task is aborted with it). Every wait is bounded.
 
@@ -94,6 +96,7 @@ struct State {
     per_path: Mutex<HashMap<String, usize>>,
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
+    connections: AtomicUsize,
     handler: Box<Handler>,
 }
 
@@ -120,6 +123,7 @@ impl Upstream {
             per_path: Mutex::new(HashMap::new()),
             in_flight: AtomicUsize::new(0),
             max_in_flight: AtomicUsize::new(0),
+            connections: AtomicUsize::new(0),
             handler: Box::new(handler),
         });
         let task = tokio::spawn(accept_loop(listener, state.clone()));
@@ -152,6 +156,11 @@ impl Upstream {
     pub fn max_in_flight(&self) -> usize {
         self.state.max_in_flight.load(Ordering::SeqCst)
     }
+
+    /// TCP connections accepted so far.
+    pub fn connections(&self) -> usize {
+        self.state.connections.load(Ordering::SeqCst)
+    }
 }
 
 async fn accept_loop(listener: TcpListener, state: Arc<State>) {
@@ -161,6 +170,7 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>) {
         tokio::select! {
             accepted = listener.accept() => {
                 if let Ok((stream, _)) = accepted {
+                    state.connections.fetch_add(1, Ordering::SeqCst);
                     conns.spawn(connection(stream, state.clone()));
                 }
             }
