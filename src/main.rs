@@ -326,14 +326,15 @@ fn open_store(config: &tributary::config::Config) -> anyhow::Result<tributary::s
 }
 
 fn run_harvest(global: &Global, args: HarvestArgs) -> anyhow::Result<ExitCode> {
+    let rt = harvest_runtime()?;
+    let stop = shutdown_requests(&rt)?;
     let (config, store, fetcher) = load(global)?;
     let _ = args.once; // `harvest` always makes one pass; the flag is accepted for scripts.
-    let rt = harvest_runtime()?;
     let progress = progress::for_terminal();
     let summary = rt.block_on(async {
         let simulators = start_simulators(&config).await?;
         let summary =
-            harvest::harvest_once_until(&config, &store, &fetcher, &args.sources, progress.clone(), shutdown_signal())
+            harvest::harvest_once_until(&config, &store, &fetcher, &args.sources, progress.clone(), stopped(stop))
                 .await;
         simulators.stop().await;
         anyhow::Ok(summary?)
@@ -367,8 +368,9 @@ fn exit_durably(store: &tributary::store::Store, code: i32) -> ! {
 }
 
 fn run_service(global: &Global) -> anyhow::Result<ExitCode> {
-    let (config, store, fetcher) = load(global)?;
     let rt = harvest_runtime()?;
+    let stop = shutdown_requests(&rt)?;
+    let (config, store, fetcher) = load(global)?;
     let web = web_state(&config, &store, &fetcher)?;
     rt.block_on(async {
         let listener = tokio::net::TcpListener::bind(config.aggregator.listen)
@@ -377,17 +379,9 @@ fn run_service(global: &Global) -> anyhow::Result<ExitCode> {
         let simulators = start_simulators(&config).await?;
         tracing::info!(url = %config.aggregator.base_url, "serving the aggregate; the dashboard is at this URL");
         // One signal listener for both, so a Ctrl-C is received and logged once.
-        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        tokio::spawn(async move {
-            shutdown_signal().await;
-            let _ = stop_tx.send(true);
-        });
-        let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-            let _ = rx.wait_for(|stop| *stop).await;
-        };
         let (server, harvester) = tokio::join!(
-            tributary::web::serve(listener, web, stopped(stop_rx.clone())),
-            harvest::run(&config, &store, &fetcher, stopped(stop_rx)),
+            tributary::web::serve(listener, web, stopped(stop.clone())),
+            harvest::run(&config, &store, &fetcher, stopped(stop)),
         );
         // Upstreams stop last: the harvester may still be finishing a fetch from them.
         simulators.stop().await;
@@ -406,16 +400,17 @@ async fn start_simulators(
 }
 
 fn run_serve(global: &Global) -> anyhow::Result<ExitCode> {
+    let rt = tokio::runtime::Runtime::new()?;
+    let stop = shutdown_requests(&rt)?;
     let config = tributary::config::Config::load(&global.config, global.data_dir.as_deref())?;
     let store = open_store(&config)?;
     let web = web_state(&config, &store, &Fetcher::from_config(&config)?)?;
-    let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async {
         let listener = tokio::net::TcpListener::bind(config.aggregator.listen)
             .await
             .with_context(|| format!("cannot listen on {}", config.aggregator.listen))?;
         tracing::info!(url = %config.aggregator.base_url, "serving the aggregate");
-        tributary::web::serve(listener, web, shutdown_signal()).await.context("web server")
+        tributary::web::serve(listener, web, stopped(stop)).await.context("web server")
     })?;
     Ok(ExitCode::SUCCESS)
 }
@@ -472,21 +467,36 @@ fn harvest_runtime() -> std::io::Result<tokio::runtime::Runtime> {
 /// See [`harvest_runtime`].
 const BLOCKING_THREADS: usize = 8;
 
-/// Completes on SIGINT or SIGTERM.
-async fn shutdown_signal() {
+/// SIGINT and SIGTERM from now on; the receiver turns true at the first. The handlers are
+/// installed before this returns — before the configuration loads and the store opens, which
+/// takes seconds for a large store — so a signal during start-up is not left to the default
+/// action, which would end the process at once instead of cleanly (exit 0).
+fn shutdown_requests(rt: &tokio::runtime::Runtime) -> std::io::Result<tokio::sync::watch::Receiver<bool>> {
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let _entered = rt.enter();
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        let Ok(mut term) = signal(SignalKind::terminate()) else {
-            let _ = tokio::signal::ctrl_c().await;
-            return;
-        };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
+        let (mut int, mut term) = (signal(SignalKind::interrupt())?, signal(SignalKind::terminate())?);
+        rt.spawn(async move {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+            tracing::info!("shutdown requested: finishing in-flight work");
+            let _ = tx.send(true);
+        });
     }
     #[cfg(not(unix))]
-    let _ = tokio::signal::ctrl_c().await;
-    tracing::info!("shutdown requested: finishing in-flight work");
+    rt.spawn(async move {
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("shutdown requested: finishing in-flight work");
+        let _ = tx.send(true);
+    });
+    Ok(rx)
+}
+
+/// Completes once a shutdown was requested (see [`shutdown_requests`]).
+async fn stopped(mut requests: tokio::sync::watch::Receiver<bool>) {
+    let _ = requests.wait_for(|stop| *stop).await;
 }

@@ -212,6 +212,7 @@ async fn sigint_stops_a_harvest_cleanly_and_the_next_run_fetches_only_the_rest()
     // Every request in flight at the signal finished within the grace and was committed, but
     // for the slow ones, which were abandoned: neither counted nor stored.
     assert_eq!(fetched, first_hits.len() - SLOW_ONES.len(), "{stdout}\n{first_log}");
+    assert!(first_log.matches("abandoning fetches still in flight at shutdown fetches=2").count() == 1, "{first_log}");
     assert_eq!(assert_store_mirrors(&dir.path().join("store"), &up, false), fetched);
     let store = Store::open_existing(&dir.path().join("store")).unwrap();
     let naming = Naming::new(&Url::parse(BASE_URL).unwrap());

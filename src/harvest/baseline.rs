@@ -355,7 +355,17 @@ impl Pass<'_> {
             match tokio::time::timeout_at(deadline, self.tasks.join_next()).await {
                 Ok(Some(done)) => self.count(done),
                 Ok(None) => break,
-                Err(_) => self.tasks.abort_all(),
+                Err(_) => {
+                    // Nothing of theirs is stored; the next pass fetches them again.
+                    let (fetches, grace_s) = (self.tasks.len(), SHUTDOWN_GRACE.as_secs());
+                    tracing::warn!(fetches, grace_s, "abandoning fetches still in flight at shutdown");
+                    self.tasks.abort_all();
+                    // Aborted tasks end at their next await; one that finished first still counts.
+                    while let Some(done) = self.tasks.join_next().await {
+                        self.count(done);
+                    }
+                    break;
+                }
             }
         }
         match self.store_error.take() {

@@ -228,7 +228,8 @@ impl Host {
         push_not_before(&mut lock(&self.backoff), wait);
     }
 
-    /// A success ends the backoff.
+    /// A success resets the failure count, so the next failure backs off from the first step;
+    /// a wait already set (`Retry-After`, a backoff) stays in force until it passes.
     pub(crate) fn record_success(&self) {
         lock(&self.backoff).failures = 0;
     }
