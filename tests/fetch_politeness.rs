@@ -6,7 +6,7 @@ mod common;
 use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
 
-use common::upstream::{Reply, Upstream};
+use common::upstream::{Reply, Upstream, assert_spaced};
 use tributary::config::{Rate, Settings};
 use tributary::harvest::{Fetched, Fetcher, FetcherOptions};
 
@@ -23,25 +23,6 @@ fn settings(rate: Rate, concurrency: u32) -> Settings {
         max_retries: 0,
         total_timeout: Duration::from_secs(30),
         ..Settings::default()
-    }
-}
-
-/// Scheduling jitter tolerated between a request leaving the limiter and the server reading
-/// it (a stall of the client's threads delays one arrival and shortens the next gap). Below
-/// the rate's interval, so two requests let through together would still fail the check.
-const SLACK: Duration = Duration::from_millis(40);
-
-/// Asserts that arrivals are spaced by `interval` (a burst of one): any two requests `k`
-/// apart arrived at least `k × interval` apart, less `slack` for the scheduling jitter
-/// between a client sending and the server reading the request.
-fn assert_spaced(arrivals: &mut [Instant], interval: Duration, slack: Duration, who: &str) {
-    arrivals.sort();
-    for i in 0..arrivals.len() {
-        for j in i + 1..arrivals.len() {
-            let need = (interval * (j - i) as u32).saturating_sub(slack);
-            let got = arrivals[j] - arrivals[i];
-            assert!(got >= need, "{who}: requests {i} and {j} arrived {got:?} apart, need {need:?}");
-        }
     }
 }
 
@@ -86,7 +67,7 @@ fn fifty_hosts_each_keep_their_rate_and_concurrency() {
     for (i, up) in ups.iter().enumerate() {
         let mut arrivals: Vec<Instant> = up.hits().iter().map(|h| h.at).collect();
         assert_eq!(arrivals.len(), 9, "host {i}: robots.txt + 8 documents");
-        assert_spaced(&mut arrivals, Duration::from_millis(100), SLACK, &format!("host {i}"));
+        assert_spaced(&mut arrivals, Duration::from_millis(100), &format!("host {i}"));
         min_gap = arrivals.windows(2).map(|w| w[1] - w[0]).min().unwrap().min(min_gap);
         // At most 2: the cap held; at least 2: the test made the cap bind.
         assert_eq!(up.max_in_flight(), 2, "host {i}: most requests in flight at once");
@@ -117,7 +98,7 @@ async fn sources_sharing_a_host_get_the_stricter_limits() {
     fire(&f, std::slice::from_ref(&up), "/d", 1, &strict).await;
     fire(&f, std::slice::from_ref(&up), "/d", 5, &settings(Rate::Unlimited, 4)).await;
     let mut arrivals: Vec<Instant> = up.hits().iter().map(|h| h.at).collect();
-    assert_spaced(&mut arrivals, Duration::from_millis(100), SLACK, "shared host");
+    assert_spaced(&mut arrivals, Duration::from_millis(100), "shared host");
     assert_eq!(up.max_in_flight(), 1);
 }
 
@@ -129,7 +110,7 @@ async fn crawl_delay_lowers_the_rate_up_to_its_cap() {
     let s = Settings { crawl_delay_cap: Duration::from_millis(300), ..settings(Rate::Unlimited, 4) };
     fire(&f, std::slice::from_ref(&up), "/d", 4, &s).await;
     let mut arrivals: Vec<Instant> = up.hits().iter().filter(|h| h.path == "/d").map(|h| h.at).collect();
-    assert_spaced(&mut arrivals, Duration::from_millis(300), SLACK, "crawl-delay host");
+    assert_spaced(&mut arrivals, Duration::from_millis(300), "crawl-delay host");
     let host = &f.hosts()[0];
     assert_eq!(host.rate, Rate::Every(Duration::from_millis(300)));
 }

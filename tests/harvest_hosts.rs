@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use common::harness::{Harness, config_text};
 use common::rs::urlset;
-use common::upstream::{Hit, Reply, Upstream};
+use common::upstream::{Hit, Reply, Upstream, assert_spaced};
 use md5::{Digest as _, Md5};
 use sha2::Sha256;
 use tributary::harvest::run;
@@ -123,25 +123,6 @@ fn assert_mirrors(h: &Harness, ups: &[(Upstream, Arc<Vec<Vec<u8>>>)]) {
             assert!(stored == *body, "{url}: stored {} bytes differ from the {} served", stored.len(), body.len());
         }
     }
-}
-
-/// Scheduling jitter tolerated between a request leaving the limiter and the server reading
-/// it, as in tests/fetch_politeness.rs: below the rate's interval, so two requests let
-/// through together would still fail the check.
-const SLACK: Duration = Duration::from_millis(40);
-
-/// Any two requests `k` apart arrived at least `k × interval` apart, less `SLACK` (a burst
-/// of one: requests are spaced, never bunched).
-fn assert_spaced(arrivals: &mut [Instant], interval: Duration, who: &str) -> Duration {
-    arrivals.sort();
-    for i in 0..arrivals.len() {
-        for j in i + 1..arrivals.len() {
-            let need = (interval * (j - i) as u32).saturating_sub(SLACK);
-            let got = arrivals[j] - arrivals[i];
-            assert!(got >= need, "{who}: requests {i} and {j} arrived {got:?} apart, need {need:?}");
-        }
-    }
-    arrivals.windows(2).map(|w| w[1] - w[0]).min().unwrap_or(Duration::MAX)
 }
 
 #[test]

@@ -163,6 +163,25 @@ impl Upstream {
     }
 }
 
+/// Scheduling jitter tolerated between a request leaving a client's rate limiter and this
+/// server reading it (a stall of the client's threads delays one arrival and shortens the next
+/// gap). Below any interval the tests set, so two requests let through together still fail.
+pub const SLACK: Duration = Duration::from_millis(40);
+
+/// Asserts that `arrivals` are spaced by `interval` (a burst of one): any two requests `k`
+/// apart arrived at least `k × interval` apart, less [`SLACK`]. Returns the closest gap.
+pub fn assert_spaced(arrivals: &mut [Instant], interval: Duration, who: &str) -> Duration {
+    arrivals.sort();
+    for i in 0..arrivals.len() {
+        for j in i + 1..arrivals.len() {
+            let need = (interval * (j - i) as u32).saturating_sub(SLACK);
+            let got = arrivals[j] - arrivals[i];
+            assert!(got >= need, "{who}: requests {i} and {j} arrived {got:?} apart, need {need:?}");
+        }
+    }
+    arrivals.windows(2).map(|w| w[1] - w[0]).min().unwrap_or(Duration::MAX)
+}
+
 async fn accept_loop(listener: TcpListener, state: Arc<State>) {
     let mut conns = JoinSet::new();
     // Ends when the Upstream is dropped (the task is aborted, and `conns` with it).
@@ -170,6 +189,9 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>) {
         tokio::select! {
             accepted = listener.accept() => {
                 if let Ok((stream, _)) = accepted {
+                    // The head and body are written separately: without this, Nagle's algorithm
+                    // held each response's body back ~40 ms for the client's delayed ACK.
+                    let _ = stream.set_nodelay(true);
                     state.connections.fetch_add(1, Ordering::SeqCst);
                     conns.spawn(connection(stream, state.clone()));
                 }
