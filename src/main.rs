@@ -232,6 +232,7 @@ fn run_simulate(args: tributary::simulate::cli::SimulateArgs) -> anyhow::Result<
 
 fn run_audit(args: AuditArgs, global: &Global) -> anyhow::Result<ExitCode> {
     let config = tributary::config::Config::load(&global.config, global.data_dir.as_deref())?;
+    check_source_ids(&config, &args.sources, global)?;
     let store = tributary::store::Store::open_existing(&config.aggregator.data_dir)?;
     let rt = tokio::runtime::Runtime::new()?;
     let reports = rt.block_on(tributary::harvest::audit::audit_sources(&config, &store, &args.sources, args.fetch))?;
@@ -247,9 +248,7 @@ fn run_audit(args: AuditArgs, global: &Global) -> anyhow::Result<ExitCode> {
 
 fn run_failures(args: FailuresArgs, global: &Global) -> anyhow::Result<ExitCode> {
     let config = tributary::config::Config::load(&global.config, global.data_dir.as_deref())?;
-    if let Some(unknown) = args.sources.iter().find(|id| !config.sources.iter().any(|s| &&s.id == id)) {
-        anyhow::bail!("no source {unknown:?} in {}", global.config.display());
-    }
+    check_source_ids(&config, &args.sources, global)?;
     let store = tributary::store::Store::open_existing(&config.aggregator.data_dir)?;
     let mut out = Vec::new();
     for source in config.sources.iter().filter(|s| args.sources.is_empty() || args.sources.contains(&s.id)) {
@@ -310,9 +309,26 @@ fn run_store(cmd: StoreCommand, dir: PathBuf) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Loads and validates `sources.toml` before anything else happens: a bad file stops here.
-fn load(global: &Global) -> anyhow::Result<(tributary::config::Config, tributary::store::Store, Fetcher)> {
+/// `--source` ids that name no configured source: an error before the store is opened or
+/// anything fetched, like a bad configuration.
+fn check_source_ids(config: &tributary::config::Config, ids: &[String], global: &Global) -> anyhow::Result<()> {
+    match ids.iter().find(|id| config.source(id).is_none()) {
+        Some(unknown) => {
+            let known: Vec<&str> = config.sources.iter().map(|s| s.id.as_str()).collect();
+            anyhow::bail!("no source {unknown:?} in {} (its sources: {})", global.config.display(), known.join(", "))
+        }
+        None => Ok(()),
+    }
+}
+
+/// Loads and validates `sources.toml` and the `--source` ids before anything else happens: a
+/// bad file or a mistyped id stops here.
+fn load(
+    global: &Global,
+    only: &[String],
+) -> anyhow::Result<(tributary::config::Config, tributary::store::Store, Fetcher)> {
     let config = tributary::config::Config::load(&global.config, global.data_dir.as_deref())?;
+    check_source_ids(&config, only, global)?;
     let store = open_store(&config)?;
     let fetcher = Fetcher::from_config(&config)?;
     Ok((config, store, fetcher))
@@ -328,7 +344,7 @@ fn open_store(config: &tributary::config::Config) -> anyhow::Result<tributary::s
 fn run_harvest(global: &Global, args: HarvestArgs) -> anyhow::Result<ExitCode> {
     let rt = harvest_runtime()?;
     let stop = shutdown_requests(&rt)?;
-    let (config, store, fetcher) = load(global)?;
+    let (config, store, fetcher) = load(global, &args.sources)?;
     let _ = args.once; // `harvest` always makes one pass; the flag is accepted for scripts.
     let progress = progress::for_terminal();
     let summary = rt.block_on(async {
@@ -370,7 +386,7 @@ fn exit_durably(store: &tributary::store::Store, code: i32) -> ! {
 fn run_service(global: &Global) -> anyhow::Result<ExitCode> {
     let rt = harvest_runtime()?;
     let stop = shutdown_requests(&rt)?;
-    let (config, store, fetcher) = load(global)?;
+    let (config, store, fetcher) = load(global, &[])?;
     let web = web_state(&config, &store, &fetcher)?;
     rt.block_on(async {
         let listener = tokio::net::TcpListener::bind(config.aggregator.listen)
