@@ -52,10 +52,15 @@ fn gap(up: &Upstream, path: &str) -> Duration {
 async fn server_errors_then_success_are_retried() {
     let up = Upstream::routes(vec![("/doc", vec![Reply::status(503), Reply::status(500), Reply::ok("fine")])]).await;
     let f = fetcher();
-    let s = Settings { max_retries: 3, ..settings() };
+    // Each backoff wait is drawn from the upper half of min(500 ms × 2^n, max_backoff).
+    let s = Settings { max_retries: 3, max_backoff: Duration::from_millis(400), ..settings() };
     let Fetched::Modified(d) = f.get_document(&up.url("/doc"), &s, None).await.unwrap() else { panic!() };
     assert_eq!(&d.body[..], b"fine");
     assert_eq!(up.count("/doc"), 3);
+    let at: Vec<Instant> = up.hits().iter().filter(|h| h.path == "/doc").map(|h| h.at).collect();
+    for (n, w) in at.windows(2).enumerate() {
+        assert!(w[1] - w[0] >= Duration::from_millis(200), "retry {} came {:?} after the failure", n + 1, w[1] - w[0]);
+    }
     let host = &f.hosts()[0];
     assert_eq!((host.counters.retries, host.counters.failures, host.consecutive_failures), (2, 2, 0));
 }
@@ -205,16 +210,32 @@ async fn redirects_are_followed_checked_and_bounded() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redirect_to_a_private_address_is_refused() {
-    // 127.0.0.1 stands in for a public upstream (allowed by network); its redirect to another
-    // loopback address must be refused before any connection.
-    let up = Upstream::routes(vec![]).await;
-    let target = format!("http://127.0.0.2:{}/secret", up.addr.port());
-    let up = Upstream::routes(vec![("/r", vec![Reply::redirect(302, &target)])]).await;
-    let s = Settings { allow_private: false, allow_networks: vec!["127.0.0.1/32".parse().unwrap()], ..settings() };
-    let err = doc(&up.url("/r"), &s).await.unwrap_err();
-    assert!(matches!(err, FetchError::Refused { ref url, .. } if url.contains("127.0.0.2")), "{err}");
-    assert_eq!(up.count("/r"), 1);
+async fn redirects_to_127_0_0_1_are_refused_without_allow_private() {
+    // The upstream on 127.0.0.2 stands in for a public host (its network is allowed); every
+    // spelling of 127.0.0.1 it redirects to must be refused before a connection is made.
+    let secret = Upstream::routes(vec![("/secret", vec![Reply::ok("internal")])]).await;
+    let port = secret.addr.port();
+    let targets = [
+        format!("http://127.0.0.1:{port}/secret"),
+        format!("http://2130706433:{port}/secret"),
+        format!("http://0x7f.1:{port}/secret"),
+        format!("http://[::ffff:127.0.0.1]:{port}/secret"),
+        format!("http://localhost:{port}/secret"),
+    ];
+    let routes: Vec<(String, Vec<Reply>)> =
+        targets.iter().enumerate().map(|(i, t)| (format!("/r{i}"), vec![Reply::redirect(302, t)])).collect();
+    let up = Upstream::routes_on("127.0.0.2", routes.iter().map(|(p, r)| (p.as_str(), r.clone())).collect()).await;
+    let s = Settings { allow_private: false, allow_networks: vec!["127.0.0.2/32".parse().unwrap()], ..settings() };
+    for (i, target) in targets.iter().enumerate() {
+        let err = doc(&up.url(&format!("/r{i}")), &s).await.unwrap_err();
+        assert!(matches!(err, FetchError::Refused { .. }), "redirect to {target}: {err}");
+        assert_eq!(up.count(&format!("/r{i}")), 1);
+    }
+    assert!(secret.hits().is_empty(), "a refused redirect target was contacted: {:?}", secret.hits());
+    // The same redirect is followed when the operator allows private addresses.
+    let allowed = Settings { allow_private: true, ..s };
+    assert_eq!(&doc(&up.url("/r0"), &allowed).await.unwrap().body[..], b"internal");
+    assert_eq!(secret.count("/secret"), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -296,6 +317,33 @@ async fn oversized_responses_fail_and_are_never_truncated() {
         let err = doc(&up.url(path), &s).await.unwrap_err();
         assert!(matches!(err, FetchError::TooLarge { limit: 4096, .. }), "{path}: {err}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_bitstreams_fail_and_are_never_truncated() {
+    let up = Upstream::routes(vec![
+        ("/declared", vec![Reply::ok(vec![b'a'; 5000])]),
+        ("/chunked", vec![Reply::Chunked { headers: vec![], body: vec![b'b'; 50_000] }]),
+    ])
+    .await;
+    let s = Settings { max_resource_bytes: 4096, ..settings() };
+    // A Content-Length over the cap fails before any of the body is read.
+    let Err(err) = fetcher().get_stream(&up.url("/declared"), &s, None).await else {
+        panic!("a 5,000-byte body passed a 4,096-byte cap")
+    };
+    assert!(matches!(err, FetchError::TooLarge { limit: 4096, .. }), "{err}");
+    // Without one, the stream fails at the chunk that crosses the cap; nothing past it is handed on.
+    let Fetched::Modified(mut r) = fetcher().get_stream(&up.url("/chunked"), &s, None).await.unwrap() else { panic!() };
+    let mut got = 0;
+    let err = loop {
+        match r.chunk().await {
+            Ok(Some(c)) => got += c.len(),
+            Ok(None) => panic!("a 50,000-byte body ended cleanly after {got} bytes under a 4,096-byte cap"),
+            Err(e) => break e,
+        }
+    };
+    assert!(matches!(err, FetchError::TooLarge { limit: 4096, .. }), "{err}");
+    assert!(got <= 4096, "{got} bytes handed on");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -222,3 +222,127 @@ async fn run_polls_until_shutdown_and_a_restart_fetches_nothing_again() {
     let again = h.pass().await;
     assert_eq!(again.fetched(), 0, "{again}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_entrys_other_links_are_kept_as_they_came() {
+    use tributary::model::{ReadOptions, read_document};
+    let body = b"the resource".to_vec();
+    // Relations the publisher keeps (describedby, alternate), drops (canonical, collection,
+    // memento) and the mirror: the record holds them all, as written, in the list's order;
+    // only `via` becomes the origin.
+    let list = format!(
+        "<?xml version=\"1.0\"?><urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\" xmlns:rs=\"http://www.openarchives.org/rs/terms/\">\
+         <rs:md capability=\"resourcelist\"/>\
+         <url><loc>/res/1</loc><lastmod>2024-01-02T03:04:05Z</lastmod><rs:md {} type=\"text/plain\"/>\
+         <rs:ln rel=\"describedby\" href=\"/meta/1.xml\" type=\"application/xml\" length=\"12\" modified=\"2024-01-01T00:00:00+01:00\"/>\
+         <rs:ln rel=\"canonical\" href=\"http://canonical.example/1\"/>\
+         <rs:ln rel=\"via\" href=\"http://origin.example/1\" modified=\"2023-12-31T00:00:00Z\" length=\"12\"/>\
+         <rs:ln rel=\"collection\" href=\"http://canonical.example/all\"/>\
+         <rs:ln rel=\"duplicate\" pri=\"2\" href=\"http://127.0.0.1:1/mirror/1\" hash=\"sha-256:{}\"/>\
+         <rs:ln rel=\"alternate\" href=\"/res/1.html\" type=\"text/html\"/>\
+         <rs:ln rel=\"memento\" href=\"http://archive.example/20240101/1\" modified=\"2024-01-01T00:00:00Z\"/>\
+         </url></urlset>",
+        md(&body),
+        hex::encode(Sha256::digest(&body)),
+    );
+    let served = list.clone();
+    let up = Upstream::start(move |hit, _| match hit.path.as_str() {
+        "/rl.xml" => Reply::xml(served.clone()),
+        "/res/1" => Reply::ok(b"the resource".to_vec()),
+        _ => Reply::status(404),
+    })
+    .await;
+    let h = harness(&[("a", up.url("/rl.xml").to_string(), "")]);
+    let pass = h.pass().await;
+    assert_eq!((pass.fetched(), pass.failed()), (1, 0), "{pass}");
+
+    let (doc, _) = read_document(list.as_bytes(), ReadOptions::named("rl.xml")).unwrap();
+    let as_listed = doc.entries[0].links.clone();
+    let rec = h.record("a", up.url("/res/1").as_str()).unwrap();
+    let rels: Vec<&str> = rec.links.iter().map(|l| l.rel.as_str()).collect();
+    assert_eq!(rels, ["describedby", "canonical", "collection", "duplicate", "alternate", "memento"]);
+    let expected: Vec<_> = as_listed.into_iter().filter(|l| l.rel != "via").collect();
+    assert_eq!(rec.links, expected, "the links, attributes and all, as the list gave them");
+    assert_eq!(rec.links[0].href, "/meta/1.xml", "hrefs as written, resolved only when published");
+    assert_eq!(rec.origin, "http://origin.example/1");
+    assert_eq!(rec.via.length, Some(12));
+    assert_eq!(up.count("/meta/1.xml") + up.count("/res/1.html"), 0, "linked resources are not fetched");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uris_above_the_sources_path_are_skipped() {
+    let body = b"inside".to_vec();
+    let list = format!(
+        "<?xml version=\"1.0\"?><urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\" xmlns:rs=\"http://www.openarchives.org/rs/terms/\">\
+         <rs:md capability=\"resourcelist\"/><url><loc>/src/in</loc><rs:md {}/></url>\
+         <url><loc>/other/x</loc><rs:md {}/></url><url><loc>../up</loc><rs:md {}/></url></urlset>",
+        md(&body),
+        md(b"x"),
+        md(b"up")
+    );
+    let up = Upstream::start(move |hit, _| match hit.path.as_str() {
+        "/src/rl.xml" => Reply::xml(list.clone()),
+        "/src/in" => Reply::ok(b"inside".to_vec()),
+        "/other/x" => Reply::ok(b"x".to_vec()),
+        "/up" => Reply::ok(b"up".to_vec()),
+        _ => Reply::status(404),
+    })
+    .await;
+    let h = harness(&[("a", up.url("/src/rl.xml").to_string(), "")]);
+    let r = h.pass_one().await;
+    assert_eq!((r.fetched, r.skipped, r.error.as_deref()), (1, 2, None), "{r:?}");
+    assert_eq!(h.content("a", up.url("/src/in").as_str()), Some(body));
+    assert_eq!((up.count("/other/x"), up.count("/up")), (0, 0), "above the Source's path: never fetched");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_keeps_polling_a_good_source_while_another_fails() {
+    let body = b"steady".to_vec();
+    let list = format!(
+        "<?xml version=\"1.0\"?><urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\" xmlns:rs=\"http://www.openarchives.org/rs/terms/\">\
+         <rs:md capability=\"resourcelist\"/><url><loc>/r</loc><rs:md {}/></url></urlset>",
+        md(&body)
+    );
+    let up = Upstream::start(move |hit, _| match hit.path.as_str() {
+        "/rl.xml" => Reply::xml(list.clone()),
+        "/r" => Reply::ok(b"steady".to_vec()),
+        _ => Reply::status(404),
+    })
+    .await;
+    let h = harness(&[
+        ("dead", "http://127.0.0.1:1/rl.xml".into(), "poll = \"1s\""),
+        ("good", up.url("/rl.xml").to_string(), "poll = \"1s\""),
+    ]);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let (config, store, fetcher) = (h.config.clone(), h.store.clone(), h.fetcher.clone());
+    let service = tokio::spawn(async move {
+        tributary::harvest::run(&config, &store, &fetcher, async {
+            let _ = stopped.await;
+        })
+        .await
+    });
+    // Bounded: 300 × 50 ms. The first poll reads the list twice (discovery classifies it, then
+    // the pass walks it), each later poll once: four reads are three polls.
+    for _ in 0..300 {
+        if up.count("/rl.xml") >= 4 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    stop.send(()).unwrap();
+    let stopped = tokio::time::timeout(std::time::Duration::from_secs(10), service).await;
+    stopped.expect("run returns promptly after shutdown").unwrap().unwrap();
+
+    assert!(up.count("/rl.xml") >= 4, "the good source's list was read {} times", up.count("/rl.xml"));
+    assert_eq!(up.count("/r"), 1, "fetched once, then unchanged at every poll");
+    let good = h.status("good");
+    assert_eq!((good.state, good.resources, good.consecutive_failures), (HarvestState::Idle, 1, 0));
+    assert!(good.last_attempt.is_some() && good.last_success.is_some() && good.last_error.is_none(), "{good:?}");
+    assert!(good.last_success >= good.last_attempt, "{good:?}");
+    let dead = h.status("dead");
+    assert!(dead.consecutive_failures >= 1, "{dead:?}");
+    assert!(matches!(dead.state, HarvestState::BackingOff | HarvestState::Failing), "{dead:?}");
+    assert!(dead.last_attempt.is_some() && dead.last_success.is_none(), "{dead:?}");
+    assert!(dead.last_error.as_deref().is_some_and(|e| e.contains("127.0.0.1:1")), "{dead:?}");
+    assert!(dead.next_attempt.is_some(), "{dead:?}");
+}

@@ -67,7 +67,8 @@ pub struct NewRecord {
     pub lastmod: Option<W3cDateTime>,
     /// Attributes for the published `via` link.
     pub via: Via,
-    /// The inherited links, already filtered by policy.
+    /// The upstream entry's `rs:ln` links other than `via`, as they came; the publisher filters
+    /// them by the source's link policy when it serves the record (`publish/links.rs`).
     pub links: Vec<Link>,
 }
 

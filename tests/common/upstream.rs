@@ -116,7 +116,13 @@ impl Drop for Upstream {
 impl Upstream {
     /// A server whose `handler` gets each request and how many times its path was hit before.
     pub async fn start(handler: impl Fn(&Hit, usize) -> Reply + Send + Sync + 'static) -> Upstream {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Upstream::start_on("127.0.0.1", handler).await
+    }
+
+    /// [`Upstream::start`] on another loopback address (any of 127.0.0.0/8 on Linux), for
+    /// tests that need two hosts the SSRF guard tells apart.
+    pub async fn start_on(ip: &str, handler: impl Fn(&Hit, usize) -> Reply + Send + Sync + 'static) -> Upstream {
+        let listener = TcpListener::bind((ip, 0)).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let state = Arc::new(State {
             hits: Mutex::new(Vec::new()),
@@ -133,8 +139,13 @@ impl Upstream {
     /// Fixed routes: the nth request to a path gets the nth reply of its list (the last one
     /// repeats). Anything else, robots.txt included, is a 404.
     pub async fn routes(routes: Vec<(&str, Vec<Reply>)>) -> Upstream {
+        Upstream::routes_on("127.0.0.1", routes).await
+    }
+
+    /// [`Upstream::routes`] on another loopback address.
+    pub async fn routes_on(ip: &str, routes: Vec<(&str, Vec<Reply>)>) -> Upstream {
         let map: HashMap<String, Vec<Reply>> = routes.into_iter().map(|(p, r)| (p.to_owned(), r)).collect();
-        Upstream::start(move |hit, n| match map.get(&hit.path) {
+        Upstream::start_on(ip, move |hit, n| match map.get(&hit.path) {
             Some(replies) => replies[n.min(replies.len() - 1)].clone(),
             None => Reply::status(404),
         })
