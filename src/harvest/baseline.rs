@@ -21,7 +21,7 @@ use url::Url;
 
 use super::commit::{self, Msg};
 use super::daemon::{Ctx, HarvestError, SourceReport};
-use super::discover::{IndexWalker, WalkLimits, discover};
+use super::discover::{FetchedDoc, IndexWalker, WalkLimits, discover_keeping};
 use super::guard::within_authority;
 use super::listed::Listed;
 use super::resource::{self, ResourceError};
@@ -48,9 +48,10 @@ pub(crate) async fn baseline(
     source: &Source,
     sets: &[String],
     mut state: SourceState,
+    given: Option<FetchedDoc>,
 ) -> Result<SourceReport, HarvestError> {
     let mut report = SourceReport::new(&source.id);
-    let (list_url, mut walker, first) = open_list(ctx, source, &state).await?;
+    let (list_url, mut walker, first) = open_list(ctx, source, &state, given).await?;
     if walker.not_modified() {
         report.not_modified = true;
         report.unchanged = state.status.resources;
@@ -111,10 +112,13 @@ fn concurrency(source: &Source) -> usize {
 
 /// Opens the walk at the Resource List remembered from the last pass (one conditional GET
 /// when nothing changed), or discovers it when there is none or it no longer answers.
+/// `given` is the list document discovery fetched a moment ago, if any: when it is the list
+/// to walk, the walk starts from it instead of fetching it again.
 async fn open_list(
     ctx: &Ctx,
     source: &Source,
     state: &SourceState,
+    given: Option<FetchedDoc>,
 ) -> Result<(Url, IndexWalker, Option<Entry>), HarvestError> {
     let s = &source.settings;
     if let Some(cached) = state.resource_list.as_deref().and_then(|u| Url::parse(u).ok()) {
@@ -122,7 +126,9 @@ async fn open_list(
             .documents
             .get(cached.as_str())
             .map(|v| super::fetch::Validators { etag: v.etag.clone(), last_modified: v.last_modified.clone() });
-        let mut w = IndexWalker::new(&ctx.fetcher, cached.clone(), s, WalkLimits::default()).conditional(validators);
+        let mut w = IndexWalker::new(&ctx.fetcher, cached.clone(), s, WalkLimits::default())
+            .conditional(validators)
+            .starting_with(given);
         match w.next_entry().await {
             Ok(first) => return Ok((cached, w, first)),
             Err(e) => {
@@ -130,10 +136,10 @@ async fn open_list(
             }
         }
     }
-    let found = discover(&ctx.fetcher, &source.url, source.capability_list.as_ref(), s).await?;
+    let (found, given) = discover_keeping(&ctx.fetcher, &source.url, source.capability_list.as_ref(), s).await?;
     let url =
         found.capabilities.resourcelist.ok_or_else(|| HarvestError::NoResourceList { source_id: source.id.clone() })?;
-    let mut w = IndexWalker::new(&ctx.fetcher, url.clone(), s, WalkLimits::default());
+    let mut w = IndexWalker::new(&ctx.fetcher, url.clone(), s, WalkLimits::default()).starting_with(given);
     let first =
         w.next_entry().await.map_err(|e| HarvestError::List { source_id: source.id.clone(), detail: e.to_string() })?;
     Ok((url, w, first))

@@ -198,6 +198,18 @@ fn entries(d: &FetchedDoc, s: &Settings) -> Result<Vec<Entry>> {
 /// Fetch and read failures, [`DiscoverError::NotFound`] when no route leads anywhere,
 /// [`DiscoverError::Ambiguous`]/[`DiscoverError::NotListed`] for the selection.
 pub async fn discover(f: &Fetcher, url: &Url, select: Option<&Url>, s: &Settings) -> Result<Discovered> {
+    discover_keeping(f, url, select, s).await.map(|(found, _)| found)
+}
+
+/// [`discover`], also handing back the list document it was given and fetched, when it found
+/// one (a Resource List configured, or named by robots.txt): a harvest that is to walk that
+/// same list starts from it instead of fetching it a second time.
+pub(crate) async fn discover_keeping(
+    f: &Fetcher,
+    url: &Url,
+    select: Option<&Url>,
+    s: &Settings,
+) -> Result<(Discovered, Option<FetchedDoc>)> {
     let mut candidates: Vec<(Url, Route)> = Vec::new();
     let mut tried = Vec::new();
     match fetch_doc(f, url, s).await {
@@ -257,7 +269,7 @@ async fn from_document(
     select: Option<&Url>,
     s: &Settings,
     route: Route,
-) -> Result<Discovered> {
+) -> Result<(Discovered, Option<FetchedDoc>)> {
     let kind = d.header.as_ref().and_then(Header::kind).ok_or_else(|| wrong_kind(&d, "a ResourceSync document"))?;
     match kind {
         DocumentKind::SourceDescription => {
@@ -265,9 +277,9 @@ async fn from_document(
             let cl = fetch_doc(f, &cl_url, s).await?;
             let mut found = from_capability_list(&cl, s)?;
             found.source_description = Some(d.doc.url.clone());
-            Ok(Discovered { route, ..found })
+            Ok((Discovered { route, ..found }, None))
         }
-        DocumentKind::CapabilityList => Ok(Discovered { route, ..from_capability_list(&d, s)? }),
+        DocumentKind::CapabilityList => Ok((Discovered { route, ..from_capability_list(&d, s)? }, None)),
         k if list_capability(k).is_some() => from_list(f, d, k, s, route).await,
         _ => Err(wrong_kind(&d, "a Source Description, Capability List, list, dump or index")),
     }
@@ -319,16 +331,17 @@ async fn from_list(
     kind: DocumentKind,
     s: &Settings,
     route: Route,
-) -> Result<Discovered> {
+) -> Result<(Discovered, Option<FetchedDoc>)> {
     let given_url = given.doc.url.clone();
-    let mut current = given;
+    let mut up: Option<FetchedDoc> = None;
     for _ in 0..MAX_UP_HOPS {
+        let current = up.as_ref().unwrap_or(&given);
         let header = current.header.as_ref();
         let next = header.and_then(|h| h.link("index").or_else(|| h.link("up")));
         let Some(next) = next.and_then(|l| current.doc.url.join(&l.href).ok()) else { break };
-        current = fetch_doc(f, &next, s).await?;
+        let current = up.insert(fetch_doc(f, &next, s).await?);
         if current.header.as_ref().and_then(Header::kind) == Some(DocumentKind::CapabilityList) {
-            let mut found = from_capability_list(&current, s)?;
+            let mut found = from_capability_list(current, s)?;
             // The Capability List is the Source's own statement of what it offers, so its list
             // wins: a part of an index, or a stale copy, would make a baseline that deletes
             // everything it does not list. Say so, since the operator named another URL.
@@ -336,13 +349,13 @@ async fn from_list(
             {
                 tracing::info!(given = %given_url, %used, "the Capability List names another {kind}; following it");
             }
-            return Ok(Discovered { route, ..found });
+            return Ok((Discovered { route, ..found }, Some(given)));
         }
     }
     tracing::warn!(url = %given_url, "list has no up link to a Capability List; using it alone");
     let mut capabilities = Capabilities::default();
     fill_if_missing(&mut capabilities, kind, &given_url);
-    Ok(Discovered { source_description: None, capability_list: None, capabilities, route })
+    Ok((Discovered { source_description: None, capability_list: None, capabilities, route }, Some(given)))
 }
 
 /// Puts `url` in the slot of the capability a `kind` document provides, unless that slot is

@@ -59,6 +59,8 @@ pub struct IndexWalker {
     root_validators: Option<Validators>,
     root_answer: Option<Validators>,
     not_modified: bool,
+    /// The root document, when discovery fetched it already (see [`IndexWalker::starting_with`]).
+    prefetched: Option<FetchedDoc>,
 }
 
 impl IndexWalker {
@@ -77,7 +79,17 @@ impl IndexWalker {
             root_validators: None,
             root_answer: None,
             not_modified: false,
+            prefetched: None,
         }
+    }
+
+    /// Opens the root from `doc`, fetched a moment ago by discovery, instead of fetching it
+    /// again, when `doc` is the document at the walk's URL (after redirects); any other is
+    /// ignored.
+    pub(crate) fn starting_with(mut self, doc: Option<FetchedDoc>) -> Self {
+        let root = self.pending.first().map(|(url, _)| url);
+        self.prefetched = doc.filter(|d| root == Some(&d.doc.url));
+        self
     }
 
     /// Makes the root's GET conditional: when the server answers `304 Not Modified` the walk
@@ -156,10 +168,17 @@ impl IndexWalker {
         if !self.visited.insert(without_fragment(&url)) {
             return Err(DiscoverError::IndexLoop { url: url.to_string() });
         }
-        let validators = if depth == 0 { self.root_validators.as_ref() } else { None };
-        let Some(d) = fetch_doc_conditional(&self.fetcher, &url, &self.settings, validators).await? else {
-            self.not_modified = true;
-            return Ok(());
+        let d = match self.prefetched.take().filter(|_| depth == 0) {
+            Some(d) => d,
+            None => {
+                let validators = if depth == 0 { self.root_validators.as_ref() } else { None };
+                let fetched = fetch_doc_conditional(&self.fetcher, &url, &self.settings, validators).await?;
+                let Some(d) = fetched else {
+                    self.not_modified = true;
+                    return Ok(());
+                };
+                d
+            }
         };
         if depth == 0 {
             self.root_answer = Some(d.doc.validators.clone());

@@ -17,7 +17,7 @@ use url::Url;
 use super::baseline::baseline;
 use super::change_dump_sync::{ChangeDumpError, follow_change_dump};
 use super::daemon::{Ctx, HarvestError, SourceReport, load_state, save_state};
-use super::discover::discover;
+use super::discover::{FetchedDoc, discover_keeping};
 use super::incremental::{Outcome, incremental};
 use super::retry::retry_failures;
 use crate::config::Source;
@@ -30,10 +30,12 @@ pub(crate) async fn synchronize(
     sets: &[String],
     mut state: SourceState,
 ) -> Result<SourceReport, HarvestError> {
-    let caps = capabilities(ctx, source, &mut state).await?;
+    // `given`: the list the source's URL named, when discovery just fetched it; the baseline
+    // walks it instead of fetching it again.
+    let (caps, mut given) = capabilities(ctx, source, &mut state).await?;
     let Some(changes) = caps.change_list.as_deref().and_then(|u| Url::parse(u).ok()) else {
         if !state.baselined {
-            return initial(ctx, source, sets, state, &caps).await;
+            return initial(ctx, source, sets, state, &caps, given).await;
         }
         // No Change List: follow the Change Dump when there is one, else (or when it cannot
         // be followed) diff the Resource List, as on every poll of a list-only Source.
@@ -51,7 +53,7 @@ pub(crate) async fn synchronize(
                 }
             }
         }
-        return baseline(ctx, source, sets, state).await;
+        return baseline(ctx, source, sets, state, given).await;
     };
     let mut report = SourceReport::new(&source.id);
     // Failed changes first (the Change List will not name them again); an initial baseline
@@ -62,7 +64,7 @@ pub(crate) async fn synchronize(
     // At most: a baseline, a poll that finds a gap, a re-baseline and a poll.
     for _ in 0..2 {
         if !state.baselined {
-            let b = initial(ctx, source, sets, state, &caps).await?;
+            let b = initial(ctx, source, sets, state, &caps, given.take()).await?;
             let done = b.complete && !b.interrupted && b.error.is_none();
             merge(&mut report, b);
             state = load_state(ctx, &source.id).await?;
@@ -118,6 +120,7 @@ async fn initial(
     sets: &[String],
     mut state: SourceState,
     caps: &KnownCapabilities,
+    given: Option<FetchedDoc>,
 ) -> Result<SourceReport, HarvestError> {
     if let Some(rl) = &caps.resource_list {
         // A 304 would end the baseline without reading the list: it must be read in full.
@@ -134,7 +137,7 @@ async fn initial(
             ),
         }
     }
-    baseline(ctx, source, sets, state).await
+    baseline(ctx, source, sets, state, given).await
 }
 
 /// Clears the incremental position so the next poll baselines.
@@ -147,12 +150,18 @@ fn forget_changes(state: &mut SourceState) {
     state.documents.clear();
 }
 
-/// What discovery found, from the state or discovered now (and saved).
-async fn capabilities(ctx: &Ctx, source: &Source, state: &mut SourceState) -> Result<KnownCapabilities, HarvestError> {
+/// What discovery found, from the state or discovered now (and saved); when discovered now,
+/// also the list document the source's URL named, if discovery fetched one.
+async fn capabilities(
+    ctx: &Ctx,
+    source: &Source,
+    state: &mut SourceState,
+) -> Result<(KnownCapabilities, Option<FetchedDoc>), HarvestError> {
     if let Some(c) = &state.capabilities {
-        return Ok(c.clone());
+        return Ok((c.clone(), None));
     }
-    let found = discover(&ctx.fetcher, &source.url, source.capability_list.as_ref(), &source.settings).await?;
+    let (found, given) =
+        discover_keeping(&ctx.fetcher, &source.url, source.capability_list.as_ref(), &source.settings).await?;
     let c = found.capabilities;
     let caps = KnownCapabilities {
         resource_list: c.resourcelist.map(String::from),
@@ -165,7 +174,7 @@ async fn capabilities(ctx: &Ctx, source: &Source, state: &mut SourceState) -> Re
     }
     state.capabilities = Some(caps.clone());
     save_state(ctx, &source.id, state.clone()).await?;
-    Ok(caps)
+    Ok((caps, given))
 }
 
 /// Adds a later part of a poll to its report.
