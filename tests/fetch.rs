@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::upstream::{Reply, Upstream};
 use tributary::config::{Rate, Settings};
-use tributary::harvest::{Document, FetchError, Fetched, Fetcher, FetcherOptions, Phase, Validators};
+use tributary::harvest::{Document, FetchError, FetchResponse, Fetched, Fetcher, FetcherOptions, Phase, Validators};
 use url::Url;
 
 fn settings() -> Settings {
@@ -41,6 +41,23 @@ fn gzip(data: &[u8]) -> Vec<u8> {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     enc.write_all(data).unwrap();
     enc.finish().unwrap()
+}
+
+/// `url` as a stream that must fail part-way: the bytes handed on before the error, and the
+/// error. Panics when the body ends cleanly.
+async fn read_until_error(url: &Url, s: &Settings) -> (usize, FetchError) {
+    let Fetched::Modified(mut r): Fetched<FetchResponse> = fetcher().get_stream(url, s, None).await.unwrap() else {
+        panic!("{url}: unexpected 304")
+    };
+    let mut got = 0;
+    // Bounded by the body, which the test's server sends in full or cuts.
+    loop {
+        match r.chunk().await {
+            Ok(Some(c)) => got += c.len(),
+            Ok(None) => panic!("{url}: the body ended cleanly after {got} bytes"),
+            Err(e) => return (got, e),
+        }
+    }
 }
 
 fn gap(up: &Upstream, path: &str) -> Duration {
@@ -141,17 +158,7 @@ async fn bodies_cut_short_are_errors_not_short_bodies() {
     for path in ["/cl", "/chunked"] {
         let err = doc(&up.url(path), &settings()).await.unwrap_err();
         assert!(matches!(err, FetchError::Truncated { .. }), "{path}: {err}");
-        let Fetched::Modified(mut r) = fetcher().get_stream(&up.url(path), &settings(), None).await.unwrap() else {
-            panic!()
-        };
-        let mut got = 0;
-        let err = loop {
-            match r.chunk().await {
-                Ok(Some(c)) => got += c.len(),
-                Ok(None) => panic!("{path}: a cut body ended cleanly after {got} bytes"),
-                Err(e) => break e,
-            }
-        };
+        let (_, err) = read_until_error(&up.url(path), &settings()).await;
         assert!(matches!(err, FetchError::Truncated { .. }), "{path}: {err}");
     }
     // A gzip stream cut before its trailer is truncated too.
@@ -289,15 +296,7 @@ async fn gzip_bomb_fails_fast() {
     let s = Settings { max_document_bytes: 1_000_000, max_resource_bytes: 1_000_000, ..settings() };
     let err = doc(&up.url("/bomb.xml.gz"), &s).await.unwrap_err();
     assert!(matches!(err, FetchError::DecompressionBomb { limit: 1_000_000, .. }), "{err}");
-    let Fetched::Modified(mut r) = fetcher().get_stream(&up.url("/bomb"), &s, None).await.unwrap() else { panic!() };
-    let mut out = 0;
-    let err = loop {
-        match r.chunk().await {
-            Ok(Some(c)) => out += c.len(),
-            Ok(None) => panic!("bomb decoded in full"),
-            Err(e) => break e,
-        }
-    };
+    let (out, err) = read_until_error(&up.url("/bomb"), &s).await;
     assert!(matches!(err, FetchError::DecompressionBomb { .. }), "{err}");
     assert!(out <= 1_000_000);
     // The ratio cap catches a bomb under the size cap too.
@@ -333,15 +332,7 @@ async fn oversized_bitstreams_fail_and_are_never_truncated() {
     };
     assert!(matches!(err, FetchError::TooLarge { limit: 4096, .. }), "{err}");
     // Without one, the stream fails at the chunk that crosses the cap; nothing past it is handed on.
-    let Fetched::Modified(mut r) = fetcher().get_stream(&up.url("/chunked"), &s, None).await.unwrap() else { panic!() };
-    let mut got = 0;
-    let err = loop {
-        match r.chunk().await {
-            Ok(Some(c)) => got += c.len(),
-            Ok(None) => panic!("a 50,000-byte body ended cleanly after {got} bytes under a 4,096-byte cap"),
-            Err(e) => break e,
-        }
-    };
+    let (got, err) = read_until_error(&up.url("/chunked"), &s).await;
     assert!(matches!(err, FetchError::TooLarge { limit: 4096, .. }), "{err}");
     assert!(got <= 4096, "{got} bytes handed on");
 }

@@ -197,14 +197,7 @@ async fn a_failing_source_does_not_stop_another_and_outside_uris_are_skipped() {
 async fn run_polls_until_shutdown_and_a_restart_fetches_nothing_again() {
     let s = sim(|c| c.resources = 50).await;
     let h = harness(&[("a", well_known(&s), "poll = \"1h\"")]);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let (config, store, fetcher) = (h.config.clone(), h.store.clone(), h.fetcher.clone());
-    let service = tokio::spawn(async move {
-        tributary::harvest::run(&config, &store, &fetcher, async {
-            let _ = stopped.await;
-        })
-        .await
-    });
+    let service = h.serve(&tokio::runtime::Handle::current());
     // Bounded: 200 × 50 ms.
     for _ in 0..200 {
         let done = h.store.source_state("a").unwrap().is_some_and(|st| st.status.last_success.is_some());
@@ -216,9 +209,7 @@ async fn run_polls_until_shutdown_and_a_restart_fetches_nothing_again() {
     let status = h.store.source_state("a").unwrap().unwrap().status;
     assert_eq!((status.state, status.resources), (HarvestState::Idle, 50));
     assert!(status.next_attempt.is_some());
-    stop.send(()).unwrap();
-    let stopped = tokio::time::timeout(std::time::Duration::from_secs(10), service).await;
-    stopped.expect("run returns promptly after shutdown").unwrap().unwrap();
+    service.stop().await;
     let again = h.pass().await;
     assert_eq!(again.fetched(), 0, "{again}");
 }
@@ -314,14 +305,7 @@ async fn run_keeps_polling_a_good_source_while_another_fails() {
         ("dead", "http://127.0.0.1:1/rl.xml".into(), "poll = \"1s\""),
         ("good", up.url("/rl.xml").to_string(), "poll = \"1s\""),
     ]);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let (config, store, fetcher) = (h.config.clone(), h.store.clone(), h.fetcher.clone());
-    let service = tokio::spawn(async move {
-        tributary::harvest::run(&config, &store, &fetcher, async {
-            let _ = stopped.await;
-        })
-        .await
-    });
+    let service = h.serve(&tokio::runtime::Handle::current());
     // Bounded: 300 × 50 ms. Each poll reads the list once (the first hands discovery's read of
     // it to the walk): three reads are three polls.
     for _ in 0..300 {
@@ -330,9 +314,7 @@ async fn run_keeps_polling_a_good_source_while_another_fails() {
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    stop.send(()).unwrap();
-    let stopped = tokio::time::timeout(std::time::Duration::from_secs(10), service).await;
-    stopped.expect("run returns promptly after shutdown").unwrap().unwrap();
+    service.stop().await;
 
     assert!(up.count("/rl.xml") >= 3, "the good source's list was read {} times", up.count("/rl.xml"));
     assert_eq!(up.count("/r"), 1, "fetched once, then unchanged at every poll");

@@ -18,7 +18,6 @@ use common::rs::urlset;
 use common::upstream::{Hit, Reply, Upstream, assert_spaced};
 use md5::{Digest as _, Md5};
 use sha2::Sha256;
-use tributary::harvest::run;
 
 /// Bitstreams each Source lists.
 const RESOURCES: usize = 6;
@@ -216,11 +215,7 @@ fn the_service_keeps_the_same_bound() {
     let ups = start(&servers, 6, SLOW);
     let h = harness("max_concurrent_sources = 2", "rate = \"unlimited\"\nconcurrency = 2\npoll = \"1h\"", &ups);
     let client = runtime(2);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let service = {
-        let (config, store, fetcher) = (h.config.clone(), h.store.clone(), h.fetcher.clone());
-        client.spawn(async move { run(&config, &store, &fetcher, async move { stopped.await.unwrap_or(()) }).await })
-    };
+    let service = h.serve(client.handle());
     // Each source has succeeded once within 20 s (about 1.5 s expected); then the service stops.
     let ids: Vec<String> = (0..ups.len()).map(id).collect();
     let all_done =
@@ -229,8 +224,7 @@ fn the_service_keeps_the_same_bound() {
     while !all_done() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    let _ = stop.send(());
-    client.block_on(service).unwrap().unwrap();
+    client.block_on(service.stop());
     assert!(all_done(), "every source harvested once before the deadline");
     assert_mirrors(&h, &ups);
     assert_eq!(most_busy_at_once(&ups), 2, "upstreams busy at once under `run`");

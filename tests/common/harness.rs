@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tributary::config::Config;
-use tributary::harvest::{Fetcher, NoProgress, SourceReport, Summary, harvest_once};
+use tributary::harvest::{Fetcher, HarvestError, NoProgress, SourceReport, Summary, harvest_once};
 use tributary::naming::Naming;
 use tributary::store::{Record, SourceStatus, Store};
 
@@ -55,6 +55,17 @@ impl Harness {
     /// Sources `(id, url, extra lines)` with [`UNLIMITED`] defaults.
     pub fn sources(sources: &[(&str, &str, &str)]) -> Harness {
         Harness::new(|dir| config_text(dir, "", UNLIMITED, sources))
+    }
+
+    /// `tributary run`'s harvester on this configuration, as a task on `runtime`, until
+    /// [`Service::stop`].
+    pub fn serve(&self, runtime: &tokio::runtime::Handle) -> Service {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (config, store, fetcher) = (self.config.clone(), self.store.clone(), self.fetcher.clone());
+        let task = runtime.spawn(async move {
+            tributary::harvest::run(&config, &store, &fetcher, async move { stopped.await.unwrap_or(()) }).await
+        });
+        Service { stop, task }
     }
 
     /// One pass over every source.
@@ -110,5 +121,20 @@ impl Harness {
         drop(store);
         let config = dir.path().join("sources.toml");
         (dir, config)
+    }
+}
+
+/// The harvester of `tributary run`, started by [`Harness::serve`].
+pub struct Service {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Result<(), HarvestError>>,
+}
+
+impl Service {
+    /// Asks it to stop as SIGINT would, and asserts it returns cleanly within 10 s.
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        let ended = tokio::time::timeout(std::time::Duration::from_secs(10), self.task).await;
+        ended.expect("run returns promptly after shutdown").unwrap().unwrap();
     }
 }
