@@ -304,13 +304,18 @@ async fn gzip_bomb_fails_fast() {
     assert!(matches!(doc(&up.url("/bomb.xml.gz"), &s).await, Err(FetchError::DecompressionBomb { .. })));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn oversized_responses_fail_and_are_never_truncated() {
-    let up = Upstream::routes(vec![
+/// Two bodies over a 4,096-byte cap: one whose Content-Length says so, one chunked without it.
+async fn oversized() -> Upstream {
+    Upstream::routes(vec![
         ("/declared", vec![Reply::ok(vec![b'a'; 5000])]),
         ("/chunked", vec![Reply::Chunked { headers: vec![], body: vec![b'b'; 50_000] }]),
     ])
-    .await;
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_responses_fail_and_are_never_truncated() {
+    let up = oversized().await;
     let s = Settings { max_document_bytes: 4096, ..settings() };
     for path in ["/declared", "/chunked"] {
         let err = doc(&up.url(path), &s).await.unwrap_err();
@@ -320,11 +325,7 @@ async fn oversized_responses_fail_and_are_never_truncated() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_bitstreams_fail_and_are_never_truncated() {
-    let up = Upstream::routes(vec![
-        ("/declared", vec![Reply::ok(vec![b'a'; 5000])]),
-        ("/chunked", vec![Reply::Chunked { headers: vec![], body: vec![b'b'; 50_000] }]),
-    ])
-    .await;
+    let up = oversized().await;
     let s = Settings { max_resource_bytes: 4096, ..settings() };
     // A Content-Length over the cap fails before any of the body is read.
     let Err(err) = fetcher().get_stream(&up.url("/declared"), &s, None).await else {
