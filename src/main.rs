@@ -231,8 +231,7 @@ fn run_simulate(args: tributary::simulate::cli::SimulateArgs) -> anyhow::Result<
 }
 
 fn run_audit(args: AuditArgs, global: &Global) -> anyhow::Result<ExitCode> {
-    let config = tributary::config::Config::load(&global.config, global.data_dir.as_deref())?;
-    check_source_ids(&config, &args.sources, global)?;
+    let config = load_config(global, &args.sources)?;
     let store = tributary::store::Store::open_existing(&config.aggregator.data_dir)?;
     let rt = tokio::runtime::Runtime::new()?;
     let reports = rt.block_on(tributary::harvest::audit::audit_sources(&config, &store, &args.sources, args.fetch))?;
@@ -247,8 +246,7 @@ fn run_audit(args: AuditArgs, global: &Global) -> anyhow::Result<ExitCode> {
 }
 
 fn run_failures(args: FailuresArgs, global: &Global) -> anyhow::Result<ExitCode> {
-    let config = tributary::config::Config::load(&global.config, global.data_dir.as_deref())?;
-    check_source_ids(&config, &args.sources, global)?;
+    let config = load_config(global, &args.sources)?;
     let store = tributary::store::Store::open_existing(&config.aggregator.data_dir)?;
     let mut out = Vec::new();
     for source in config.sources.iter().filter(|s| args.sources.is_empty() || args.sources.contains(&s.id)) {
@@ -309,26 +307,24 @@ fn run_store(cmd: StoreCommand, dir: PathBuf) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `--source` ids that name no configured source: an error before the store is opened or
-/// anything fetched, like a bad configuration.
-fn check_source_ids(config: &tributary::config::Config, ids: &[String], global: &Global) -> anyhow::Result<()> {
-    match ids.iter().find(|id| config.source(id).is_none()) {
-        Some(unknown) => {
-            let known: Vec<&str> = config.sources.iter().map(|s| s.id.as_str()).collect();
-            anyhow::bail!("no source {unknown:?} in {} (its sources: {})", global.config.display(), known.join(", "))
-        }
-        None => Ok(()),
+/// Loads and validates `sources.toml` and checks the `--source` ids against it: a bad file or
+/// an id that names no configured source is an error before the store opens or anything is
+/// fetched.
+fn load_config(global: &Global, only: &[String]) -> anyhow::Result<tributary::config::Config> {
+    let config = tributary::config::Config::load(&global.config, global.data_dir.as_deref())?;
+    if let Some(unknown) = only.iter().find(|id| config.source(id).is_none()) {
+        let known: Vec<&str> = config.sources.iter().map(|s| s.id.as_str()).collect();
+        anyhow::bail!("no source {unknown:?} in {} (its sources: {})", global.config.display(), known.join(", "));
     }
+    Ok(config)
 }
 
-/// Loads and validates `sources.toml` and the `--source` ids before anything else happens: a
-/// bad file or a mistyped id stops here.
+/// [`load_config`], then the store and the fetcher the harvesting commands share.
 fn load(
     global: &Global,
     only: &[String],
 ) -> anyhow::Result<(tributary::config::Config, tributary::store::Store, Fetcher)> {
-    let config = tributary::config::Config::load(&global.config, global.data_dir.as_deref())?;
-    check_source_ids(&config, only, global)?;
+    let config = load_config(global, only)?;
     let store = open_store(&config)?;
     let fetcher = Fetcher::from_config(&config)?;
     Ok((config, store, fetcher))
@@ -418,7 +414,7 @@ async fn start_simulators(
 fn run_serve(global: &Global) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Runtime::new()?;
     let stop = shutdown_requests(&rt)?;
-    let config = tributary::config::Config::load(&global.config, global.data_dir.as_deref())?;
+    let config = load_config(global, &[])?;
     let store = open_store(&config)?;
     let web = web_state(&config, &store, &Fetcher::from_config(&config)?)?;
     rt.block_on(async {
@@ -461,7 +457,7 @@ fn web_state(
 }
 
 fn run_provenance(args: ProvenanceArgs, global: &Global) -> anyhow::Result<ExitCode> {
-    let config = tributary::config::Config::load(&global.config, global.data_dir.as_deref())?;
+    let config = load_config(global, &[])?;
     let store = tributary::store::Store::open_existing(&config.aggregator.data_dir)?;
     let naming = tributary::naming::Naming::new(&config.aggregator.base_url);
     let checker = match args.verify {

@@ -100,6 +100,15 @@ async fn source_picks_what_is_harvested_and_an_unknown_id_fetches_nothing() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("no source \"nope\"") && stderr.contains("a, b, c"), "{stderr}");
     assert!(!dir.path().join("store").exists(), "a store was created for a mistyped id");
+    // The other commands that take `--source` check it the same way.
+    for command in ["audit", "failures"] {
+        let out =
+            tributary_async(vec!["--config".into(), cfg.clone(), command.into(), "--source".into(), "nope".into()])
+                .await;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{command}: {stderr}");
+        assert!(stderr.contains("no source \"nope\"") && stderr.contains("a, b, c"), "{command}: {stderr}");
+    }
 
     // `--source a` harvests a only: b's host never hears from it.
     let out = tributary_async(args(&["--source", "a"])).await;
