@@ -4,14 +4,17 @@
 //! Reading streams through the model's reader and validator, so checking a 50,000-entry list
 //! holds one entry at a time. Gzip-compressed documents (`.xml.gz`, or anything starting with
 //! the gzip magic bytes) are decompressed on the fly, with the same byte limit applied to the
-//! decompressed stream.
+//! decompressed stream. A URL is fetched through [`crate::fetch`], like every request
+//! Tributary sends.
 
 use std::fmt;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader};
 use std::path::Path;
-use std::time::Duration;
+use url::Url;
 
+use crate::config::Settings;
+use crate::fetch::{FetchError, Fetched, Fetcher, FetcherOptions};
 use crate::model::{Diagnostic, DocumentKind, DocumentReader, Header, ReadError, ReadOptions, RootFormat, Validator};
 
 /// Everything `check` found out about one document.
@@ -50,7 +53,7 @@ impl CheckReport {
 #[non_exhaustive]
 pub enum InputError {
     /// A local file could not be opened.
-    #[error("cannot open {path}: {source}")]
+    #[error("cannot open {path}")]
     File {
         /// The path.
         path: String,
@@ -59,12 +62,13 @@ pub enum InputError {
         source: io::Error,
     },
     /// A URL could not be fetched.
-    #[error("cannot fetch {url}: {reason}")]
+    #[error("cannot fetch the document")]
     Fetch {
         /// The URL.
         url: String,
         /// What went wrong.
-        reason: String,
+        #[source]
+        source: FetchError,
     },
 }
 
@@ -130,31 +134,30 @@ pub fn check_file(path: &Path, mut opts: ReadOptions) -> Result<CheckReport, Inp
     Ok(check_reader(BufReader::with_capacity(64 * 1024, file), opts))
 }
 
-/// Fetches a URL with a plain GET (bounded in time and size) and checks the body.
+/// Fetches a URL through the polite [`Fetcher`] and checks the body.
+///
+/// The document is fetched as the harvester would fetch it (robots.txt, redirects checked
+/// hop by hop, retries, gzip decoded, `opts.max_bytes` applied to the decoded body), with one
+/// difference: the address may be private or loopback, since the person running `check`
+/// named it themselves — as with `curl`, not as with a URL found in an upstream's document.
 ///
 /// # Errors
-/// When the request fails, the status is not 2xx, or the body exceeds the byte limit.
+/// [`InputError::Fetch`] when the request fails, the status is not 2xx, or the body exceeds
+/// the byte limit.
 pub async fn check_url(url: &str, mut opts: ReadOptions) -> Result<CheckReport, InputError> {
-    let fail = |reason: String| InputError::Fetch { url: url.to_owned(), reason };
-    let client = reqwest::Client::builder()
-        .user_agent(concat!("Tributary/", env!("CARGO_PKG_VERSION"), " (check)"))
-        .connect_timeout(Duration::from_secs(10))
-        .timeout(Duration::from_secs(120))
-        .build()
-        .map_err(|e| fail(e.to_string()))?;
-    let mut resp = client.get(url).send().await.map_err(|e| fail(e.to_string()))?;
-    if !resp.status().is_success() {
-        return Err(fail(format!("HTTP status {}", resp.status())));
-    }
-    let mut body = Vec::new();
-    while let Some(chunk) = resp.chunk().await.map_err(|e| fail(e.to_string()))? {
-        if body.len() as u64 + chunk.len() as u64 > opts.max_bytes {
-            return Err(fail(format!("response exceeds the limit of {} bytes", opts.max_bytes)));
-        }
-        body.extend_from_slice(&chunk);
-    }
+    let fail = |source: FetchError| InputError::Fetch { url: url.to_owned(), source };
+    let parsed =
+        Url::parse(url).map_err(|e| fail(FetchError::InvalidUrl { url: url.to_owned(), detail: e.to_string() }))?;
+    let agent = concat!("Tributary/", env!("CARGO_PKG_VERSION"), " (check)");
+    let fetcher = Fetcher::new(FetcherOptions::new(agent)).map_err(fail)?;
+    let settings = Settings { max_document_bytes: opts.max_bytes, allow_private: true, ..Settings::default() };
+    let doc = match fetcher.get_document(&parsed, &settings, None).await.map_err(fail)? {
+        Fetched::Modified(doc) => doc,
+        // Without validators a 304 is the server's mistake.
+        Fetched::NotModified => return Err(fail(FetchError::Status { url: url.to_owned(), status: 304 })),
+    };
     opts.name = url.to_owned();
-    Ok(check_reader(&body[..], opts))
+    Ok(check_reader(&doc.body[..], opts))
 }
 
 impl CheckReport {

@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use url::Url;
 
+use crate::model::SITEMAP_MAX_ENTRIES;
 use raw::RawConfig;
 pub use simulate::SimulateDef;
 pub use values::{Rate, parse_rate, parse_size};
@@ -65,9 +66,6 @@ pub struct Aggregator {
     /// host, so this bounds the harvester's total connections, tasks and memory.
     pub max_concurrent_sources: usize,
 }
-
-/// The sitemap protocol's limit on entries per document (spec §7: 50,000).
-const SITEMAP_MAX_ENTRIES: usize = 50_000;
 
 /// The `[publish]` table: the shape of the documents Tributary serves.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -179,7 +177,7 @@ impl Default for Settings {
             drop_links: ["collection", "canonical", "memento", "timegate", "timemap", "duplicate"]
                 .map(String::from)
                 .to_vec(),
-            max_document_bytes: 50_000_000,
+            max_document_bytes: crate::model::SITEMAP_MAX_BYTES,
             max_resource_bytes: 1 << 30,
             max_decompressed_ratio: 250,
             connect_timeout: s(10),
@@ -205,7 +203,7 @@ impl Default for Settings {
 #[non_exhaustive]
 pub enum ConfigError {
     /// The file could not be read.
-    #[error("cannot read {}: {source}", path.display())]
+    #[error("cannot read {}", path.display())]
     Read {
         /// The file.
         path: PathBuf,
@@ -226,6 +224,14 @@ pub enum ConfigError {
         key: String,
         /// What is wrong, and what is expected.
         message: String,
+    },
+    /// A source id asked for (`--source`) names no configured source.
+    #[error("no source {id:?} in the configuration (its sources: {})", known.join(", "))]
+    UnknownSource {
+        /// The id asked for.
+        id: String,
+        /// The configured source ids.
+        known: Vec<String>,
     },
 }
 
@@ -259,6 +265,19 @@ impl Config {
     /// The source with this id.
     pub fn source(&self, id: &str) -> Option<&Source> {
         self.sources.iter().find(|s| s.id == id)
+    }
+
+    /// The sources named by `only` (every source when it is empty), in configuration order:
+    /// the one place a `--source` selection is checked, by every command that takes one.
+    ///
+    /// # Errors
+    /// [`ConfigError::UnknownSource`] for the first id that names no configured source.
+    pub fn select(&self, only: &[String]) -> Result<Vec<&Source>, ConfigError> {
+        if let Some(id) = only.iter().find(|id| self.source(id).is_none()) {
+            let known = self.sources.iter().map(|s| s.id.clone()).collect();
+            return Err(ConfigError::UnknownSource { id: id.clone(), known });
+        }
+        Ok(self.sources.iter().filter(|s| only.is_empty() || only.contains(&s.id)).collect())
     }
 
     /// Ids of every set that contains `source_id`: its own set first, then merged sets.

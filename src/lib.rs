@@ -17,6 +17,8 @@
 
 pub mod check;
 pub mod config;
+pub mod error;
+pub mod fetch;
 pub mod harvest;
 pub mod model;
 pub mod naming;

@@ -7,7 +7,8 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use tributary::check::{self, CheckReport};
-use tributary::harvest::{self, Fetcher};
+use tributary::fetch::Fetcher;
+use tributary::harvest;
 use tributary::model::ReadOptions;
 
 mod progress;
@@ -82,10 +83,10 @@ struct CheckArgs {
     /// A file path, or an http(s) URL.
     input: String,
     /// Maximum document size in bytes (decompressed).
-    #[arg(long, default_value_t = 50_000_000)]
+    #[arg(long, default_value_t = tributary::model::SITEMAP_MAX_BYTES)]
     max_bytes: u64,
     /// Maximum number of entries.
-    #[arg(long, default_value_t = 50_000)]
+    #[arg(long, default_value_t = tributary::model::SITEMAP_MAX_ENTRIES)]
     max_entries: usize,
     /// Print only the summary and errors, not warnings.
     #[arg(long, short)]
@@ -209,7 +210,7 @@ fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let report = match report {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {:#}", anyhow::Error::new(e));
             return Ok(ExitCode::from(2));
         }
     };

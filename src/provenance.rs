@@ -20,7 +20,7 @@ use sha1::Sha1;
 use sha2::{Digest as _, Sha256};
 
 use crate::config::{Config, Settings};
-use crate::harvest::{FetchError, FetchResponse, Fetched as Response, Fetcher};
+use crate::fetch::{FetchError, FetchResponse, Fetched as Response, Fetcher};
 use crate::naming::Naming;
 use crate::publish::provenance::{Fetched, Provenance, Query, compare, lookup};
 use crate::store::{Store, StoreError};
@@ -87,7 +87,7 @@ impl OriginChecker {
                     FetchError::Status { status, .. } => Some(*status),
                     _ => None,
                 };
-                Fetched { status, error: Some(e.to_string()), ..out }
+                Fetched { status, error: Some(crate::error::chain(&e).to_string()), ..out }
             }
         }
     }
@@ -115,7 +115,7 @@ async fn digest_body(mut resp: FetchResponse, mut out: Fetched) -> Fetched {
             }
             Ok(None) => break,
             Err(e) => {
-                out.error = Some(e.to_string());
+                out.error = Some(crate::error::chain(&e).to_string());
                 return out;
             }
         }

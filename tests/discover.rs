@@ -9,9 +9,8 @@ use std::time::Duration;
 use common::rs::{resource_list, sitemapindex, urlset};
 use common::upstream::{Reply, Upstream};
 use tributary::config::{Rate, Settings};
-use tributary::harvest::{
-    DiscoverError, Discovered, Fetcher, FetcherOptions, IndexWalker, Route, WalkLimits, discover,
-};
+use tributary::fetch::{Fetcher, FetcherOptions};
+use tributary::harvest::{DiscoverError, Discovered, IndexWalker, Route, WalkLimits, discover};
 use url::Url;
 
 fn settings() -> Settings {

@@ -12,8 +12,8 @@ use common::upstream::{Reply, Upstream};
 use common::zipkit::{self, RawEntry, build, deflated, manifest, md_for, stored, symlink, zero_bomb};
 use sha2::Digest as _;
 use tributary::config::{Rate, Settings};
+use tributary::fetch::{Fetcher, FetcherOptions};
 use tributary::harvest::dump::{Content, DumpError, DumpOptions, DumpWalker, EntryError, Package, process_dump};
-use tributary::harvest::{Fetcher, FetcherOptions};
 use tributary::model::Change;
 use tributary::store::{BlobId, Store, StoreOptions};
 

@@ -17,8 +17,8 @@ use common::rs::urlset;
 use common::upstream::{Reply, Upstream};
 use sha2::Digest as _;
 use tributary::config::{Rate, Settings};
+use tributary::fetch::{Fetcher, FetcherOptions};
 use tributary::harvest::dump::{Content, DumpOptions, DumpWalker};
-use tributary::harvest::{Fetcher, FetcherOptions};
 use tributary::store::{Store, StoreOptions};
 
 /// Runs `resync-build` in `dir`; `None` when it is not installed.

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::upstream::{Reply, Upstream};
 use tributary::config::{Rate, Settings};
-use tributary::harvest::{Document, FetchError, FetchResponse, Fetched, Fetcher, FetcherOptions, Phase, Validators};
+use tributary::fetch::{Document, FetchError, FetchResponse, Fetched, Fetcher, FetcherOptions, Phase, Validators};
 use url::Url;
 
 fn settings() -> Settings {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::upstream::{Reply, Upstream, assert_spaced};
 use tributary::config::{Rate, Settings};
-use tributary::harvest::{Fetched, Fetcher, FetcherOptions};
+use tributary::fetch::{Fetched, Fetcher, FetcherOptions};
 
 fn fetcher(max_hosts: usize) -> Fetcher {
     let opts = FetcherOptions { max_hosts, ..FetcherOptions::new("TributaryTest/0.1 (+mailto:test@example.org)") };

@@ -17,7 +17,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tributary::config::Config;
-use tributary::harvest::{Fetcher, NoProgress, Summary, harvest_once};
+use tributary::fetch::Fetcher;
+use tributary::harvest::{NoProgress, Summary, harvest_once};
 use tributary::model::Change;
 use tributary::naming::Naming;
 use tributary::simulate::{ClockMode, Rollover, Simulator};

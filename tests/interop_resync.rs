@@ -15,7 +15,8 @@ use std::sync::Arc;
 
 use common::upstream::{Reply, Upstream};
 use tributary::config::Config;
-use tributary::harvest::{Fetcher, NoProgress, harvest_once};
+use tributary::fetch::Fetcher;
+use tributary::harvest::{NoProgress, harvest_once};
 use tributary::model::HashAlgorithm;
 use tributary::naming::Naming;
 use tributary::store::Store;

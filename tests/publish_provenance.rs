@@ -10,7 +10,7 @@ use common::http::{Response, Server};
 use common::publish::{Res, bind, delete, get_json, sha, start, temp_store, upsert, urlencode};
 use reqwest::StatusCode;
 use tributary::config::Settings;
-use tributary::harvest::{Fetcher, FetcherOptions};
+use tributary::fetch::{Fetcher, FetcherOptions};
 use tributary::provenance::{OriginChecker, provenance_cli};
 use tributary::publish::{Limits, LinkPolicies, SetConfig};
 use tributary::web::WebState;

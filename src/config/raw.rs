@@ -13,7 +13,8 @@ use toml::Spanned;
 use url::Url;
 
 use super::values::{parse_duration, parse_rate, parse_size};
-use super::{Aggregator, Config, ConfigError, Locator, Publishing, SITEMAP_MAX_ENTRIES, SetDef, Settings, Source};
+use super::{Aggregator, Config, ConfigError, Locator, Publishing, SetDef, Settings, Source};
+use crate::model::SITEMAP_MAX_ENTRIES;
 
 type Result<T> = std::result::Result<T, ConfigError>;
 

@@ -103,6 +103,7 @@ impl RawSimulate {
             return Err(at.error(self.id.span(), "id", "a simulator needs a non-empty id"));
         }
         let listen = listen(&self.listen, at)?;
+        const MAX: i64 = crate::model::SITEMAP_MAX_ENTRIES as i64;
         let count = |v: &Option<Spanned<i64>>, key: &str, default: usize, min: i64, max: i64| -> Result<usize> {
             match v {
                 None => Ok(default),
@@ -119,8 +120,8 @@ impl RawSimulate {
             change_rate: change_rate(self.change_rate.as_ref(), at)?,
             mix: mix(self.mix.as_ref(), at)?,
             seed: self.seed.as_ref().map_or(1, |s| *s.get_ref() as u64),
-            list_limit: count(&self.list_limit, "list_limit", 50_000, 2, 50_000)?,
-            rollover_count: count(&self.rollover_count, "rollover_count", 500, 0, 50_000)?,
+            list_limit: count(&self.list_limit, "list_limit", crate::model::SITEMAP_MAX_ENTRIES, 2, MAX)?,
+            rollover_count: count(&self.rollover_count, "rollover_count", 500, 0, MAX)?,
             rollover_period: self
                 .rollover_period
                 .as_ref()

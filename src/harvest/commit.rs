@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use super::ctx::join_error;
 use super::report::SourceReport;
 use crate::store::{Applied, Batch, NewFailure, NewRecord, SourceState, Store, StoreError};
 
@@ -45,7 +46,7 @@ pub(crate) enum Msg {
 
 /// Applies `batch` on a blocking thread (a commit may fsync), for the steps that commit one
 /// batch at a time rather than through a committer.
-pub(crate) async fn apply_blocking(store: &Store, batch: Batch) -> Result<Applied, super::daemon::HarvestError> {
+pub(crate) async fn apply_blocking(store: &Store, batch: Batch) -> Result<Applied, super::ctx::HarvestError> {
     let store = store.clone();
     Ok(tokio::task::spawn_blocking(move || store.apply(&batch)).await.map_err(join_error)??)
 }
@@ -147,8 +148,4 @@ async fn wait(
 async fn blocking_apply(store: &Store, batch: Batch) -> Result<Applied, StoreError> {
     let s = store.clone();
     tokio::task::spawn_blocking(move || s.apply(&batch)).await.map_err(join_error)?
-}
-
-pub(crate) fn join_error(e: tokio::task::JoinError) -> StoreError {
-    StoreError::Io { path: "store".into(), source: std::io::Error::other(e.to_string()) }
 }

@@ -17,11 +17,11 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
-pub use super::report::{NoProgress, Progress, ResourceOutcome, SourceReport, Summary};
+use super::report::{NoProgress, Progress, SourceReport, Summary};
 
-use super::discover::DiscoverError;
-use super::fetch::Fetcher;
+use super::ctx::{Ctx, HarvestError, join_error, load_state, save_state};
 use crate::config::{Config, Source};
+use crate::fetch::Fetcher;
 use crate::model::W3cDateTime;
 use crate::naming::Naming;
 use crate::store::{HarvestState, PassCounts, SourceState, SourceStatus, Store, StoreError};
@@ -29,48 +29,10 @@ use crate::store::{HarvestState, PassCounts, SourceState, SourceStatus, Store, S
 /// Failed attempts in a row after which a source counts as failing, not just backing off.
 const FAILING_AFTER: u32 = 3;
 
-/// Why a source's pass failed before its resources could be dealt with.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum HarvestError {
-    /// Discovery found no Capability List or list.
-    #[error(transparent)]
-    Discover(#[from] DiscoverError),
-    /// The Capability List offers no Resource List.
-    #[error("source {source_id}: the Capability List offers no Resource List")]
-    NoResourceList {
-        /// The source id.
-        source_id: String,
-    },
-    /// The Resource List could not be read at all.
-    #[error("source {source_id}: the Resource List could not be read: {detail}")]
-    List {
-        /// The source id.
-        source_id: String,
-        /// The reason.
-        detail: String,
-    },
-    /// `--source` named a source that is not configured.
-    #[error("no source {0:?} in the configuration")]
-    UnknownSource(String),
-    /// The store failed.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
-/// What every pass shares.
-pub(crate) struct Ctx {
-    pub(crate) store: Store,
-    pub(crate) fetcher: Fetcher,
-    pub(crate) naming: Naming,
-    pub(crate) shutdown: watch::Receiver<bool>,
-    pub(crate) progress: Arc<dyn Progress>,
-}
-
 /// One pass over the configured sources (all of them, or those in `only`).
 ///
 /// # Errors
-/// [`HarvestError::UnknownSource`] when `only` names an unconfigured source (nothing is
+/// [`HarvestError::Config`] when `only` names an unconfigured source (nothing is
 /// fetched). A failing source does not fail the pass: its report carries the error.
 pub async fn harvest_once(
     config: &Config,
@@ -95,15 +57,12 @@ pub async fn harvest_once_until(
     progress: Arc<dyn Progress>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<Summary, HarvestError> {
-    if let Some(unknown) = only.iter().find(|id| config.source(id).is_none()) {
-        return Err(HarvestError::UnknownSource(unknown.clone()));
-    }
+    let chosen = config.select(only)?;
     let started = Instant::now();
     let ctx = context(config, store, fetcher, progress, shutdown);
-    let chosen = config.sources.iter().filter(|s| only.is_empty() || only.contains(&s.id));
     let sem = Arc::new(Semaphore::new(config.aggregator.max_concurrent_sources));
     let mut tasks = JoinSet::new();
-    for (i, source) in chosen.enumerate() {
+    for (i, source) in chosen.into_iter().enumerate() {
         let (ctx, sem, source, sets) = (ctx.clone(), sem.clone(), source.clone(), sets_of(config, &source.id));
         tasks.spawn(async move {
             let _permit = sem.acquire_owned().await;
@@ -114,7 +73,7 @@ pub async fn harvest_once_until(
     while let Some(done) = tasks.join_next().await {
         match done {
             Ok(r) => reports.push(r),
-            Err(e) => tracing::error!(error = %e, "a source's harvest task panicked"),
+            Err(e) => tracing::error!(error = %crate::error::chain(&e), "a source's harvest task panicked"),
         }
     }
     reports.sort_by_key(|(i, _)| *i);
@@ -141,11 +100,11 @@ pub async fn run(
     }
     while let Some(done) = tasks.join_next().await {
         if let Err(e) = done {
-            tracing::error!(error = %e, "a source's poll task panicked; the others go on");
+            tracing::error!(error = %crate::error::chain(&e), "a source's poll task panicked; the others go on");
         }
     }
     let s = store.clone();
-    tokio::task::spawn_blocking(move || s.flush()).await.map_err(super::commit::join_error)??;
+    tokio::task::spawn_blocking(move || s.flush()).await.map_err(join_error)??;
     tracing::info!("harvester stopped");
     Ok(())
 }
@@ -217,19 +176,19 @@ fn after(d: Duration) -> W3cDateTime {
 pub(crate) async fn harvest_source(ctx: &Ctx, source: &Source, sets: &[String]) -> SourceReport {
     ctx.progress.source_started(&source.id);
     let started = Instant::now();
-    let report = super::metrics::in_source(&source.id, async {
+    let report = crate::fetch::in_source(&source.id, async {
         match begin(ctx, source).await {
             Ok(state) => match super::sync::synchronize(ctx, source, sets, state).await {
                 Ok(r) => r,
-                Err(e) => SourceReport::failed_with(&source.id, e.to_string()),
+                Err(e) => SourceReport::failed_with(&source.id, crate::error::chain(&e).to_string()),
             },
-            Err(e) => SourceReport::failed_with(&source.id, e.to_string()),
+            Err(e) => SourceReport::failed_with(&source.id, crate::error::chain(&e).to_string()),
         }
     })
     .await;
     super::metrics::record_pass(&report, started.elapsed());
     if let Err(e) = finish(ctx, source, &report).await {
-        tracing::error!(error = %e, "could not save the source's status");
+        tracing::error!(error = %crate::error::chain(&e), "could not save the source's status");
     }
     match &report.error {
         None => tracing::info!(
@@ -246,21 +205,6 @@ pub(crate) async fn harvest_source(ctx: &Ctx, source: &Source, sets: &[String]) 
     }
     ctx.progress.source_done(&report);
     report
-}
-
-pub(crate) async fn load_state(ctx: &Ctx, id: &str) -> Result<SourceState, StoreError> {
-    let (store, id) = (ctx.store.clone(), id.to_owned());
-    tokio::task::spawn_blocking(move || store.source_state(&id))
-        .await
-        .map_err(super::commit::join_error)?
-        .map(Option::unwrap_or_default)
-}
-
-pub(crate) async fn save_state(ctx: &Ctx, id: &str, state: SourceState) -> Result<(), StoreError> {
-    let (store, id) = (ctx.store.clone(), id.to_owned());
-    tokio::task::spawn_blocking(move || store.save_source_state(&id, &state))
-        .await
-        .map_err(super::commit::join_error)?
 }
 
 /// Marks the source as harvesting and returns its state.
@@ -292,13 +236,13 @@ async fn count_live(ctx: &Ctx, id: &str) -> Result<u64, StoreError> {
         store.records_with_prefix(&prefix).try_fold(0u64, |n, r| r.map(|r| n + u64::from(!r.is_deleted())))
     })
     .await
-    .map_err(super::commit::join_error)?
+    .map_err(join_error)?
 }
 
 /// Resources recorded as failing: a scan of the source's failure rows only.
 async fn count_failing(ctx: &Ctx, id: &str) -> Result<u64, StoreError> {
     let (store, id) = (ctx.store.clone(), id.to_owned());
-    tokio::task::spawn_blocking(move || store.failure_count(&id)).await.map_err(super::commit::join_error)?
+    tokio::task::spawn_blocking(move || store.failure_count(&id)).await.map_err(join_error)?
 }
 
 fn update_status(status: &mut SourceStatus, report: &SourceReport, resources: u64, poll: Duration) {

@@ -16,9 +16,9 @@ use std::io::Cursor;
 use bytes::Bytes;
 use url::Url;
 
-use super::discover::{DiscoverError, FetchedDoc, fetch_doc_conditional, reader, wrong_kind};
-use super::fetch::{Fetcher, Validators};
+use super::document::{DiscoverError, FetchedDoc, fetch_doc_conditional, reader, wrong_kind};
 use crate::config::Settings;
+use crate::fetch::{Fetcher, Validators};
 use crate::model::{Capability, DocumentReader, Entry, Header, RootFormat};
 
 type Result<T> = std::result::Result<T, DiscoverError>;

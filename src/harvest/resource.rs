@@ -11,9 +11,8 @@
 use bytes::Bytes;
 use url::Url;
 
-use super::error::FetchError;
-use super::fetch::{Fetched, Fetcher};
 use crate::config::Settings;
+use crate::fetch::{FetchError, Fetched, Fetcher};
 use crate::store::{BlobInfo, BlobWriter, Expected, INLINE_MAX, Store, StoreError};
 
 /// Attempts per URL when the content does not verify (the fetcher retries transport errors
@@ -37,12 +36,32 @@ pub(crate) struct Stored {
 /// Why a bitstream could not be stored.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ResourceError {
-    /// Every URL failed to deliver matching content; the last reason.
-    #[error("{url}: {reason}")]
-    Failed { url: String, reason: String },
+    /// The last URL tried could not be fetched (the error names it).
+    #[error(transparent)]
+    Fetch(FetchError),
+    /// The last URL tried delivered content that does not match the list.
+    #[error("{url}: content does not match the list")]
+    Mismatch {
+        /// The URL that served it.
+        url: String,
+        /// What differed.
+        #[source]
+        source: StoreError,
+    },
+    /// The entry named no URL at all.
+    #[error("no URL to fetch")]
+    NoUrl,
     /// The store itself failed (disk, database): the source's pass must stop.
     #[error(transparent)]
     Store(StoreError),
+}
+
+impl ResourceError {
+    /// True when the upstream is to blame (recorded as the resource's failure and retried
+    /// later), false when the store failed (the pass stops).
+    pub(crate) fn is_upstream(&self) -> bool {
+        !matches!(self, ResourceError::Store(_))
+    }
 }
 
 enum Attempt {
@@ -59,25 +78,24 @@ pub(crate) async fn fetch_verified(
     expected: &Expected,
     settings: &Settings,
 ) -> Result<Stored, ResourceError> {
-    let mut last = None;
+    let mut last = ResourceError::NoUrl;
     for url in urls {
         for _ in 0..VERIFY_ATTEMPTS {
             match attempt(fetcher, store, url, expected, settings).await {
                 Ok(s) => return Ok(s),
                 Err(Attempt::Store(e)) => return Err(ResourceError::Store(e)),
-                Err(Attempt::Mismatch(e)) => last = Some((url, e.to_string())),
+                Err(Attempt::Mismatch(source)) => last = ResourceError::Mismatch { url: url.to_string(), source },
                 // Retryable transport errors were already retried by the fetcher; a cut-off
                 // body was not (the response had started), so it gets the second attempt.
-                Err(Attempt::Fetch(e @ FetchError::Truncated { .. })) => last = Some((url, e.to_string())),
+                Err(Attempt::Fetch(e @ FetchError::Truncated { .. })) => last = ResourceError::Fetch(e),
                 Err(Attempt::Fetch(e)) => {
-                    last = Some((url, e.to_string()));
+                    last = ResourceError::Fetch(e);
                     break;
                 }
             }
         }
     }
-    let (url, reason) = last.map_or_else(|| (String::new(), "no URL to fetch".to_owned()), |(u, r)| (u.to_string(), r));
-    Err(ResourceError::Failed { url, reason })
+    Err(last)
 }
 
 async fn attempt(
@@ -145,5 +163,5 @@ fn classify(e: StoreError) -> Attempt {
 }
 
 fn join_error(e: tokio::task::JoinError) -> Attempt {
-    Attempt::Store(StoreError::Io { path: "tmp".into(), source: std::io::Error::other(e.to_string()) })
+    Attempt::Store(StoreError::Io { path: "tmp".into(), source: std::io::Error::other(e) })
 }

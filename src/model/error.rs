@@ -6,16 +6,30 @@ use super::position::Position;
 
 /// A document could not be read (as opposed to a [`Diagnostic`](super::Diagnostic), which is
 /// reported while reading goes on).
-#[derive(Debug, thiserror::Error)]
-#[error("{document}:{position}: {kind} (byte {offset})", offset = position.offset)]
+///
+/// Its message names the document, the position and the kind of failure on one line
+/// (`list.xml:3:7: malformed XML: … (byte 92)`), so its `source()` is the kind's own cause,
+/// not the kind again.
+#[derive(Debug)]
 pub struct ReadError {
     /// URL or path of the document.
     pub document: String,
     /// Where reading stopped.
     pub position: Position,
     /// What went wrong.
-    #[source]
     pub kind: ReadErrorKind,
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}: {} (byte {})", self.document, self.position, self.kind, self.position.offset)
+    }
+}
+
+impl std::error::Error for ReadError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        std::error::Error::source(&self.kind)
+    }
 }
 
 /// What stopped reading a document.
@@ -23,7 +37,7 @@ pub struct ReadError {
 #[non_exhaustive]
 pub enum ReadErrorKind {
     /// The underlying reader failed.
-    #[error("read failed: {0}")]
+    #[error("read failed")]
     Io(#[source] io::Error),
     /// The XML is not well-formed.
     #[error("malformed XML: {0}")]

@@ -20,6 +20,13 @@ mod validate;
 mod writer;
 
 pub use datetime::{DateTimeError, Precision, W3cDateTime};
+
+/// Entries per document: the Sitemap protocol's limit, which ResourceSync follows (spec §7).
+/// No document Tributary serves or simulates is larger, and none it reads need be.
+pub const SITEMAP_MAX_ENTRIES: usize = 50_000;
+
+/// Bytes per (uncompressed) document: the Sitemap protocol's other limit (spec §7).
+pub const SITEMAP_MAX_BYTES: u64 = 50_000_000;
 pub use diagnostic::{Diagnostic, Severity};
 pub use error::{ReadError, ReadErrorKind};
 pub use hash::{Digest, HashAlgorithm, HashError, HashList, HashNote};

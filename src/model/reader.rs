@@ -45,7 +45,12 @@ pub struct ReadOptions {
 
 impl Default for ReadOptions {
     fn default() -> Self {
-        ReadOptions { name: "<input>".into(), max_bytes: 50_000_000, max_entries: 50_000, max_depth: 32 }
+        ReadOptions {
+            name: "<input>".into(),
+            max_bytes: super::SITEMAP_MAX_BYTES,
+            max_entries: super::SITEMAP_MAX_ENTRIES,
+            max_depth: 32,
+        }
     }
 }
 

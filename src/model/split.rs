@@ -23,7 +23,7 @@ pub struct SplitLimits {
 
 impl Default for SplitLimits {
     fn default() -> Self {
-        SplitLimits { max_entries: 50_000, max_bytes: 50_000_000 }
+        SplitLimits { max_entries: super::SITEMAP_MAX_ENTRIES, max_bytes: super::SITEMAP_MAX_BYTES }
     }
 }
 

@@ -17,9 +17,9 @@ pub enum PublishError {
     #[error("no set {0:?} is configured")]
     UnknownSet(String),
     /// Reading the store failed.
-    #[error("reading the store: {0}")]
+    #[error("reading the store")]
     Store(#[from] StoreError),
     /// Writing the document failed (usually: the client disconnected).
-    #[error("writing the document: {0}")]
+    #[error("writing the document")]
     Write(#[from] io::Error),
 }

@@ -36,11 +36,9 @@ pub use error::PublishError;
 pub use links::{LinkPolicies, LinkPolicy};
 pub use resources::{ListJob, ResourceListDoc};
 
+use crate::model::SITEMAP_MAX_ENTRIES;
 use crate::naming::Naming;
 use crate::store::Store;
-
-/// The Sitemap protocol's limit on entries per document; no list Tributary serves is larger.
-pub const SITEMAP_MAX_ENTRIES: usize = 50_000;
 
 /// One set Tributary republishes: a Capability List over the resources of its sources.
 #[derive(Debug, Clone, PartialEq, Eq)]

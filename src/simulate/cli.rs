@@ -42,7 +42,7 @@ pub struct SimulateArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Entries per document; a larger Resource List becomes an index (at most 50,000).
-    #[arg(long, default_value_t = 50_000)]
+    #[arg(long, default_value_t = crate::model::SITEMAP_MAX_ENTRIES)]
     pub list_limit: usize,
     /// Close a Change List after this many changes (0: only by period and list limit).
     #[arg(long, default_value_t = 500)]

@@ -9,10 +9,8 @@ use std::time::Duration;
 use url::Url;
 
 use super::SimError;
+use crate::model::SITEMAP_MAX_ENTRIES;
 use crate::model::W3cDateTime;
-
-/// The Sitemap protocol's entry limit per document; no simulated document exceeds it.
-pub const SITEMAP_MAX_ENTRIES: usize = 50_000;
 
 /// Relative weights of the three kinds of change; each event picks one in proportion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -92,8 +92,8 @@ impl Simulators {
         while let Some(done) = self.servers.join_next().await {
             match done {
                 Ok(Ok(())) => {}
-                Ok(Err(e)) => tracing::warn!(error = %e, "a simulated source failed"),
-                Err(e) => tracing::warn!(error = %e, "a simulated source's task failed"),
+                Ok(Err(e)) => tracing::warn!(error = %crate::error::chain(&e), "a simulated source failed"),
+                Err(e) => tracing::warn!(error = %crate::error::chain(&e), "a simulated source's task failed"),
             }
         }
     }

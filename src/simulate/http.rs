@@ -74,7 +74,7 @@ async fn handle(AxState(sim): AxState<Simulator>, method: Method, uri: Uri, head
     match tokio::task::spawn_blocking(move || reply(&sim, &path)).await {
         Ok(r) => respond(r, &headers),
         Err(e) => {
-            tracing::error!(error = %e, "simulator render task failed");
+            tracing::error!(error = %crate::error::chain(&e), "simulator render task failed");
             StatusCode::INTERNAL_SERVER_ERROR.into_response()
         }
     }
@@ -147,7 +147,7 @@ fn dump_document(sim: &Simulator) -> Reply {
     match sim.current_dump() {
         Ok(build) => Reply::doc(build.document.clone()),
         Err(e) => {
-            tracing::error!(error = %e, "resource dump build failed");
+            tracing::error!(error = %crate::error::chain(&e), "resource dump build failed");
             Reply::status(StatusCode::INTERNAL_SERVER_ERROR)
         }
     }

@@ -35,7 +35,7 @@ mod state;
 
 use std::net::SocketAddr;
 
-pub use config::{ChangeMix, ClockMode, Rollover, SITEMAP_MAX_ENTRIES, SimConfig};
+pub use config::{ChangeMix, ClockMode, Rollover, SimConfig};
 pub use http::{router, serve};
 pub use sim::{ChangeEvent, ResourceInfo, Simulator, Ticker};
 
@@ -50,7 +50,7 @@ pub enum SimError {
     #[error("invalid simulator configuration: {0}")]
     Config(String),
     /// The listen address could not be bound.
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}")]
     Bind {
         /// The address.
         addr: SocketAddr,
@@ -59,7 +59,7 @@ pub enum SimError {
         source: std::io::Error,
     },
     /// The HTTP server failed.
-    #[error("simulated source server failed: {0}")]
+    #[error("simulated source server failed")]
     Serve(#[source] std::io::Error),
     /// A Resource Dump package could not be written.
     #[error("cannot build the resource dump: {0}")]

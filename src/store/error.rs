@@ -60,7 +60,7 @@ pub enum StoreError {
         supported: u32,
     },
     /// A file-system operation failed (unwritable directory, disk full, I/O error).
-    #[error("I/O error on {path}: {source}")]
+    #[error("I/O error on {path}")]
     Io {
         /// The file or directory involved.
         path: PathBuf,
@@ -69,7 +69,7 @@ pub enum StoreError {
         source: io::Error,
     },
     /// Reading the caller's stream failed; nothing was stored.
-    #[error("reading the content failed after {read} bytes; nothing was stored: {source}")]
+    #[error("reading the content failed after {read} bytes; nothing was stored")]
     Input {
         /// Bytes read before the failure.
         read: u64,

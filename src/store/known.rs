@@ -175,12 +175,12 @@ fn start_build(generation: &Arc<Generation>, blobs: &Table) {
     let blobs = blobs.clone();
     let spawned = std::thread::Builder::new().name("blob-filter".into()).spawn(move || {
         if let Err(e) = build(&weak, &blobs) {
-            tracing::warn!(error = %e, "could not build the blob filter; puts read the store instead");
+            tracing::warn!(error = %crate::error::chain(&e), "could not build the blob filter; puts read the store instead");
             weak.upgrade().inspect(|g| g.give_up());
         }
     });
     if let Err(e) = spawned {
-        tracing::warn!(error = %e, "could not start building the blob filter; puts read the store instead");
+        tracing::warn!(error = %crate::error::chain(&e), "could not start building the blob filter; puts read the store instead");
         generation.give_up();
     }
 }

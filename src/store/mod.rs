@@ -181,10 +181,10 @@ impl Drop for Inner {
     /// hold one a moment longer, past the end of the process: so flush here.
     fn drop(&mut self) {
         if let Err(e) = self.commit_pending() {
-            tracing::warn!(error = %e, "could not commit the last small blobs while closing the store");
+            tracing::warn!(error = %crate::error::chain(&e), "could not commit the last small blobs while closing the store");
         }
         if let Err(e) = self.db.flush() {
-            tracing::warn!(error = %e, "could not flush the database while closing the store");
+            tracing::warn!(error = %crate::error::chain(&e), "could not flush the database while closing the store");
         }
     }
 }

@@ -58,7 +58,7 @@ impl IntoResponse for WebError {
     fn into_response(self) -> Response {
         let status = self.status();
         let message = if status.is_server_error() {
-            tracing::error!(error = %self, "request failed");
+            tracing::error!(error = %crate::error::chain(&self), "request failed");
             "internal error; the details are in the server log".to_owned()
         } else {
             self.to_string()

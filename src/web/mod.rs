@@ -39,7 +39,7 @@ use tokio::sync::Semaphore;
 
 use self::error::WebError;
 use crate::config::Settings;
-use crate::harvest::{Fetcher, FetcherOptions};
+use crate::fetch::{Fetcher, FetcherOptions};
 use crate::naming::Naming;
 use crate::provenance::OriginChecker;
 use crate::publish::{Limits, LinkPolicies, PublishError, Publisher, SetConfig};

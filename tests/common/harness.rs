@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tributary::config::Config;
-use tributary::harvest::{Fetcher, HarvestError, NoProgress, SourceReport, Summary, harvest_once};
+use tributary::fetch::Fetcher;
+use tributary::harvest::{HarvestError, NoProgress, SourceReport, Summary, harvest_once};
 use tributary::naming::Naming;
 use tributary::store::{Record, SourceStatus, Store};
 

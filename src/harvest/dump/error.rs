@@ -1,8 +1,8 @@
 //! The errors of dump harvesting, split by blast radius: a [`DumpError`] loses a whole package
 //! (or the walk), an [`EntryError`] loses one manifest entry while its siblings go on.
 
-use super::super::discover::DiscoverError;
-use super::super::error::FetchError;
+use crate::fetch::FetchError;
+use crate::harvest::document::DiscoverError;
 use crate::model::ReadError;
 use crate::store::StoreError;
 
@@ -14,8 +14,17 @@ pub enum DumpError {
     /// The dump document, an index or a package could not be fetched or read.
     #[error(transparent)]
     Walk(#[from] DiscoverError),
+    /// An entry of a package failed where the caller needs every entry (a dump applied whole).
+    #[error("package {url}: an entry failed")]
+    Entry {
+        /// The package URL.
+        url: String,
+        /// The entry's failure.
+        #[source]
+        source: EntryError,
+    },
     /// Downloading a package failed.
-    #[error("package {url}: {source}")]
+    #[error("downloading a package")]
     Fetch {
         /// The package URL.
         url: String,
@@ -32,7 +41,7 @@ pub enum DumpError {
         detail: String,
     },
     /// The temporary file could not be written or read.
-    #[error("package {url}: temporary file: {source}")]
+    #[error("package {url}: temporary file")]
     TempFile {
         /// The package URL.
         url: String,
@@ -88,7 +97,7 @@ pub enum DumpError {
         url: String,
     },
     /// `manifest.xml` could not be parsed.
-    #[error("package {url}: manifest.xml: {source}")]
+    #[error("package {url}: manifest.xml")]
     Manifest {
         /// The package URL.
         url: String,
@@ -107,7 +116,7 @@ pub enum DumpError {
         found: String,
     },
     /// The store failed (disk, database): no point going on with other entries.
-    #[error("package {url}: store: {source}")]
+    #[error("package {url}: store")]
     Store {
         /// The package URL.
         url: String,
@@ -180,7 +189,7 @@ pub enum EntryError {
         max: u64,
     },
     /// The bitstream does not match the manifest's length or hash.
-    #[error("path {path:?}: {source}")]
+    #[error("path {path:?}: content does not match the manifest")]
     Mismatch {
         /// The path.
         path: String,

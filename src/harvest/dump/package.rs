@@ -16,8 +16,8 @@ use zip::ZipArchive;
 use zip::result::ZipError;
 
 use super::error::{DumpError, EntryError};
-use super::{Content, DumpItem, DumpLimits};
-use crate::harvest::within_authority;
+use super::item::{Content, DumpItem, DumpLimits};
+use crate::harvest::authority::within_authority;
 use crate::model::{Capability, DocumentKind, DocumentReader, Entry, Header, ReadOptions};
 use crate::store::{BlobInfo, Expected, Store, StoreError};
 

@@ -13,11 +13,12 @@ use std::collections::HashSet;
 use url::Url;
 
 use super::baseline::load_held;
-use super::commit::apply_blocking;
-use super::daemon::{Ctx, HarvestError, SourceReport};
-use super::dump::{Content, DumpOptions, DumpWalker, Package};
-use super::listed::Listed;
 use crate::config::Source;
+use crate::harvest::commit::apply_blocking;
+use crate::harvest::ctx::{Ctx, HarvestError};
+use crate::harvest::dump::{Content, DumpError, DumpOptions, DumpWalker, Package};
+use crate::harvest::listed::Listed;
+use crate::harvest::report::SourceReport;
 use crate::model::W3cDateTime;
 use crate::store::{Batch, SourceState};
 
@@ -42,7 +43,7 @@ pub(crate) async fn baseline_from_dump(
             report.interrupted = true;
             return Ok(report);
         }
-        let package = walker.next_package().await.map_err(|e| dump_error(source, &e.to_string()))?;
+        let package = walker.next_package().await.map_err(|e| dump_error(source, e))?;
         let Some(package) = package else { break };
         let package_at = package.manifest.md.as_ref().and_then(|m| m.at);
         at = match (at, package_at) {
@@ -73,8 +74,8 @@ pub(crate) async fn baseline_from_dump(
     Ok(report)
 }
 
-fn dump_error(source: &Source, detail: &str) -> HarvestError {
-    HarvestError::List { source_id: source.id.clone(), detail: format!("Resource Dump: {detail}") }
+fn dump_error(source: &Source, e: DumpError) -> HarvestError {
+    HarvestError::Dump { source_id: source.id.clone(), source: Box::new(e) }
 }
 
 /// One package's records; any failed entry fails the dump.
@@ -92,7 +93,7 @@ fn records(
         let (url, blob) = match item.outcome {
             Ok(Content::Stored { url, blob }) => (url, blob),
             Ok(Content::Deleted { .. }) => continue,
-            Err(e) => return Err(dump_error(source, &format!("{}: {e}", package.url))),
+            Err(e) => return Err(dump_error(source, DumpError::Entry { url: package.url.to_string(), source: e })),
         };
         let Some(uri) = ctx.naming.resource_url(&source.id, &url) else {
             report.skipped += 1;

@@ -22,11 +22,12 @@ use std::collections::HashMap;
 use url::Url;
 
 use super::changes::is_new;
-use super::commit::apply_blocking;
-use super::daemon::{Ctx, HarvestError, SourceReport};
-use super::dump::{Content, DumpOptions, DumpWalker, Package};
-use super::listed::Listed;
 use crate::config::Source;
+use crate::harvest::commit::apply_blocking;
+use crate::harvest::ctx::{Ctx, HarvestError};
+use crate::harvest::dump::{Content, DumpError, DumpItem, DumpOptions, DumpWalker, Package};
+use crate::harvest::listed::Listed;
+use crate::harvest::report::SourceReport;
 use crate::model::{Change, W3cDateTime};
 use crate::store::{Batch, DocumentValidators, SourceState};
 
@@ -40,8 +41,8 @@ pub(crate) enum ChangeDumpError {
     #[error("the Change Dump starts at {from}, after the changes processed up to {through}")]
     Gap { from: W3cDateTime, through: W3cDateTime },
     /// A package or one of its entries failed: the changes after it cannot be applied in order.
-    #[error("{0}")]
-    Package(String),
+    #[error("a Change Dump package failed")]
+    Package(#[from] DumpError),
     /// The store or the runtime failed (not a reason to use the Change List: the poll fails).
     #[error(transparent)]
     Harvest(#[from] HarvestError),
@@ -61,7 +62,7 @@ pub(crate) async fn follow_change_dump(
     let validators = state
         .documents
         .get(url.as_str())
-        .map(|v| super::fetch::Validators { etag: v.etag.clone(), last_modified: v.last_modified.clone() });
+        .map(|v| crate::fetch::Validators { etag: v.etag.clone(), last_modified: v.last_modified.clone() });
     let options = DumpOptions::new(&source.settings, Some(&source.url));
     let mut walker =
         DumpWalker::new(&ctx.fetcher, &ctx.store, url.clone(), &source.settings, options).conditional(validators);
@@ -74,13 +75,13 @@ pub(crate) async fn follow_change_dump(
         let through = state.changes_through.unwrap_or(start);
         // A package is committed whole, so one ending at or before the position is done.
         let wanted = |e: &crate::model::Entry| e.md.as_ref().and_then(|m| m.until).is_none_or(|u| u > through);
-        let package = walker.next_package_where(wanted).await.map_err(|e| ChangeDumpError::Package(e.to_string()))?;
+        let package = walker.next_package_where(wanted).await?;
         let Some(package) = package else { break };
         let md = package.manifest.md.clone().unwrap_or_default();
         if let Some(from) = md.from.filter(|f| *f > through) {
             return Err(ChangeDumpError::Gap { from, through });
         }
-        let batch = changes(ctx, source, sets, &package, &mut state, &mut report)?;
+        let batch = changes(ctx, source, sets, package, &mut state, &mut report)?;
         report.count_applied(&apply_blocking(&ctx.store, batch).await?);
     }
     if walker.not_modified() {
@@ -113,23 +114,25 @@ fn changes(
     ctx: &Ctx,
     source: &Source,
     sets: &[String],
-    package: &Package,
+    mut package: Package,
     state: &mut SourceState,
     report: &mut SourceReport,
 ) -> Result<Batch, ChangeDumpError> {
     let remembered = state.change_list.as_deref() == Some(package.url.as_str());
     let skip = if remembered { state.change_list_position.unwrap_or(0) } else { 0 };
     let through = state.changes_through;
+    let wanted = |i: usize, item: &DumpItem| (i as u64) >= skip && (remembered || is_new(item.datetime(), through));
+    if let Some(i) = package.items.iter().enumerate().position(|(i, item)| wanted(i, item) && item.outcome.is_err()) {
+        let url = package.url.to_string();
+        if let Err(source) = package.items.swap_remove(i).outcome {
+            return Err(DumpError::Entry { url, source }.into());
+        }
+    }
     let mut last: HashMap<&str, usize> = HashMap::new();
     let mut new = Vec::new();
-    for (i, item) in package.items.iter().enumerate() {
-        if (i as u64) < skip || (!remembered && !is_new(item.datetime(), through)) {
-            continue;
-        }
-        let url = match &item.outcome {
-            Ok(Content::Stored { url, .. } | Content::Deleted { url }) => url,
-            Err(e) => return Err(ChangeDumpError::Package(format!("{}: {e}", package.url))),
-        };
+    for (_, item) in package.items.iter().enumerate().filter(|(i, item)| wanted(*i, item)) {
+        // Every wanted entry verified (checked above).
+        let Ok(Content::Stored { url, .. } | Content::Deleted { url }) = &item.outcome else { continue };
         last.insert(url.as_str(), new.len());
         new.push(item);
     }
@@ -143,7 +146,7 @@ fn changes(
         let (url, blob) = match &item.outcome {
             Ok(Content::Stored { url, blob }) => (url, Some(blob)),
             Ok(Content::Deleted { url }) => (url, None),
-            Err(_) => unreachable!("failed entries were refused above"),
+            Err(_) => continue, // refused above
         };
         if last.get(url.as_str()) != Some(&k) {
             continue; // superseded by a later change of the same URI in this package

@@ -17,11 +17,12 @@ use std::sync::Arc;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use super::commit::{apply_blocking, join_error};
-use super::daemon::{Ctx, HarvestError, ResourceOutcome, SourceReport};
-use super::listed::Listed;
-use super::resource::{self, ResourceError};
 use crate::config::Source;
+use crate::harvest::commit::apply_blocking;
+use crate::harvest::ctx::{Ctx, HarvestError, closed, join_error};
+use crate::harvest::listed::Listed;
+use crate::harvest::report::{ResourceOutcome, SourceReport};
+use crate::harvest::resource::{self, ResourceError};
 use crate::store::{Batch, Failure, StoreError};
 
 /// Failures retried in one poll, those that failed longest ago first; the rest wait for the
@@ -47,9 +48,9 @@ pub(crate) async fn retry_failures(ctx: &Ctx, source: &Source, sets: &[String]) 
             batch.clear_failure(&source.id, &uri);
             continue;
         };
-        let permit = sem.clone().acquire_owned().await.map_err(|e| HarvestError::Store(join_closed(&e)))?;
+        let permit = sem.clone().acquire_owned().await.map_err(closed)?;
         let (fetcher, store, settings) = (ctx.fetcher.clone(), ctx.store.clone(), source.settings.clone());
-        tasks.spawn(super::metrics::inherit(async move {
+        tasks.spawn(crate::fetch::inherit(async move {
             let _permit = permit;
             let (urls, expected) = (listed.urls(), listed.expected());
             let r = Box::pin(resource::fetch_verified(&fetcher, &store, &urls, &expected, &settings)).await;
@@ -90,10 +91,10 @@ fn settle(
         }
         Err(ResourceError::Store(e)) => return Err(HarvestError::Store(e)),
         Err(e) => {
-            tracing::warn!(source.id = %id, resource.uri = %listed.loc, error = %e, "retry failed");
+            tracing::warn!(source.id = %id, resource.uri = %listed.loc, error = %crate::error::chain(&e), "retry failed");
             report.failed += 1;
             ctx.progress.resource(id, ResourceOutcome::Failed, 0);
-            batch.fail(listed.into_failure(id, e.to_string()));
+            batch.fail(listed.into_failure(id, crate::error::chain(&e).to_string()));
         }
     }
     Ok(())
@@ -139,8 +140,4 @@ impl Ord for ByLastFailed {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         (self.0.last_failed, &self.0.uri).cmp(&(other.0.last_failed, &other.0.uri))
     }
-}
-
-fn join_closed(e: &tokio::sync::AcquireError) -> StoreError {
-    StoreError::Io { path: "harvest".into(), source: std::io::Error::other(e.to_string()) }
 }

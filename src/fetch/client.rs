@@ -233,7 +233,7 @@ impl Fetcher {
                     let host = self.host(&resp.url, settings);
                     Counters::add(&host.counters.retries, 1);
                     let wait = host.record_failure(settings.max_backoff);
-                    tracing::info!(host = %host.origin, url = %resp.url, error = %e, retry_in_ms = wait.as_millis() as u64, "retrying document");
+                    tracing::info!(host = %host.origin, url = %resp.url, error = %crate::error::chain(&e), retry_in_ms = wait.as_millis() as u64, "retrying document");
                 }
                 Err(e) => return Err(e),
             }
@@ -322,7 +322,7 @@ impl Fetcher {
                     *attempts -= 1;
                     let host = self.host(url, settings);
                     Counters::add(&host.counters.retries, 1);
-                    tracing::info!(host = %host.origin, url = %url, error = %e, "retrying");
+                    tracing::info!(host = %host.origin, url = %url, error = %crate::error::chain(&e), "retrying");
                 }
                 other => return other,
             }

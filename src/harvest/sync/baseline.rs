@@ -7,7 +7,7 @@
 //! interrupted by shutdown, or answered `304 Not Modified` produces no deletions, and its
 //! validators are kept only when the whole list was read and every resource stored, so a
 //! conditional GET never hides a resource that still needs fetching. Verified records are
-//! committed as they arrive ([`super::commit`]); a restart resumes without refetching them.
+//! committed as they arrive ([`commit`](crate::harvest::commit)); a restart resumes without refetching them.
 //!
 //! Depends on the fetcher, discovery, the store and the naming scheme; never on the publisher.
 
@@ -19,13 +19,16 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 use url::Url;
 
-use super::commit::{self, Msg};
-use super::daemon::{Ctx, HarvestError, SourceReport};
-use super::discover::{FetchedDoc, IndexWalker, WalkLimits, discover_keeping};
-use super::guard::within_authority;
-use super::listed::Listed;
-use super::resource::{self, ResourceError};
 use crate::config::Source;
+use crate::harvest::authority::within_authority;
+use crate::harvest::commit::{self, Msg};
+use crate::harvest::ctx::{Ctx, HarvestError, join_error};
+use crate::harvest::discover::discover_keeping;
+use crate::harvest::document::FetchedDoc;
+use crate::harvest::index::{IndexWalker, WalkLimits};
+use crate::harvest::listed::Listed;
+use crate::harvest::report::SourceReport;
+use crate::harvest::resource::{self, ResourceError};
 use crate::model::Entry;
 use crate::store::{Record, SourceState, Store, StoreError};
 
@@ -97,7 +100,7 @@ pub(crate) async fn baseline(
     update_state(&mut state, &list_url, &walker, &report);
     let _ = tx.send(Msg::Finish { deletes, unlisted, state: Box::new(state) }).await;
     drop(tx);
-    let tally = committer.await.map_err(commit::join_error)??;
+    let tally = committer.await.map_err(join_error)??;
     report.created = tally.created;
     report.updated = tally.updated;
     report.deleted = tally.deleted;
@@ -125,14 +128,14 @@ async fn open_list(
         let validators = state
             .documents
             .get(cached.as_str())
-            .map(|v| super::fetch::Validators { etag: v.etag.clone(), last_modified: v.last_modified.clone() });
+            .map(|v| crate::fetch::Validators { etag: v.etag.clone(), last_modified: v.last_modified.clone() });
         let mut w = IndexWalker::new(&ctx.fetcher, cached.clone(), s, WalkLimits::default())
             .conditional(validators)
             .starting_with(given);
         match w.next_entry().await {
             Ok(first) => return Ok((cached, w, first)),
             Err(e) => {
-                tracing::warn!(source.id = %source.id, error = %e, "remembered Resource List failed; discovering again")
+                tracing::warn!(source.id = %source.id, error = %crate::error::chain(&e), "remembered Resource List failed; discovering again")
             }
         }
     }
@@ -140,8 +143,11 @@ async fn open_list(
     let url =
         found.capabilities.resourcelist.ok_or_else(|| HarvestError::NoResourceList { source_id: source.id.clone() })?;
     let mut w = IndexWalker::new(&ctx.fetcher, url.clone(), s, WalkLimits::default()).starting_with(given);
-    let first =
-        w.next_entry().await.map_err(|e| HarvestError::List { source_id: source.id.clone(), detail: e.to_string() })?;
+    let first = w.next_entry().await.map_err(|e| HarvestError::List {
+        source_id: source.id.clone(),
+        document: "Resource List",
+        source: Box::new(e),
+    })?;
     Ok((url, w, first))
 }
 
@@ -156,7 +162,7 @@ pub(crate) async fn load_held(store: &Store, prefix: &str) -> Result<HashMap<Str
             .collect::<Result<HashMap<_, _>, StoreError>>()
     })
     .await
-    .map_err(commit::join_error)??;
+    .map_err(join_error)??;
     Ok(held)
 }
 
@@ -169,7 +175,7 @@ pub(crate) async fn load_failing(store: &Store, source: &str) -> Result<HashSet<
         store.failures(&source).map(|f| f.map(|f| f.uri)).collect::<Result<HashSet<_>, StoreError>>()
     })
     .await
-    .map_err(commit::join_error)??;
+    .map_err(join_error)??;
     Ok(failing)
 }
 
@@ -274,7 +280,7 @@ impl Pass<'_> {
                 let _ = self.tx.send(Msg::Recovered(uri)).await;
             }
             self.report.unchanged += 1;
-            self.ctx.progress.resource(id, super::daemon::ResourceOutcome::Unchanged, 0);
+            self.ctx.progress.resource(id, crate::harvest::report::ResourceOutcome::Unchanged, 0);
             return;
         }
         self.spawn_fetch(listed).await;
@@ -301,7 +307,7 @@ impl Pass<'_> {
         let (fetcher, store, tx) = (self.ctx.fetcher.clone(), self.ctx.store.clone(), self.tx.clone());
         let (settings, id) = (Arc::clone(&self.shared.settings), Arc::clone(&self.shared.id));
         let was_failing = self.failing.contains(&listed.uri);
-        self.tasks.spawn(super::metrics::inherit(async move {
+        self.tasks.spawn(crate::fetch::inherit(async move {
             let _permit = permit;
             // Boxed: the fetch's state machine is several KB, and unboxed it made this task's
             // future as large, which tokio copies whole when it spawns it (with `inherit`'s
@@ -322,8 +328,9 @@ impl Pass<'_> {
                 }
                 Err(e) => {
                     let loc = listed.loc.to_string();
-                    if let ResourceError::Failed { .. } = &e {
-                        let _ = tx.send(Msg::Failed(Box::new(listed.into_failure(&id, e.to_string())))).await;
+                    if e.is_upstream() {
+                        let reason = crate::error::chain(&e).to_string();
+                        let _ = tx.send(Msg::Failed(Box::new(listed.into_failure(&id, reason)))).await;
                     }
                     Err((loc, e))
                 }
@@ -332,7 +339,7 @@ impl Pass<'_> {
     }
 
     fn count(&mut self, done: Result<TaskResult, tokio::task::JoinError>) {
-        use super::daemon::ResourceOutcome as O;
+        use crate::harvest::report::ResourceOutcome as O;
         let id = &self.source.id;
         match done {
             Ok(Ok(bytes)) => {
@@ -341,7 +348,7 @@ impl Pass<'_> {
                 self.ctx.progress.resource(id, O::Fetched, bytes);
             }
             Ok(Err((url, e))) => {
-                tracing::warn!(source.id = %id, resource.uri = %url, error = %e, "resource not stored");
+                tracing::warn!(source.id = %id, resource.uri = %url, error = %crate::error::chain(&e), "resource not stored");
                 if let ResourceError::Store(e) = e {
                     self.store_error.get_or_insert(e);
                 }

@@ -128,7 +128,7 @@ pub enum FetchError {
         detail: String,
     },
     /// The connection could not be made or broke before a response arrived.
-    #[error("{url}: connection failed: {source}")]
+    #[error("{url}: connection failed")]
     Connect {
         /// The URL.
         url: String,
@@ -137,7 +137,7 @@ pub enum FetchError {
         source: reqwest::Error,
     },
     /// The response could not be read as HTTP, or the connection broke before its head.
-    #[error("{url}: HTTP protocol error: {source}")]
+    #[error("{url}: HTTP protocol error")]
     Protocol {
         /// The URL.
         url: String,

@@ -10,9 +10,9 @@ use reqwest::header;
 use tokio::sync::OwnedSemaphorePermit;
 use url::Url;
 
-use super::body::{Body, Decoding, error_chain};
+use super::body::{Body, Decoding};
+use super::client::{FetchResponse, Fetched, Fetcher, MAX_REDIRECTS, Validators, body_limits, invalid};
 use super::error::{FetchError, Phase};
-use super::fetch::{FetchResponse, Fetched, Fetcher, MAX_REDIRECTS, Validators, body_limits, invalid};
 use super::guard::{GuardPolicy, Refusal};
 use super::host::{Counters, Host};
 use super::robots::{ROBOTS_MAX_BYTES, RobotsEntry};
@@ -236,7 +236,7 @@ async fn fetch_robots(f: &Fetcher, url: &Url, s: &Settings, deadline: Instant) -
         {
             return Err(FetchError::Refused { url: url.to_string(), reason });
         }
-        Err(e) => RobotsEntry::unavailable(error_chain(&e)),
+        Err(e) => RobotsEntry::unavailable(crate::error::chain(&e).to_string()),
         Ok(entry) => entry,
     };
     Ok(entry)
@@ -288,7 +288,7 @@ async fn robots_outcome(
         match body.chunk().await {
             Ok(Some(c)) => text.extend_from_slice(&c),
             Ok(None) => break,
-            Err(e) => return RobotsEntry::unavailable(error_chain(&e)),
+            Err(e) => return RobotsEntry::unavailable(crate::error::chain(&e).to_string()),
         }
     }
     RobotsEntry::parse(&f.inner.agent, &text)

@@ -20,14 +20,15 @@ use tokio::task::JoinSet;
 use url::Url;
 
 use super::changes::{Gap, ListRef, Pending, Position, check_reread, coalesce, is_new, plan};
-use super::commit::{apply_blocking, join_error};
-use super::daemon::{Ctx, HarvestError, ResourceOutcome, SourceReport};
-use super::discover::{DiscoverError, FetchedDoc, fetch_doc_conditional, reader};
-use super::fetch::Validators;
-use super::guard::within_authority;
-use super::listed::Listed;
-use super::resource::{self, ResourceError};
 use crate::config::Source;
+use crate::fetch::Validators;
+use crate::harvest::authority::within_authority;
+use crate::harvest::commit::apply_blocking;
+use crate::harvest::ctx::{Ctx, HarvestError, closed, join_error};
+use crate::harvest::document::{DiscoverError, FetchedDoc, fetch_doc_conditional, reader};
+use crate::harvest::listed::Listed;
+use crate::harvest::report::{ResourceOutcome, SourceReport};
+use crate::harvest::resource::{self, ResourceError};
 use crate::model::{Change, Entry, RootFormat, W3cDateTime};
 use crate::store::{Batch, DocumentValidators, NewFailure, Record, SourceState, StoreError};
 
@@ -132,7 +133,7 @@ fn validators_of(state: &SourceState, url: &Url) -> Option<Validators> {
 }
 
 fn list_error(source: &Source, e: DiscoverError) -> HarvestError {
-    HarvestError::List { source_id: source.id.clone(), detail: format!("Change List: {e}") }
+    HarvestError::List { source_id: source.id.clone(), document: "Change List", source: Box::new(e) }
 }
 
 /// Fetches the Change List or Index; conditional when it is itself the remembered list.
@@ -168,7 +169,7 @@ async fn fetch_list(
         .map_err(|e| list_error(source, e))?;
     match doc {
         Some(d) if d.header.as_ref().and_then(|h| h.capability()) != Some(crate::model::Capability::ChangeList) => {
-            let e = super::discover::wrong_kind(&d, "a Change List or Change List Index");
+            let e = crate::harvest::document::wrong_kind(&d, "a Change List or Change List Index");
             Err(list_error(source, e))
         }
         other => Ok(other),
@@ -370,12 +371,12 @@ impl Poll<'_> {
                 };
                 continue;
             }
-            let permit = sem.clone().acquire_owned().await.map_err(|e| join_error_msg(&e.to_string()))?;
+            let permit = sem.clone().acquire_owned().await.map_err(closed)?;
             let (fetcher, store, settings) =
                 (self.ctx.fetcher.clone(), self.ctx.store.clone(), self.source.settings.clone());
             // As in the baseline: attributed to the source for `/metrics`, and boxed so the task's
             // future stays small.
-            tasks.spawn(super::metrics::inherit(async move {
+            tasks.spawn(crate::fetch::inherit(async move {
                 let _permit = permit;
                 let (urls, expected) = (listed.urls(), listed.expected());
                 let r = Box::pin(resource::fetch_verified(&fetcher, &store, &urls, &expected, &settings)).await;
@@ -394,12 +395,12 @@ impl Poll<'_> {
                 }
                 Err(ResourceError::Store(e)) => return Err(HarvestError::Store(e)),
                 Err(e) => {
-                    tracing::warn!(source.id = %id, resource.uri = %listed.loc, error = %e, "change not applied");
+                    tracing::warn!(source.id = %id, resource.uri = %listed.loc, error = %crate::error::chain(&e), "change not applied");
                     self.report.failed += 1;
                     self.ctx.progress.resource(&id, ResourceOutcome::Failed, 0);
                     // Recorded with what the change listed, so the next poll retries it
                     // (`super::retry`): the Change List will not name it again.
-                    out[i] = Applied1::Failed(Box::new(listed.into_failure(&id, e.to_string())));
+                    out[i] = Applied1::Failed(Box::new(listed.into_failure(&id, crate::error::chain(&e).to_string())));
                 }
             }
         }
@@ -455,8 +456,4 @@ impl Poll<'_> {
         self.report.count_applied(&applied);
         Ok(())
     }
-}
-
-fn join_error_msg(msg: &str) -> HarvestError {
-    HarvestError::Store(StoreError::Io { path: "harvest".into(), source: std::io::Error::other(msg.to_owned()) })
 }

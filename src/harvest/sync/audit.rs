@@ -32,9 +32,10 @@ use sha2::Digest as _;
 use tokio::task::JoinSet;
 use url::Url;
 
-use super::discover::{DiscoverError, IndexWalker, WalkLimits};
-use super::fetch::{Fetched, Fetcher};
 use crate::config::Settings;
+use crate::fetch::{Fetched, Fetcher};
+use crate::harvest::document::DiscoverError;
+use crate::harvest::index::{IndexWalker, WalkLimits};
 use crate::model::{Entry, HashAlgorithm, HashList, W3cDateTime};
 use crate::naming::Naming;
 use crate::store::{BlobId, Store, StoreError};
@@ -44,23 +45,23 @@ use crate::store::{BlobId, Store, StoreError};
 #[non_exhaustive]
 pub enum AuditError {
     /// The Resource List could not be read in full.
-    #[error("cannot read the Resource List: {0}")]
+    #[error("cannot read the Resource List")]
     List(#[from] DiscoverError),
     /// The store could not be read.
-    #[error("cannot read the store: {0}")]
+    #[error("cannot read the store")]
     Store(#[from] StoreError),
     /// A background task failed (a panic or shutdown).
-    #[error("audit task failed: {0}")]
-    Task(String),
+    #[error("an audit task failed")]
+    Task(#[from] tokio::task::JoinError),
     /// `--source` named a source that is not in the configuration.
-    #[error("no source `{0}` in the configuration")]
-    UnknownSource(String),
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
     /// The Source offers no Resource List to audit against.
     #[error("source `{0}` offers no Resource List to audit against")]
     NoResourceList(String),
     /// The HTTP client could not be built.
-    #[error("cannot set up the HTTP client: {0}")]
-    Client(#[from] super::FetchError),
+    #[error("cannot set up the HTTP client")]
+    Client(#[from] crate::fetch::FetchError),
 }
 
 /// Why a resource counts as changed.
@@ -204,15 +205,18 @@ pub async fn audit_sources(
     only: &[String],
     fetch: bool,
 ) -> Result<Vec<AuditReport>, AuditError> {
-    if let Some(unknown) = only.iter().find(|id| config.source(id).is_none()) {
-        return Err(AuditError::UnknownSource(unknown.clone()));
-    }
+    let chosen = config.select(only)?;
     let fetcher = Fetcher::from_config(config)?;
     let naming = Naming::new(&config.aggregator.base_url);
     let mut reports = Vec::new();
-    for source in config.sources.iter().filter(|s| only.is_empty() || only.contains(&s.id)) {
-        let found =
-            super::discover::discover(&fetcher, &source.url, source.capability_list.as_ref(), &source.settings).await?;
+    for source in chosen {
+        let found = crate::harvest::discover::discover(
+            &fetcher,
+            &source.url,
+            source.capability_list.as_ref(),
+            &source.settings,
+        )
+        .await?;
         let list = found.capabilities.resourcelist.ok_or_else(|| AuditError::NoResourceList(source.id.clone()))?;
         let ctx = AuditCtx { settings: &source.settings, store, fetcher: &fetcher, naming: &naming };
         let changes = found.capabilities.changelist.as_ref();
@@ -359,7 +363,7 @@ async fn load_held(store: &Store, naming: &Naming, source_id: &str) -> Result<Ha
         }
         Ok(held)
     });
-    Ok(task.await.map_err(|e| AuditError::Task(e.to_string()))??)
+    Ok(task.await??)
 }
 
 /// `{base}r/{source}/`: the prefix of every record of the source, taken from [`Naming`] itself
@@ -521,7 +525,7 @@ impl Fetches {
 
     async fn join_one(&mut self, audit: &mut Audit) -> Result<(), AuditError> {
         if let Some(done) = self.set.join_next().await {
-            let (key, result) = done.map_err(|e| AuditError::Task(e.to_string()))?;
+            let (key, result) = done?;
             audit.fetched(key, result);
         }
         Ok(())
@@ -538,13 +542,14 @@ impl Fetches {
 
 /// The sha-256 of the bytes `url` serves now.
 async fn rehash(fetcher: &Fetcher, settings: &Settings, url: &Url) -> Result<BlobId, String> {
-    let mut resp = match fetcher.get_stream(url, settings, None).await.map_err(|e| e.to_string())? {
-        Fetched::Modified(r) => r,
-        Fetched::NotModified => return Err("unexpected 304 Not Modified".into()),
-    };
+    let mut resp =
+        match fetcher.get_stream(url, settings, None).await.map_err(|e| crate::error::chain(&e).to_string())? {
+            Fetched::Modified(r) => r,
+            Fetched::NotModified => return Err("unexpected 304 Not Modified".into()),
+        };
     let mut hasher = sha2::Sha256::new();
     // Bounded by the fetcher's size cap and deadlines.
-    while let Some(chunk) = resp.chunk().await.map_err(|e| e.to_string())? {
+    while let Some(chunk) = resp.chunk().await.map_err(|e| crate::error::chain(&e).to_string())? {
         hasher.update(&chunk);
     }
     Ok(BlobId(hasher.finalize().into()))

@@ -12,15 +12,25 @@
 //! The capabilities found by discovery are kept in the source's state, so a poll costs the
 //! conditional GETs of the documents it follows, not a rediscovery.
 
+pub mod audit;
+mod baseline;
+mod change_dump;
+mod changes;
+mod dump;
+mod incremental;
+mod retry;
+
 use url::Url;
 
-use super::baseline::baseline;
-use super::change_dump_sync::{ChangeDumpError, follow_change_dump};
-use super::daemon::{Ctx, HarvestError, SourceReport, load_state, save_state};
-use super::discover::{FetchedDoc, discover_keeping};
-use super::incremental::{Outcome, incremental};
-use super::retry::retry_failures;
+use self::baseline::baseline;
+use self::change_dump::{ChangeDumpError, follow_change_dump};
+use self::incremental::{Outcome, incremental};
+use self::retry::retry_failures;
 use crate::config::Source;
+use crate::harvest::ctx::{Ctx, HarvestError, load_state, save_state};
+use crate::harvest::discover::discover_keeping;
+use crate::harvest::document::FetchedDoc;
+use crate::harvest::report::SourceReport;
 use crate::store::{KnownCapabilities, SourceState};
 
 /// One poll of one source; see the module docs.
@@ -39,13 +49,13 @@ pub(crate) async fn synchronize(
         }
         // No Change List: follow the Change Dump when there is one, else (or when it cannot
         // be followed) diff the Resource List, as on every poll of a list-only Source.
-        if let Some(dump) = change_dump(source, &caps) {
+        if let Some(dump) = change_dump_url(source, &caps) {
             match follow_change_dump(ctx, source, sets, state.clone(), &dump).await {
                 Ok(r) => return Ok(r),
                 Err(ChangeDumpError::Harvest(e)) => return Err(e),
                 Err(e) => {
                     tracing::warn!(
-                        source.id = %source.id, dump = %dump, error = %e,
+                        source.id = %source.id, dump = %dump, error = %crate::error::chain(&e),
                         "the Change Dump cannot be followed; re-baselining from the Resource List"
                     );
                     // The diff levels the store; the position restarts at the list's `at`.
@@ -72,7 +82,7 @@ pub(crate) async fn synchronize(
                 return Ok(report);
             }
         }
-        if let Some(dump) = change_dump(source, &caps) {
+        if let Some(dump) = change_dump_url(source, &caps) {
             // The Change Dump catches up in bulk; the Change List then brings the tail that is
             // not packaged yet (resuming by datetime after the last package applied).
             match follow_change_dump(ctx, source, sets, state.clone(), &dump).await {
@@ -82,7 +92,7 @@ pub(crate) async fn synchronize(
                 }
                 Err(ChangeDumpError::Harvest(e)) => return Err(e),
                 Err(e) => tracing::warn!(
-                    source.id = %source.id, dump = %dump, error = %e,
+                    source.id = %source.id, dump = %dump, error = %crate::error::chain(&e),
                     "the Change Dump cannot be followed; following the Change List instead"
                 ),
             }
@@ -109,7 +119,7 @@ pub(crate) async fn synchronize(
 }
 
 /// The Change Dump to follow, when the Source offers one and the source uses dumps.
-fn change_dump(source: &Source, caps: &KnownCapabilities) -> Option<Url> {
+fn change_dump_url(source: &Source, caps: &KnownCapabilities) -> Option<Url> {
     caps.change_dump.as_deref().filter(|_| source.settings.dumps).and_then(|u| Url::parse(u).ok())
 }
 
@@ -129,10 +139,10 @@ async fn initial(
     if source.settings.dumps
         && let Some(dump) = caps.resource_dump.as_deref().and_then(|u| Url::parse(u).ok())
     {
-        match super::dump_sync::baseline_from_dump(ctx, source, sets, state.clone(), &dump).await {
+        match self::dump::baseline_from_dump(ctx, source, sets, state.clone(), &dump).await {
             Ok(r) => return Ok(r),
             Err(e) => tracing::warn!(
-                source.id = %source.id, dump = %dump, error = %e,
+                source.id = %source.id, dump = %dump, error = %crate::error::chain(&e),
                 "the Resource Dump failed; baselining from the Resource List instead"
             ),
         }

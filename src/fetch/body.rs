@@ -153,7 +153,7 @@ impl Body {
         let chunk = match read {
             Err(_) => return Err(self.fail(FetchError::Timeout { url: self.url.clone(), phase })),
             Ok(Err(e)) => {
-                let detail = error_chain(&e);
+                let detail = crate::error::chain(&e).to_string();
                 return Err(self.fail(FetchError::Truncated { url: self.url.clone(), detail }));
             }
             Ok(Ok(c)) => c,
@@ -255,19 +255,4 @@ impl Body {
         Counters::add(&self.host.counters.failures, 1);
         e
     }
-}
-
-/// An error and its sources on one line (reqwest's own message is often just "error decoding
-/// response body").
-pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    // Bounded: error chains are short, but a cyclic one must not hang us.
-    for _ in 0..8 {
-        let Some(src) = cur else { break };
-        s.push_str(": ");
-        s.push_str(&src.to_string());
-        cur = src.source();
-    }
-    s
 }

@@ -1,0 +1,37 @@
+//! The polite HTTP client: every request Tributary sends goes out through [`Fetcher`] — the
+//! harvester's, the provenance command's live origin check, `tributary check` on a URL and
+//! the web server's `&verify=1` alike — so no request escapes the limits an operator set.
+//!
+//! # Architecture
+//! - `client`: [`Fetcher`], the one place a `reqwest::Client` is built; a request walks its
+//!   redirects itself so each hop is checked, and retries what is worth retrying.
+//! - `request`: one attempt — the SSRF guard, robots.txt, the host's turn, the request with a
+//!   header deadline, the response sorted into success, 304 or a typed error.
+//! - `host`: per-host politeness — a governor rate limit, a concurrency cap, backoff with
+//!   jitter, `Retry-After`, robots.txt's `Crawl-delay` — and the counters behind the dashboard.
+//! - `robots`: robots.txt, fetched once per host and cached (texting_robots).
+//! - `guard`: the SSRF policy — which addresses a name may resolve to — enforced in the DNS
+//!   resolver, so a redirect or a DNS answer cannot lead to a private address either.
+//! - `body`: reading a body within its size, idle, throughput and total limits, decoding gzip
+//!   and refusing bombs; a body cut short is an error, never a shorter document.
+//! - `error`: [`FetchError`], one type for every way a request can fail.
+//! - `metrics`: which source a request counts for on `/metrics`.
+//!
+//! Depends on [`crate::config`] (the per-source [`Settings`](crate::config::Settings)) only;
+//! knows nothing of ResourceSync, the store or the harvester.
+
+mod body;
+mod client;
+mod error;
+mod guard;
+mod host;
+mod metrics;
+mod request;
+mod robots;
+
+pub use client::{Document, FetchResponse, Fetched, Fetcher, FetcherOptions, MAX_REDIRECTS, Validators};
+pub use error::{FetchError, Phase};
+pub use guard::non_public_reason;
+pub use host::{HostCounters, HostSnapshot};
+pub use metrics::{in_source, inherit};
+pub use robots::RobotsStatus;

@@ -1,0 +1,89 @@
+//! What every part of a pass shares: the context ([`Ctx`]: store, fetcher, naming, the
+//! shutdown flag, progress), the error that ends a source's pass ([`HarvestError`]), and the
+//! source state's load and save on the blocking pool. Its own file so the sync strategies
+//! depend on it rather than on the daemon that runs them.
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use super::document::DiscoverError;
+use super::dump::DumpError;
+use super::report::Progress;
+use crate::config::ConfigError;
+use crate::fetch::Fetcher;
+use crate::naming::Naming;
+use crate::store::{SourceState, Store, StoreError};
+
+/// Why a source's pass failed before its resources could be dealt with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HarvestError {
+    /// Discovery found no Capability List or list.
+    #[error(transparent)]
+    Discover(#[from] DiscoverError),
+    /// The Capability List offers no Resource List.
+    #[error("source {source_id}: the Capability List offers no Resource List")]
+    NoResourceList {
+        /// The source id.
+        source_id: String,
+    },
+    /// A Resource List or Change List could not be read at all.
+    #[error("source {source_id}: the {document} could not be read")]
+    List {
+        /// The source id.
+        source_id: String,
+        /// Which list: `Resource List` or `Change List`.
+        document: &'static str,
+        /// Why (boxed: a pass's error travels through every return of it).
+        #[source]
+        source: Box<DiscoverError>,
+    },
+    /// A Resource Dump could not be read in full.
+    #[error("source {source_id}: the Resource Dump could not be read")]
+    Dump {
+        /// The source id.
+        source_id: String,
+        /// Why.
+        #[source]
+        source: Box<DumpError>,
+    },
+    /// `--source` named a source that is not configured.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What every pass shares.
+pub(crate) struct Ctx {
+    pub(crate) store: Store,
+    pub(crate) fetcher: Fetcher,
+    pub(crate) naming: Naming,
+    pub(crate) shutdown: watch::Receiver<bool>,
+    pub(crate) progress: Arc<dyn Progress>,
+}
+
+pub(crate) async fn load_state(ctx: &Ctx, id: &str) -> Result<SourceState, StoreError> {
+    let (store, id) = (ctx.store.clone(), id.to_owned());
+    tokio::task::spawn_blocking(move || store.source_state(&id))
+        .await
+        .map_err(join_error)?
+        .map(Option::unwrap_or_default)
+}
+
+pub(crate) async fn save_state(ctx: &Ctx, id: &str, state: SourceState) -> Result<(), StoreError> {
+    let (store, id) = (ctx.store.clone(), id.to_owned());
+    tokio::task::spawn_blocking(move || store.save_source_state(&id, &state)).await.map_err(join_error)?
+}
+
+/// A blocking store task that panicked or was cancelled, as the store error it stands for.
+pub(crate) fn join_error(e: tokio::task::JoinError) -> StoreError {
+    StoreError::Io { path: "store".into(), source: std::io::Error::other(e) }
+}
+
+/// A fetch semaphore that closed under a waiting task: only when the runtime is going away.
+pub(crate) fn closed(e: tokio::sync::AcquireError) -> HarvestError {
+    HarvestError::Store(StoreError::Io { path: "harvest".into(), source: std::io::Error::other(e) })
+}
