@@ -132,7 +132,14 @@ impl Naming {
     pub fn parse_set_document(&self, path: &str) -> Option<(String, SetDocument)> {
         let rest = path.strip_prefix("sets/")?;
         let (set, file) = rest.split_once('/')?;
-        let doc = match file {
+        Some((set.to_owned(), self.parse_set_file(file)?))
+    }
+
+    /// The document a file name under `sets/{set}/` names, e.g. `changelist-3.xml` →
+    /// `SetDocument::ChangeListPart(3)`; the empty name is the set's page. The web router
+    /// extracts the set and the file name as separate path segments and asks here.
+    pub fn parse_set_file(&self, file: &str) -> Option<SetDocument> {
+        Some(match file {
             "" => SetDocument::Page,
             "capabilitylist.xml" => SetDocument::CapabilityList,
             "resourcelist.xml" => SetDocument::ResourceList,
@@ -140,8 +147,7 @@ impl Naming {
             other => part(other, "resourcelist-")
                 .map(SetDocument::ResourceListPart)
                 .or_else(|| part(other, "changelist-").map(SetDocument::ChangeListPart))?,
-        };
-        Some((set.to_owned(), doc))
+        })
     }
 }
 
@@ -215,5 +221,8 @@ mod tests {
         assert_eq!(n.parse_set_document("sets/art/"), Some(("art".into(), SetDocument::Page)));
         assert_eq!(n.parse_set_document("sets/art/changelist-0.xml"), None);
         assert_eq!(n.parse_set_document("sets/art/other.xml"), None);
+        assert_eq!(n.parse_set_file("resourcelist-2.xml"), Some(SetDocument::ResourceListPart(2)));
+        assert_eq!(n.parse_set_file(""), Some(SetDocument::Page));
+        assert_eq!(n.parse_set_file("changelist-x.xml"), None);
     }
 }

@@ -41,11 +41,11 @@ const MAX_FAILURES: usize = 1000;
 /// Where the page carries its first status, so it renders without waiting for a request.
 const STATUS_SLOT: &str = "<!--STATUS-->";
 
-/// A static file of the dashboard, by its path under the base URL.
-pub(crate) fn asset(rel: &str) -> Option<Response> {
-    let (body, content_type) = match rel {
-        "dashboard/style.css" => (STYLE_CSS, "text/css; charset=utf-8"),
-        "dashboard/app.js" => (APP_JS, "text/javascript; charset=utf-8"),
+/// A static file of the dashboard, by its name under `dashboard/`.
+pub(crate) fn asset(file: &str) -> Option<Response> {
+    let (body, content_type) = match file {
+        "style.css" => (STYLE_CSS, "text/css; charset=utf-8"),
+        "app.js" => (APP_JS, "text/javascript; charset=utf-8"),
         _ => return None,
     };
     Some(with_headers(body.into_response(), content_type))
@@ -373,10 +373,10 @@ mod tests {
 
     #[test]
     fn assets_are_embedded() {
-        for rel in ["dashboard/style.css", "dashboard/app.js"] {
-            assert!(asset(rel).is_some(), "{rel}");
+        for file in ["style.css", "app.js"] {
+            assert!(asset(file).is_some(), "{file}");
         }
         assert!(INDEX_HTML.contains("dashboard/app.js") && INDEX_HTML.contains(STATUS_SLOT));
-        assert!(asset("dashboard/nope.js").is_none());
+        assert!(asset("nope.js").is_none());
     }
 }

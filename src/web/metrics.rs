@@ -13,7 +13,7 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use axum::extract::{Request, State};
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -128,9 +128,10 @@ pub(crate) async fn render(st: &WebState) -> Result<Response, WebError> {
     Ok(r)
 }
 
-/// Middleware: counts every request answered and how long its response head took.
+/// Middleware: counts every request answered and how long its response head took, under the
+/// name of the route that answered (`other` for the 404 of unknown paths).
 pub(crate) async fn track(State(base_path): State<Arc<str>>, req: Request, next: Next) -> Response {
-    let route = route_name(&base_path, req.uri().path());
+    let route = req.extensions().get::<MatchedPath>().map_or("other", |m| route_name(&base_path, m.as_str()));
     let method = match *req.method() {
         axum::http::Method::GET => "GET",
         axum::http::Method::HEAD => "HEAD",
@@ -146,12 +147,16 @@ pub(crate) async fn track(State(base_path): State<Arc<str>>, req: Request, next:
     response
 }
 
-/// A bounded name for a path, so the label's values stay few whatever clients ask for.
-fn route_name(base_path: &str, path: &str) -> &'static str {
-    if path == "/robots.txt" {
+/// A bounded name for a route's pattern (as registered, e.g. `/agg/sets/{set}/{doc}`), so the
+/// label's values stay few; the names are the README's, which dashboards and alerts rely on.
+fn route_name(base_path: &str, pattern: &str) -> &'static str {
+    if pattern == "/robots.txt" {
         return "robots";
     }
-    let Some(rel) = path.strip_prefix(base_path) else { return "other" };
+    if super::routes::bare(base_path) == Some(pattern) {
+        return "dashboard";
+    }
+    let Some(rel) = pattern.strip_prefix(base_path) else { return "other" };
     match rel {
         "" => "dashboard",
         r if r.starts_with("dashboard/") => "dashboard",
@@ -172,10 +177,13 @@ mod tests {
     #[test]
     fn routes_are_a_fixed_set() {
         assert_eq!(route_name("/", "/"), "dashboard");
+        assert_eq!(route_name("/", "/dashboard/{file}"), "dashboard");
         assert_eq!(route_name("/", "/api/status"), "api");
-        assert_eq!(route_name("/", "/r/a/http/x/1"), "bitstream");
-        assert_eq!(route_name("/agg/", "/agg/sets/a/changelist.xml"), "set_document");
+        assert_eq!(route_name("/", "/r/{*resource}"), "bitstream");
+        assert_eq!(route_name("/agg/", "/agg/sets/{set}/{doc}"), "set_document");
+        assert_eq!(route_name("/agg/", "/agg/sets/{set}/"), "set_document");
+        assert_eq!(route_name("/agg/", "/agg"), "dashboard");
         assert_eq!(route_name("/agg/", "/elsewhere"), "other");
-        assert_eq!(route_name("/", "/robots.txt"), "robots");
+        assert_eq!(route_name("/agg/", "/robots.txt"), "robots");
     }
 }

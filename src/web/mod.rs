@@ -1,19 +1,22 @@
 //! The web server: Tributary as a ResourceSync Source over HTTP (axum).
 //!
 //! # Architecture
-//! One fallback handler maps a request path under the configured base URL to what
-//! [`crate::naming`] says lives there: the Source Description, set documents
-//! (`documents`), bitstreams (`bitstream`), the provenance endpoint (`provenance`) and the
-//! pages for people (`pages`); the operator's dashboard and its JSON (`dashboard`) and
-//! `/metrics` (`metrics`, whose middleware also times every request); `/robots.txt` is
-//! answered at the host root. Documents come
-//! from [`crate::publish`], always on the blocking pool, because every store call blocks.
+//! An axum [`Router`] with one route per kind of document under the base URL's path
+//! (`routes` holds the table): the Source Description and the set documents (`documents`,
+//! whose file names [`crate::naming`] parses), bitstreams (`bitstream`), the provenance
+//! endpoint (`provenance`) and the pages for people (`pages`); the operator's dashboard and
+//! its JSON (`dashboard`) and `metrics`. `/robots.txt` is answered at the host root whatever
+//! the base path, since crawlers look only there. Anything else is a 404. Documents come from
+//! [`crate::publish`], always on the blocking pool, because every store call blocks.
+//!
+//! Two layers wrap every route and the 404 alike: `metrics::track` times each request and
+//! counts it under its route's name, and every response, errors included, carries
+//! `X-Content-Type-Options: nosniff`. Routes answer GET and HEAD; other methods get 405 with
+//! `Allow`, so a later POST endpoint is one more route with its own method.
 //!
 //! Depends on `publish`, `store`, `model`, `naming` and the application-level
 //! [`crate::provenance`] (the live origin check). Must not depend on the harvester: the daemon
 //! runs both side by side over one store.
-//!
-//! Every response carries `X-Content-Type-Options: nosniff`; only GET and HEAD are served.
 
 mod bitstream;
 mod body;
@@ -25,19 +28,18 @@ mod error;
 mod metrics;
 mod pages;
 mod provenance;
+mod routes;
 
 use std::future::Future;
 use std::io;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, Method, Uri, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderValue, header};
+use axum::response::Response;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-use self::error::WebError;
 use crate::config::Settings;
 use crate::fetch::{Fetcher, FetcherOptions};
 use crate::naming::Naming;
@@ -122,10 +124,17 @@ impl WebState {
 pub fn router(state: WebState) -> Router {
     let base_path: Arc<str> = Arc::from(state.shared.base_path.as_str());
     metrics::handle();
-    Router::new()
-        .fallback(dispatch)
+    routes::table(&base_path)
+        .layer(axum::middleware::from_fn_with_state(base_path.clone(), metrics::track))
+        .layer(axum::middleware::map_response(nosniff))
         .with_state(state)
-        .layer(axum::middleware::from_fn_with_state(base_path, metrics::track))
+}
+
+/// Browsers must not guess a type for anything here, errors included: bitstreams are
+/// third-party content, and a guessed type could make one of them run as script.
+async fn nosniff(mut r: Response) -> Response {
+    r.headers_mut().insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    r
 }
 
 /// Serves until `shutdown` completes, then lets in-flight responses finish.
@@ -138,47 +147,4 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
     axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await
-}
-
-async fn dispatch(State(st): State<WebState>, method: Method, uri: Uri, headers: HeaderMap) -> Response {
-    let mut r = route(&st, &method, &uri, headers).await.unwrap_or_else(IntoResponse::into_response);
-    r.headers_mut().insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    r
-}
-
-async fn route(st: &WebState, method: &Method, uri: &Uri, headers: HeaderMap) -> Result<Response, WebError> {
-    if method != Method::GET && method != Method::HEAD {
-        return Err(WebError::MethodNotAllowed);
-    }
-    let path = uri.path();
-    if path == "/robots.txt" {
-        return Ok(pages::robots(st));
-    }
-    let not_found = || WebError::NotFound(format!("nothing is served at {path}"));
-    let rel = path.strip_prefix(st.shared.base_path.as_str()).ok_or_else(not_found)?;
-    let naming = st.shared.publisher.naming();
-    if let Some(page) = dashboard::asset(rel) {
-        return Ok(page);
-    }
-    match rel {
-        "" => dashboard::index(st).await,
-        "api/status" => dashboard::api_status(st).await,
-        "api/changes" => dashboard::api_changes(st, uri.query()).await,
-        "api/failures" => dashboard::api_failures(st, uri.query()).await,
-        "metrics" => metrics::render(st).await,
-        ".well-known/resourcesync" => documents::source_description(st).await,
-        "provenance" => provenance::provenance(st, uri.query(), &headers).await,
-        r if r.starts_with("r/") => {
-            let mut full = format!("{}{r}", naming.base());
-            if let Some(q) = uri.query() {
-                full.push('?');
-                full.push_str(q);
-            }
-            bitstream::serve(st, full, method, headers).await
-        }
-        r => match naming.parse_set_document(r) {
-            Some((set, doc)) => documents::set_document(st, set, doc, method, &headers).await,
-            None => Err(not_found()),
-        },
-    }
 }
