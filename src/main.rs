@@ -249,46 +249,17 @@ fn run_audit(args: AuditArgs, global: &Global) -> anyhow::Result<ExitCode> {
 fn run_failures(args: FailuresArgs, global: &Global) -> anyhow::Result<ExitCode> {
     let config = load_config(global, &args.sources)?;
     let store = tributary::store::Store::open_existing(&config.aggregator.data_dir)?;
-    let mut out = Vec::new();
-    for source in config.sources.iter().filter(|s| args.sources.is_empty() || args.sources.contains(&s.id)) {
-        let failing = store.failure_count(&source.id)?;
-        let listed = store.failures(&source.id).take(args.limit).collect::<Result<Vec<_>, _>>()?;
-        out.push((source.id.clone(), failing, listed));
-    }
+    let reports = config
+        .select(&args.sources)?
+        .into_iter()
+        .map(|s| store.failure_report(&s.id, args.limit))
+        .collect::<Result<Vec<_>, _>>()?;
     if args.json {
-        let json: Vec<_> = out
-            .iter()
-            .map(|(id, failing, list)| {
-                let rows: Vec<_> = list
-                    .iter()
-                    .map(|f| {
-                        serde_json::json!({
-                            "uri": f.uri, "upstream": f.upstream, "reason": f.reason, "attempts": f.attempts,
-                            "first_failed": f.first_failed.to_string(), "last_failed": f.last_failed.to_string(),
-                        })
-                    })
-                    .collect();
-                serde_json::json!({ "source": id, "failing": failing, "failures": rows })
-            })
-            .collect();
-        println!("{}", serde_json::to_string_pretty(&json)?);
+        println!("{}", serde_json::to_string_pretty(&reports)?);
     } else {
-        for (id, failing, list) in &out {
-            println!("{id}: {failing} failing");
-            for f in list {
-                let times = if f.attempts == 1 { "time" } else { "times" };
-                println!(
-                    "  {}: failed {} {times} since {}, last {}",
-                    f.upstream, f.attempts, f.first_failed, f.last_failed
-                );
-                println!("    {}", f.reason);
-            }
-            if (list.len() as u64) < *failing {
-                println!("  … and {} more (--limit)", *failing - list.len() as u64);
-            }
-        }
+        reports.iter().for_each(|r| println!("{r}"));
     }
-    Ok(if out.iter().all(|(_, n, _)| *n == 0) { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if reports.iter().all(|r| r.failing == 0) { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
 fn run_store(cmd: StoreCommand, dir: PathBuf) -> anyhow::Result<ExitCode> {
@@ -313,10 +284,7 @@ fn run_store(cmd: StoreCommand, dir: PathBuf) -> anyhow::Result<ExitCode> {
 /// fetched.
 fn load_config(global: &Global, only: &[String]) -> anyhow::Result<tributary::config::Config> {
     let config = tributary::config::Config::load(&global.config, global.data_dir.as_deref())?;
-    if let Some(unknown) = only.iter().find(|id| config.source(id).is_none()) {
-        let known: Vec<&str> = config.sources.iter().map(|s| s.id.as_str()).collect();
-        anyhow::bail!("no source {unknown:?} in {} (its sources: {})", global.config.display(), known.join(", "));
-    }
+    config.select(only).with_context(|| global.config.display().to_string())?;
     Ok(config)
 }
 
@@ -354,8 +322,7 @@ fn run_harvest(global: &Global, args: HarvestArgs) -> anyhow::Result<ExitCode> {
     })?;
     progress.finish();
     println!("{summary}");
-    let failed = summary.failed_sources().next().is_some() || summary.failed() > 0;
-    exit_durably(&store, if failed { 1 } else { 0 })
+    exit_durably(&store, if summary.succeeded() { 0 } else { 1 })
 }
 
 /// Ends a one-shot command once the store is durable, without tearing the process down.
@@ -384,7 +351,7 @@ fn run_service(global: &Global) -> anyhow::Result<ExitCode> {
     let rt = harvest_runtime()?;
     let stop = shutdown_requests(&rt)?;
     let (config, store, fetcher) = load(global, &[])?;
-    let web = web_state(&config, &store, &fetcher)?;
+    let web = tributary::web::WebState::from_config(&config, &store, &fetcher)?;
     rt.block_on(async {
         let listener = tokio::net::TcpListener::bind(config.aggregator.listen)
             .await
@@ -417,7 +384,7 @@ fn run_serve(global: &Global) -> anyhow::Result<ExitCode> {
     let stop = shutdown_requests(&rt)?;
     let config = load_config(global, &[])?;
     let store = open_store(&config)?;
-    let web = web_state(&config, &store, &Fetcher::from_config(&config)?)?;
+    let web = tributary::web::WebState::from_config(&config, &store, &Fetcher::from_config(&config)?)?;
     rt.block_on(async {
         let listener = tokio::net::TcpListener::bind(config.aggregator.listen)
             .await
@@ -426,35 +393,6 @@ fn run_serve(global: &Global) -> anyhow::Result<ExitCode> {
         tributary::web::serve(listener, web, stopped(stop)).await.context("web server")
     })?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// The publisher's view of the configuration: one set per source plus the merged sets, and
-/// each source's link policy; `&verify=1` fetches origins through `fetcher` with each source's
-/// settings.
-fn web_state(
-    config: &tributary::config::Config,
-    store: &tributary::store::Store,
-    fetcher: &Fetcher,
-) -> anyhow::Result<tributary::web::WebState> {
-    use tributary::publish::{Limits, LinkPolicies, LinkPolicy, Rollover, SetConfig};
-    let mut sets: Vec<SetConfig> = config.sources.iter().map(|s| SetConfig::source(s.id.clone())).collect();
-    sets.extend(config.sets.iter().map(|s| SetConfig::new(s.id.clone(), s.sources.clone())));
-    let policy = |s: &tributary::config::Settings| LinkPolicy {
-        keep: s.keep_links.iter().map(|r| r.to_ascii_lowercase()).collect(),
-        drop: s.drop_links.iter().map(|r| r.to_ascii_lowercase()).collect(),
-    };
-    let policies = LinkPolicies {
-        default: policy(&config.defaults),
-        per_source: config.sources.iter().map(|s| (s.id.clone(), policy(&s.settings))).collect(),
-    };
-    let naming = tributary::naming::Naming::new(&config.aggregator.base_url);
-    let checker = tributary::provenance::OriginChecker::for_config(fetcher.clone(), config);
-    let p = &config.publish;
-    let limits = Limits {
-        resource_list_entries: p.resource_list_entries,
-        change_list: Rollover { max_events: p.change_list_events, period: p.change_list_period },
-    };
-    Ok(tributary::web::WebState::new(store.clone(), naming, sets, policies, limits)?.with_origin_checker(checker))
 }
 
 fn run_provenance(args: ProvenanceArgs, global: &Global) -> anyhow::Result<ExitCode> {

@@ -92,6 +92,12 @@ impl Summary {
         self.sources.iter().map(f).sum()
     }
 
+    /// True when every source's pass ended without an error and no resource failed: what
+    /// `tributary harvest`'s exit status says (0, else 1).
+    pub fn succeeded(&self) -> bool {
+        self.failed_sources().next().is_none() && self.failed() == 0
+    }
+
     /// Resources fetched, verified and stored.
     pub fn fetched(&self) -> u64 {
         self.total(|r| r.fetched)

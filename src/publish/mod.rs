@@ -17,6 +17,7 @@
 //! (when Tributary's copy changed); the origin's times appear only on the `via` link.
 
 mod changes;
+mod configure;
 mod describe;
 mod entries;
 mod error;

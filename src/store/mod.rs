@@ -57,7 +57,7 @@ pub use failure::{Failure, FailureIter, Listing, NewFailure};
 pub use log::{Event, EventIter, SetInfo};
 pub use open::StoreOptions;
 pub use record::{NewRecord, Record, RecordIter, Via};
-pub use report::{GcReport, Problem, SetStats, Stats, VerifyReport};
+pub use report::{FailureReport, FailureRow, GcReport, Problem, SetStats, Stats, VerifyReport};
 pub use state::{DocumentValidators, HarvestState, KnownCapabilities, PassCounts, SourceState, SourceStatus};
 pub use view::{AttrView, LinkView, RawRecord, RawRecordIter, RecordView, ViaView};
 pub use writer::BlobWriter;

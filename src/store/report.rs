@@ -1,8 +1,11 @@
-//! The reports of `tributary store stats|verify|gc`: plain data for tests and the dashboard,
-//! `Display` for the terminal.
+//! The reports of `tributary store stats|verify|gc` and `tributary failures`: plain data for
+//! tests and the dashboard (`Serialize` where it serves JSON), `Display` for the terminal.
 
 use std::fmt;
 
+use serde::Serialize;
+
+use super::{Store, StoreError};
 use crate::model::W3cDateTime;
 
 /// What a store holds; see [`Store::stats`](super::Store::stats).
@@ -169,5 +172,78 @@ impl fmt::Display for GcReport {
         writeln!(f, "removed {} stray files", self.stray_files_removed)?;
         writeln!(f, "kept {} recently stored blobs not yet referenced", self.kept_fresh)?;
         writeln!(f, "rewrote {} packs that were mostly unreferenced space", self.packs_rewritten)
+    }
+}
+
+/// One source's failures as `tributary failures` and `api/failures` show them: how many there
+/// are, and the first of them in URI order. See [`Store::failure_report`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FailureReport {
+    /// The source id.
+    pub source: String,
+    /// All of the source's failures, of which `failures` holds the first ones by URI.
+    pub failing: u64,
+    /// The failures listed.
+    pub failures: Vec<FailureRow>,
+}
+
+/// One failure of a [`FailureReport`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FailureRow {
+    /// Tributary's URI for the resource.
+    pub uri: String,
+    /// The `<loc>` it was listed at.
+    pub upstream: String,
+    /// Why the last attempt failed.
+    pub reason: String,
+    /// When this run of failures began (W3C datetime).
+    pub first_failed: String,
+    /// When the last attempt failed.
+    pub last_failed: String,
+    /// Attempts that failed in a row.
+    pub attempts: u32,
+}
+
+impl fmt::Display for FailureReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {} failing", self.source, self.failing)?;
+        for r in &self.failures {
+            let times = if r.attempts == 1 { "time" } else { "times" };
+            write!(
+                f,
+                "\n  {}: failed {} {times} since {}, last {}",
+                r.upstream, r.attempts, r.first_failed, r.last_failed
+            )?;
+            write!(f, "\n    {}", r.reason)?;
+        }
+        let listed = self.failures.len() as u64;
+        if listed < self.failing {
+            write!(f, "\n  … and {} more (--limit)", self.failing - listed)?;
+        }
+        Ok(())
+    }
+}
+
+impl Store {
+    /// The failures of `source`: their number, and the first `limit` in URI order.
+    ///
+    /// # Errors
+    /// [`StoreError::Database`], or [`StoreError::Corrupt`] for an unreadable row.
+    pub fn failure_report(&self, source: &str, limit: usize) -> Result<FailureReport, StoreError> {
+        let failures = self
+            .failures(source)
+            .take(limit)
+            .map(|f| {
+                f.map(|f| FailureRow {
+                    uri: f.uri,
+                    upstream: f.upstream,
+                    reason: f.reason,
+                    first_failed: f.first_failed.to_string(),
+                    last_failed: f.last_failed.to_string(),
+                    attempts: f.attempts,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        Ok(FailureReport { source: source.to_owned(), failing: self.failure_count(source)?, failures })
     }
 }

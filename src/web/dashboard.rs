@@ -18,7 +18,7 @@ use super::WebState;
 use super::error::WebError;
 use crate::model::W3cDateTime;
 use crate::publish::Publisher;
-use crate::store::{Event, SourceState, Store, StoreError};
+use crate::store::{Event, FailureReport, SourceState, Store, StoreError};
 
 const INDEX_HTML: &str = include_str!("../../web/index.html");
 const STYLE_CSS: &str = include_str!("../../web/style.css");
@@ -283,25 +283,6 @@ pub(crate) async fn api_changes(st: &WebState, raw_query: Option<&str>) -> Resul
     Ok(json(&Changes { changes }))
 }
 
-/// One failure as `api/failures` lists it.
-#[derive(Debug, Serialize)]
-struct FailureRow {
-    uri: String,
-    upstream: String,
-    reason: String,
-    first_failed: String,
-    last_failed: String,
-    attempts: u32,
-}
-
-#[derive(Debug, Serialize)]
-struct Failures {
-    source: String,
-    /// All of the source's failures, of which `failures` holds the first `limit` by URI.
-    failing: u64,
-    failures: Vec<FailureRow>,
-}
-
 fn failure_query(raw: Option<&str>) -> Result<(String, usize), WebError> {
     let (mut source, mut limit) = (None, DEFAULT_FAILURES);
     for (k, v) in url::form_urlencoded::parse(raw.unwrap_or("").as_bytes()) {
@@ -318,26 +299,11 @@ fn failure_query(raw: Option<&str>) -> Result<(String, usize), WebError> {
     Ok((source, limit))
 }
 
-fn failures(p: &Publisher, source: &str, limit: usize) -> Result<Failures, WebError> {
+fn failures(p: &Publisher, source: &str, limit: usize) -> Result<FailureReport, WebError> {
     if !source_ids(p).iter().any(|id| id == source) {
         return Err(WebError::NotFound(format!("no source {source:?}")));
     }
-    let store = p.store();
-    let rows = store
-        .failures(source)
-        .take(limit)
-        .map(|f| {
-            f.map(|f| FailureRow {
-                uri: f.uri,
-                upstream: f.upstream,
-                reason: f.reason,
-                first_failed: f.first_failed.to_string(),
-                last_failed: f.last_failed.to_string(),
-                attempts: f.attempts,
-            })
-        })
-        .collect::<Result<Vec<_>, StoreError>>()?;
-    Ok(Failures { source: source.to_owned(), failing: store.failure_count(source)?, failures: rows })
+    Ok(p.store().failure_report(source, limit)?)
 }
 
 /// `api/failures?source=ID[&limit=N]`: the source's resources that could not be stored, why,

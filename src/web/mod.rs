@@ -40,7 +40,7 @@ use axum::response::Response;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-use crate::config::Settings;
+use crate::config::{Config, Settings};
 use crate::fetch::{Fetcher, FetcherOptions};
 use crate::naming::Naming;
 use crate::provenance::OriginChecker;
@@ -89,9 +89,24 @@ impl WebState {
         let base_path = url::Url::parse(naming.base()).map(|u| u.path().to_owned()).unwrap_or_else(|_| "/".into());
         let publisher = Publisher::new(store, naming, sets, policies, limits)?;
         let agent = concat!("Tributary/", env!("CARGO_PKG_VERSION"), " (provenance check)");
-        let fetcher = Fetcher::new(FetcherOptions::new(agent)).map_err(|e| PublishError::Config(e.to_string()))?;
+        let fetcher = Fetcher::new(FetcherOptions::new(agent))
+            .map_err(|e| PublishError::Config(crate::error::chain(&e).to_string()))?;
         let checker = OriginChecker::new(fetcher, Settings::default());
         Ok(WebState::build(Arc::new(publisher), base_path, checker))
+    }
+
+    /// The state `tributary run` and `serve` use: every set, link policy and limit of
+    /// `config`, and the live origin check fetching through `fetcher` with each source's own
+    /// settings (in `run`, the harvester's fetcher, so checks queue behind its turns).
+    ///
+    /// # Errors
+    /// As [`WebState::new`].
+    pub fn from_config(config: &Config, store: &Store, fetcher: &Fetcher) -> Result<WebState, PublishError> {
+        let naming = Naming::new(&config.aggregator.base_url);
+        let sets = SetConfig::from_config(config);
+        let state =
+            WebState::new(store.clone(), naming, sets, LinkPolicies::from_config(config), Limits::from_config(config))?;
+        Ok(state.with_origin_checker(OriginChecker::for_config(fetcher.clone(), config)))
     }
 
     fn build(publisher: Arc<Publisher>, base_path: String, checker: OriginChecker) -> WebState {
