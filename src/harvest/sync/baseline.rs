@@ -19,6 +19,7 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 use url::Url;
 
+use super::plan::{self, AfterWalk, EntryAction, after_walk};
 use crate::config::Source;
 use crate::harvest::authority::within_authority;
 use crate::harvest::commit::{self, Msg};
@@ -81,16 +82,9 @@ pub(crate) async fn baseline(
     let end = pass.walk(&mut walker, first).await;
     pass.drain(matches!(end, End::Interrupted)).await?;
     let Pass { seen, tx, mut report, .. } = pass;
-    let deletes = match &end {
-        End::Complete if source.settings.deletes => held.keys().filter(|u| !seen.contains(*u)).cloned().collect(),
-        _ => Vec::new(),
-    };
-    // A failure of a resource the complete list no longer names is over: nothing to retry.
-    let unlisted = match &end {
-        End::Complete => failing.iter().filter(|u| !seen.contains(*u)).cloned().collect(),
-        _ => Vec::new(),
-    };
-    report.complete = matches!(end, End::Complete);
+    let complete = matches!(end, End::Complete);
+    let AfterWalk { deletes, unlisted } = after_walk(complete, source.settings.deletes, &held, &failing, &seen);
+    report.complete = complete;
     report.interrupted = matches!(end, End::Interrupted);
     report.error = match end {
         End::Incomplete(e) => Some(e),
@@ -266,24 +260,27 @@ impl Pass<'_> {
             self.report.skipped += 1;
             return;
         };
-        if !self.seen.insert(listed.uri.clone()) {
-            return;
-        }
-        self.ctx.progress.listed(id);
-        if let Some(held) = self.held.get(&listed.uri).filter(|h| listed.content_held(h)) {
-            let recovered = self.failing.contains(&listed.uri).then(|| listed.uri.clone());
-            if !listed.metadata_held(held) {
-                let _ = self.tx.send(Msg::Upsert(Box::new(listed.into_record(id, held.sha256)))).await;
+        let first = self.seen.insert(listed.uri.clone());
+        let held = self.held.get(&listed.uri);
+        match plan::entry(&listed, held, self.failing.contains(&listed.uri), first) {
+            EntryAction::Repeated => {}
+            EntryAction::Held { refresh, recovered } => {
+                self.ctx.progress.listed(id);
+                let uri = recovered.then(|| listed.uri.clone());
+                if let (true, Some(held)) = (refresh, held) {
+                    let _ = self.tx.send(Msg::Upsert(Box::new(listed.into_record(id, held.sha256)))).await;
+                }
+                if let Some(uri) = uri {
+                    let _ = self.tx.send(Msg::Recovered(uri)).await;
+                }
+                self.report.unchanged += 1;
+                self.ctx.progress.resource(id, crate::harvest::report::ResourceOutcome::Unchanged, 0);
             }
-            // The upstream lists again what is held (it reverted, or a failed update is gone).
-            if let Some(uri) = recovered {
-                let _ = self.tx.send(Msg::Recovered(uri)).await;
+            EntryAction::Fetch { was_failing } => {
+                self.ctx.progress.listed(id);
+                self.spawn_fetch(listed, was_failing).await;
             }
-            self.report.unchanged += 1;
-            self.ctx.progress.resource(id, crate::harvest::report::ResourceOutcome::Unchanged, 0);
-            return;
         }
-        self.spawn_fetch(listed).await;
     }
 
     /// The entry as a resource to harvest, or `None` (with a warning) when it must be skipped.
@@ -302,11 +299,10 @@ impl Pass<'_> {
         Some(Listed::new(entry, loc, uri))
     }
 
-    async fn spawn_fetch(&mut self, listed: Listed) {
+    async fn spawn_fetch(&mut self, listed: Listed, was_failing: bool) {
         let Ok(permit) = self.sem.clone().acquire_owned().await else { return };
         let (fetcher, store, tx) = (self.ctx.fetcher.clone(), self.ctx.store.clone(), self.tx.clone());
         let (settings, id) = (Arc::clone(&self.shared.settings), Arc::clone(&self.shared.id));
-        let was_failing = self.failing.contains(&listed.uri);
         self.tasks.spawn(crate::fetch::inherit(async move {
             let _permit = permit;
             // Boxed: the fetch's state machine is several KB, and unboxed it made this task's

@@ -1,13 +1,16 @@
-//! Which way one poll synchronizes a source: a Source that offers only a Resource List is
-//! diffed against the store on every poll (`baseline`; the first time from its Resource Dump
-//! when it offers one and `dumps` is on), or followed through its Change Dump when it offers
-//! one (falling back to the diff); one that offers a Change List is
-//! baselined once — from its Resource Dump when it has one and the source's `dumps` setting
-//! is on, else from its Resource List — and then followed by its changes: first its Change
-//! Dump packages when it offers them and `dumps` is on (`change_dump_sync`, a bulk catch-up),
-//! then its Change List for the tail not packaged yet and as the fallback when the Change Dump
-//! cannot be followed (`incremental`), re-baselining when the changes no longer reach back to
-//! where Tributary stopped.
+//! The sync strategies, and the poll that chooses among them.
+//!
+//! A poll is a [`Plan`] (`plan`: which steps, in which order, and how the rest changes when
+//! a step reports back — pure, unit-tested without I/O) carried out by [`synchronize`], a
+//! short executor. The steps are the strategies:
+//! - `baseline`: walk the Resource List, fetch what is not held, delete what a complete list
+//!   no longer names (per-entry decisions in `plan::entry`);
+//! - `dump`: the same from a Resource Dump;
+//! - `incremental`: follow the Change Lists (the position rules, pure, in `changes`);
+//! - `change_dump`: catch up from a Change Dump;
+//! - `retry`: fetch again the resources recorded as failing;
+//! - [`audit`]: not a step of a poll, but the same comparison of a Source with the store,
+//!   reported instead of applied.
 //!
 //! The capabilities found by discovery are kept in the source's state, so a poll costs the
 //! conditional GETs of the documents it follows, not a rediscovery.
@@ -18,13 +21,13 @@ mod change_dump;
 mod changes;
 mod dump;
 mod incremental;
+mod plan;
 mod retry;
-
-use url::Url;
 
 use self::baseline::baseline;
 use self::change_dump::{ChangeDumpError, follow_change_dump};
-use self::incremental::{Outcome, incremental};
+use self::incremental::{Outcome as IncrementalOutcome, incremental};
+use self::plan::{Outcome, Plan, Step};
 use self::retry::retry_failures;
 use crate::config::Source;
 use crate::harvest::ctx::{Ctx, HarvestError, load_state, save_state};
@@ -33,121 +36,118 @@ use crate::harvest::document::FetchedDoc;
 use crate::harvest::report::SourceReport;
 use crate::store::{KnownCapabilities, SourceState};
 
-/// One poll of one source; see the module docs.
+/// One poll of one source: the steps [`Plan`] decides, carried out in order.
 pub(crate) async fn synchronize(
     ctx: &Ctx,
     source: &Source,
     sets: &[String],
     mut state: SourceState,
 ) -> Result<SourceReport, HarvestError> {
-    // `given`: the list the source's URL named, when discovery just fetched it; the baseline
-    // walks it instead of fetching it again.
+    // `given`: the list the source's URL named, when discovery just fetched it; the first
+    // baseline walks it instead of fetching it again.
     let (caps, mut given) = capabilities(ctx, source, &mut state).await?;
-    let Some(changes) = caps.change_list.as_deref().and_then(|u| Url::parse(u).ok()) else {
-        if !state.baselined {
-            return initial(ctx, source, sets, state, &caps, given).await;
-        }
-        // No Change List: follow the Change Dump when there is one, else (or when it cannot
-        // be followed) diff the Resource List, as on every poll of a list-only Source.
-        if let Some(dump) = change_dump_url(source, &caps) {
-            match follow_change_dump(ctx, source, sets, state.clone(), &dump).await {
-                Ok(r) => return Ok(r),
-                Err(ChangeDumpError::Harvest(e)) => return Err(e),
-                Err(e) => {
-                    tracing::warn!(
-                        source.id = %source.id, dump = %dump, error = %crate::error::chain(&e),
-                        "the Change Dump cannot be followed; re-baselining from the Resource List"
-                    );
-                    // The diff levels the store; the position restarts at the list's `at`.
-                    forget_changes(&mut state);
-                }
-            }
-        }
-        return baseline(ctx, source, sets, state, given).await;
-    };
+    let mut plan = Plan::new(&caps, state.baselined, source.settings.dumps);
+    tracing::debug!(source.id = %source.id, steps = ?plan.remaining().collect::<Vec<_>>(), "poll planned");
     let mut report = SourceReport::new(&source.id);
-    // Failed changes first (the Change List will not name them again); an initial baseline
-    // reads every resource anyway.
-    if state.baselined {
-        merge(&mut report, retry_failures(ctx, source, sets).await?);
-    }
-    // At most: a baseline, a poll that finds a gap, a re-baseline and a poll.
-    for _ in 0..2 {
-        if !state.baselined {
-            let b = initial(ctx, source, sets, state, &caps, given.take()).await?;
-            let done = b.complete && !b.interrupted && b.error.is_none();
-            merge(&mut report, b);
-            state = load_state(ctx, &source.id).await?;
-            if !done || !state.baselined {
-                return Ok(report);
-            }
+    let exec = Executor { ctx, source, sets, caps: &caps };
+    // Bounded: a plan holds a handful of steps and adds steps back at most once.
+    while let Some(step) = plan.next_step() {
+        let (outcome, part) = exec.run(&step, &mut state, &mut given).await?;
+        if let Some(part) = part {
+            merge(&mut report, part);
         }
-        if let Some(dump) = change_dump_url(source, &caps) {
-            // The Change Dump catches up in bulk; the Change List then brings the tail that is
-            // not packaged yet (resuming by datetime after the last package applied).
-            match follow_change_dump(ctx, source, sets, state.clone(), &dump).await {
-                Ok(r) => {
-                    merge(&mut report, r);
-                    state = load_state(ctx, &source.id).await?;
-                }
-                Err(ChangeDumpError::Harvest(e)) => return Err(e),
-                Err(e) => tracing::warn!(
-                    source.id = %source.id, dump = %dump, error = %crate::error::chain(&e),
-                    "the Change Dump cannot be followed; following the Change List instead"
-                ),
-            }
-        }
-        match incremental(ctx, source, sets, state.clone(), &changes).await {
-            Ok(Outcome::Done(r)) => {
-                merge(&mut report, r);
-                return Ok(report);
-            }
-            Ok(Outcome::Rebaseline(why)) => {
-                tracing::warn!(source.id = %source.id, reason = %why, "re-baselining: the Change List cannot be continued");
-                forget_changes(&mut state);
-                save_state(ctx, &source.id, state.clone()).await?;
-            }
-            Err(e) => {
-                // The Change List may have moved: discover again next time.
-                state.capabilities = None;
-                save_state(ctx, &source.id, state).await?;
-                return Err(e);
-            }
-        }
+        plan.after(&step, &outcome);
     }
     Ok(report)
 }
 
-/// The Change Dump to follow, when the Source offers one and the source uses dumps.
-fn change_dump_url(source: &Source, caps: &KnownCapabilities) -> Option<Url> {
-    caps.change_dump.as_deref().filter(|_| source.settings.dumps).and_then(|u| Url::parse(u).ok())
+/// Carries out one [`Step`] at a time; the decisions are the plan's.
+struct Executor<'a> {
+    ctx: &'a Ctx,
+    source: &'a Source,
+    sets: &'a [String],
+    caps: &'a KnownCapabilities,
 }
 
-/// The baseline of a Source that offers changes: the position starts at its `at`.
-async fn initial(
-    ctx: &Ctx,
-    source: &Source,
-    sets: &[String],
-    mut state: SourceState,
-    caps: &KnownCapabilities,
-    given: Option<FetchedDoc>,
-) -> Result<SourceReport, HarvestError> {
-    if let Some(rl) = &caps.resource_list {
-        // A 304 would end the baseline without reading the list: it must be read in full.
-        state.documents.remove(rl);
+impl Executor<'_> {
+    /// Runs `step`; `state` is the source's state as the step leaves it.
+    async fn run(
+        &self,
+        step: &Step,
+        state: &mut SourceState,
+        given: &mut Option<FetchedDoc>,
+    ) -> Result<(Outcome, Option<SourceReport>), HarvestError> {
+        let (ctx, source, sets) = (self.ctx, self.source, self.sets);
+        let (outcome, report) = match step {
+            Step::RetryFailures => (Outcome::Done, retry_failures(ctx, source, sets).await?),
+            Step::BaselineFromDump(url) => {
+                self.read_list_in_full(state);
+                match self::dump::baseline_from_dump(ctx, source, sets, state.clone(), url).await {
+                    Ok(r) => (baseline_outcome(&r), r),
+                    Err(e) => {
+                        tracing::warn!(source.id = %source.id, dump = %url, error = %crate::error::chain(&e),
+                            "the Resource Dump failed; baselining from the Resource List instead");
+                        return Ok((Outcome::Unusable, None));
+                    }
+                }
+            }
+            Step::Baseline { initial } => {
+                if *initial {
+                    self.read_list_in_full(state);
+                }
+                let r = baseline(ctx, source, sets, state.clone(), given.take()).await?;
+                (baseline_outcome(&r), r)
+            }
+            Step::ForgetChanges => {
+                forget_changes(state);
+                save_state(ctx, &source.id, state.clone()).await?;
+                return Ok((Outcome::Done, None));
+            }
+            Step::FollowChangeDump(url) => match follow_change_dump(ctx, source, sets, state.clone(), url).await {
+                Ok(r) => (Outcome::Done, r),
+                Err(ChangeDumpError::Harvest(e)) => return Err(e),
+                Err(e) => {
+                    tracing::warn!(source.id = %source.id, dump = %url, error = %crate::error::chain(&e),
+                        "the Change Dump cannot be followed; falling back to the lists");
+                    return Ok((Outcome::Unusable, None));
+                }
+            },
+            Step::FollowChangeList(url) => match incremental(ctx, source, sets, state.clone(), url).await {
+                Ok(IncrementalOutcome::Done(r)) => (Outcome::Done, r),
+                Ok(IncrementalOutcome::Rebaseline(why)) => {
+                    tracing::warn!(source.id = %source.id, reason = %why, "re-baselining: the Change List cannot be continued");
+                    return Ok((Outcome::Rebaseline, None));
+                }
+                Err(e) => {
+                    // The Change List may have moved: discover again next time.
+                    state.capabilities = None;
+                    save_state(ctx, &source.id, state.clone()).await?;
+                    return Err(e);
+                }
+            },
+        };
+        *state = load_state(ctx, &source.id).await?;
+        let incomplete = is_baseline(step) && !state.baselined;
+        Ok((if incomplete { Outcome::Incomplete } else { outcome }, Some(report)))
     }
-    if source.settings.dumps
-        && let Some(dump) = caps.resource_dump.as_deref().and_then(|u| Url::parse(u).ok())
-    {
-        match self::dump::baseline_from_dump(ctx, source, sets, state.clone(), &dump).await {
-            Ok(r) => return Ok(r),
-            Err(e) => tracing::warn!(
-                source.id = %source.id, dump = %dump, error = %crate::error::chain(&e),
-                "the Resource Dump failed; baselining from the Resource List instead"
-            ),
+
+    /// A 304 would end a baseline without reading the list, which starts the position changes
+    /// are followed from: the Resource List's validators are dropped first.
+    fn read_list_in_full(&self, state: &mut SourceState) {
+        if let Some(rl) = &self.caps.resource_list {
+            state.documents.remove(rl);
         }
     }
-    baseline(ctx, source, sets, state, given).await
+}
+
+fn is_baseline(step: &Step) -> bool {
+    matches!(step, Step::BaselineFromDump(_) | Step::Baseline { .. })
+}
+
+/// A baseline counts as done when it read the whole list, stopped for nothing and failed at
+/// nothing that ends a pass.
+fn baseline_outcome(r: &SourceReport) -> Outcome {
+    if r.complete && !r.interrupted && r.error.is_none() { Outcome::Done } else { Outcome::Incomplete }
 }
 
 /// Clears the incremental position so the next poll baselines.
