@@ -10,6 +10,7 @@ use url::Url;
 use crate::config::Settings;
 use crate::fetch::{Document, FetchError, Fetched, Fetcher, Validators};
 use crate::model::{DocumentReader, Entry, Header, ReadError, ReadOptions};
+use crate::store::DocumentValidators;
 
 /// Why discovery or an index walk failed.
 #[derive(Debug, thiserror::Error)]
@@ -136,4 +137,18 @@ pub(crate) fn wrong_kind(d: &FetchedDoc, expected: &str) -> DiscoverError {
     let found =
         d.header.as_ref().and_then(Header::kind).map_or("no ResourceSync document".to_owned(), |k| k.to_string());
     DiscoverError::WrongKind { url: d.doc.url.to_string(), expected: expected.to_owned(), found }
+}
+
+/// The fetcher's validators and the store's copy of them are two types on purpose: the store
+/// keeps what it persists free of the HTTP client. These are the one crossing between them.
+impl From<&DocumentValidators> for Validators {
+    fn from(v: &DocumentValidators) -> Validators {
+        Validators { etag: v.etag.clone(), last_modified: v.last_modified.clone() }
+    }
+}
+
+impl From<&Validators> for DocumentValidators {
+    fn from(v: &Validators) -> DocumentValidators {
+        DocumentValidators { etag: v.etag.clone(), last_modified: v.last_modified.clone() }
+    }
 }

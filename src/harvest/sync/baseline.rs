@@ -119,10 +119,7 @@ async fn open_list(
 ) -> Result<(Url, IndexWalker, Option<Entry>), HarvestError> {
     let s = &source.settings;
     if let Some(cached) = state.resource_list.as_deref().and_then(|u| Url::parse(u).ok()) {
-        let validators = state
-            .documents
-            .get(cached.as_str())
-            .map(|v| crate::fetch::Validators { etag: v.etag.clone(), last_modified: v.last_modified.clone() });
+        let validators = state.documents.get(cached.as_str()).map(crate::fetch::Validators::from);
         let mut w = IndexWalker::new(&ctx.fetcher, cached.clone(), s, WalkLimits::default())
             .conditional(validators)
             .starting_with(given);
@@ -182,7 +179,7 @@ fn update_state(state: &mut SourceState, list_url: &Url, walker: &IndexWalker, r
         state.resource_list_at =
             walker.root_header().and_then(|h| h.md.as_ref()).and_then(|md| md.at).or(state.resource_list_at);
         if let Some(v) = walker.root_validators() {
-            let dv = crate::store::DocumentValidators { etag: v.etag.clone(), last_modified: v.last_modified.clone() };
+            let dv = crate::store::DocumentValidators::from(v);
             state.documents.insert(list_url.to_string(), dv);
         }
     } else {

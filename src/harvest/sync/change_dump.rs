@@ -59,10 +59,7 @@ pub(crate) async fn follow_change_dump(
     let id = &source.id;
     let mut report = SourceReport::new(id);
     let Some(start) = state.changes_through else { return Err(ChangeDumpError::Undated) };
-    let validators = state
-        .documents
-        .get(url.as_str())
-        .map(|v| crate::fetch::Validators { etag: v.etag.clone(), last_modified: v.last_modified.clone() });
+    let validators = state.documents.get(url.as_str()).map(crate::fetch::Validators::from);
     let options = DumpOptions::new(&source.settings, Some(&source.url));
     let mut walker =
         DumpWalker::new(&ctx.fetcher, &ctx.store, url.clone(), &source.settings, options).conditional(validators);
@@ -94,7 +91,7 @@ pub(crate) async fn follow_change_dump(
         }
         // The dump read to its end: the next poll may ask for it conditionally.
         if let Some(v) = walker.root_validators() {
-            let dv = DocumentValidators { etag: v.etag.clone(), last_modified: v.last_modified.clone() };
+            let dv = DocumentValidators::from(v);
             state.documents.insert(url.to_string(), dv);
             let mut last = Batch::new();
             last.source_state(id, state);

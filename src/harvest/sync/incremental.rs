@@ -126,10 +126,7 @@ fn unchanged(source: &Source) -> SourceReport {
 }
 
 fn validators_of(state: &SourceState, url: &Url) -> Option<Validators> {
-    state
-        .documents
-        .get(url.as_str())
-        .map(|v| Validators { etag: v.etag.clone(), last_modified: v.last_modified.clone() })
+    state.documents.get(url.as_str()).map(Validators::from)
 }
 
 fn list_error(source: &Source, e: DiscoverError) -> HarvestError {
@@ -327,7 +324,7 @@ impl Poll<'_> {
         state.documents.retain(|u, _| !self.reads.iter().any(|r| r.url.as_str() == u));
         for r in &self.reads {
             if let Some(v) = &r.validators {
-                let dv = DocumentValidators { etag: v.etag.clone(), last_modified: v.last_modified.clone() };
+                let dv = DocumentValidators::from(v);
                 state.documents.insert(r.url.to_string(), dv);
             }
         }
