@@ -1,0 +1,211 @@
+//! Interop with documents no one here wrote: the Python reference implementation
+//! (`pip install resync`) builds a Source from a directory with `resync-build` — a Resource
+//! List with md5 and sha-256, a Capability List and a Source Description — which is served on
+//! 127.0.0.1 and harvested byte-identically.
+//!
+//! Without `resync` the test is skipped with a notice, except under `CI=true`, where the
+//! missing tool is a failure (CI must install it).
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use crate::support::upstream::{Reply, Upstream};
+use tributary::config::Config;
+use tributary::harvest::{Fetcher, NoProgress, harvest_once};
+use tributary::model::HashAlgorithm;
+use tributary::naming::Naming;
+use tributary::store::Store;
+
+fn resync_available() -> bool {
+    let ok = Command::new("python3").args(["-c", "import resync"]).status().is_ok_and(|s| s.success());
+    if !ok {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true but `python3 -c 'import resync'` fails: install resync"
+        );
+        eprintln!("NOTICE: skipping interop_resync: the Python `resync` package is not installed (pip install resync)");
+    }
+    ok
+}
+
+/// Files of assorted sizes (some above the store's inline limit), in nested directories.
+fn write_files(root: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    for i in 0..24u32 {
+        let dir = if i % 3 == 0 { "files/deep/er" } else { "files" };
+        let rel = format!("{dir}/item-{i}.dat");
+        let len = 10 + (i as usize * 1_777) % 20_000;
+        let body: Vec<u8> =
+            (0..len).map(|j| ((j as u32).wrapping_mul(2_654_435_761).wrapping_add(i) >> 13) as u8).collect();
+        std::fs::create_dir_all(root.join(dir)).unwrap();
+        std::fs::write(root.join(&rel), &body).unwrap();
+        out.push((rel, body));
+    }
+    out
+}
+
+fn resync_build(root: &Path, args: &[&str]) {
+    let out = Command::new("resync-build").current_dir(root).args(args).output().expect("resync-build runs");
+    assert!(out.status.success(), "resync-build {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Serves `root` by path; documents as XML.
+async fn serve(root: PathBuf) -> Upstream {
+    Upstream::start(move |hit, _| {
+        let rel = hit.path.trim_start_matches('/');
+        if rel.contains("..") {
+            return Reply::status(400);
+        }
+        match std::fs::read(root.join(rel)) {
+            Ok(body) if rel.ends_with(".xml") || rel.ends_with("resourcesync") => Reply::xml(body),
+            Ok(body) => Reply::ok(body),
+            Err(_) => Reply::status(404),
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn harvests_a_source_built_by_the_reference_implementation() {
+    if !resync_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let site = dir.path().join("site");
+    let files = write_files(&site);
+    let srv = serve(site.clone()).await;
+    let base = format!("http://{}/", srv.addr);
+    let (cl, rl) = (format!("{base}capabilitylist.xml"), format!("{base}resourcelist.xml"));
+    resync_build(
+        &site,
+        &[
+            "--write-resourcelist",
+            "--hash",
+            "md5",
+            "--hash",
+            "sha-256",
+            "--capabilitylist-link",
+            &cl,
+            "--outfile",
+            "resourcelist.xml",
+            &format!("{base}files/=files"),
+        ],
+    );
+    let sd = format!("{base}.well-known/resourcesync");
+    resync_build(
+        &site,
+        &[
+            "--write-capabilitylist",
+            &format!("resourcelist={rl}"),
+            "--sourcedescription-link",
+            &sd,
+            "--outfile",
+            "capabilitylist.xml",
+        ],
+    );
+    std::fs::create_dir_all(site.join(".well-known")).unwrap();
+    resync_build(&site, &["--write-sourcedescription", &cl, "--outfile", ".well-known/resourcesync"]);
+
+    let text = format!(
+        "[aggregator]\nbase_url = \"http://agg.example/\"\nlisten = \"127.0.0.1:9\"\ndata_dir = \"{}\"\n\
+         user_agent = \"TributaryTest/0.1 (+mailto:test@example.org)\"\n[defaults]\nrate = \"unlimited\"\n\
+         [[source]]\nid = \"py\"\nurl = \"{base}\"\nallow_private = true\n",
+        dir.path().join("store").display()
+    );
+    let config = Config::parse(&text, &dir.path().join("sources.toml"), None).unwrap();
+    let store = Store::open(&config.aggregator.data_dir).unwrap();
+    let fetcher = Fetcher::from_config(&config).unwrap();
+    let summary = harvest_once(&config, &store, &fetcher, &[], Arc::new(NoProgress)).await.unwrap();
+    assert_eq!((summary.fetched(), summary.failed()), (files.len() as u64, 0), "{summary}");
+    assert!(srv.count("/.well-known/resourcesync") >= 1, "discovered from the site root");
+
+    let naming = Naming::new(&config.aggregator.base_url);
+    for (rel, body) in &files {
+        let uri = naming.resource("py", &format!("{base}{rel}")).unwrap();
+        let rec = store.record(&uri).unwrap().unwrap_or_else(|| panic!("{rel} not stored"));
+        assert!(rec.declared.get(&HashAlgorithm::Md5).is_some() && rec.declared.get(&HashAlgorithm::Sha256).is_some());
+        let mut stored = Vec::new();
+        store.get(&rec.sha256).unwrap().read_to_end(&mut stored).unwrap();
+        assert_eq!(&stored, body, "{rel}");
+    }
+}
+
+/// Incremental: a Change List written by `resync-build --write-changelist` (no `from`, no
+/// `datetime`, changes in the tool's own order) after a baseline from its Resource List is
+/// applied exactly once: the store then equals the directory, and re-reading the list
+/// changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follows_a_change_list_built_by_the_reference_implementation() {
+    if !resync_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let site = dir.path().join("site");
+    let mut files = write_files(&site);
+    let srv = serve(site.clone()).await;
+    let base = format!("http://{}/", srv.addr);
+    let map = format!("{base}files/=files");
+    let (rl, cl) = (format!("{base}resourcelist.xml"), format!("{base}changelist.xml"));
+    resync_build(&site, &["--write-resourcelist", "--hash", "md5", "--outfile", "resourcelist.xml", &map]);
+    resync_build(&site, &["--write-changelist", "--empty", "--outfile", "changelist.xml"]);
+    let caps = format!("resourcelist={rl},changelist={cl}");
+    resync_build(&site, &["--write-capabilitylist", &caps, "--outfile", "capabilitylist.xml"]);
+
+    let text = format!(
+        "[aggregator]\nbase_url = \"http://agg.example/\"\nlisten = \"127.0.0.1:9\"\ndata_dir = \"{}\"\n\
+         user_agent = \"TributaryTest/0.1 (+mailto:test@example.org)\"\n[defaults]\nrate = \"unlimited\"\n\
+         [[source]]\nid = \"py\"\nurl = \"{base}capabilitylist.xml\"\nallow_private = true\n",
+        dir.path().join("store").display()
+    );
+    let config = Config::parse(&text, &dir.path().join("sources.toml"), None).unwrap();
+    let store = Store::open(&config.aggregator.data_dir).unwrap();
+    let fetcher = Fetcher::from_config(&config).unwrap();
+    let pass = || harvest_once(&config, &store, &fetcher, &[], Arc::new(NoProgress));
+    let first = pass().await.unwrap();
+    assert_eq!((first.fetched(), first.failed()), (files.len() as u64, 0), "{first}");
+
+    // One file updated, one deleted, one created; then the tool writes the Change List.
+    let (upd, gone) = (files[1].0.clone(), files.remove(2).0);
+    std::fs::write(site.join(&upd), b"updated content").unwrap();
+    files[1].1 = b"updated content".to_vec();
+    std::fs::remove_file(site.join(&gone)).unwrap();
+    std::fs::write(site.join("files/new.dat"), b"brand new").unwrap();
+    files.push(("files/new.dat".into(), b"brand new".to_vec()));
+    resync_build(
+        &site,
+        &[
+            "--write-changelist",
+            "--reference",
+            "resourcelist.xml",
+            "--hash",
+            "md5",
+            "--outfile",
+            "changelist.xml",
+            &map,
+        ],
+    );
+    let rl_hits = srv.count("/resourcelist.xml");
+    let second = pass().await.unwrap();
+    let r = &second.sources[0];
+    assert_eq!((r.created, r.updated, r.deleted, r.failed), (1, 1, 1, 0), "{second}");
+    assert_eq!(srv.count("/resourcelist.xml"), rl_hits, "incremental: the Resource List is not read again");
+    let third = pass().await.unwrap();
+    let r = &third.sources[0];
+    assert_eq!((r.created, r.updated, r.deleted, r.fetched), (0, 0, 0, 0), "re-read applies nothing: {third}");
+
+    let audit = tributary::harvest::audit::audit_sources(&config, &store, &[], false).await.unwrap();
+    assert!(audit[0].is_in_sync(), "ahead of the Resource List, in step with the Change List: {:?}", audit[0]);
+
+    let naming = Naming::new(&config.aggregator.base_url);
+    let gone_rec = store.record(&naming.resource("py", &format!("{base}{gone}")).unwrap()).unwrap().unwrap();
+    assert!(gone_rec.is_deleted(), "{gone} deleted");
+    for (rel, body) in &files {
+        let uri = naming.resource("py", &format!("{base}{rel}")).unwrap();
+        let rec = store.record(&uri).unwrap().unwrap_or_else(|| panic!("{rel} not stored"));
+        let mut stored = Vec::new();
+        store.get(&rec.sha256).unwrap().read_to_end(&mut stored).unwrap();
+        assert_eq!(&stored, body, "{rel}");
+    }
+}

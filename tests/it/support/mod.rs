@@ -1,0 +1,13 @@
+//! What the tests share: servers that play upstreams, Tributary's own server and process, a
+//! harvester in process, stores in temporary directories, documents written as text. One
+//! copy of each, so a fix to a helper reaches every test that uses it.
+
+pub(crate) mod harness;
+pub(crate) mod http;
+pub(crate) mod publish;
+pub(crate) mod rs;
+pub(crate) mod service;
+pub(crate) mod sim;
+pub(crate) mod store_util;
+pub(crate) mod upstream;
+pub(crate) mod zipkit;
