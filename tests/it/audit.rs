@@ -1,40 +1,18 @@
 //! Audit (spec §5.2) against a real Resource List served on 127.0.0.1 and a real store:
 //! in sync, missing, extra, changed by hash/length/lastmod, and `fetch` re-hashing.
 
-use std::num::NonZeroU32;
-use std::time::Duration;
-
+use crate::support::digest::sha256_hex;
+use crate::support::fetcher::{fetcher, settings};
+use crate::support::store::temp_store;
 use crate::support::upstream::{Reply, Upstream};
-use sha2::Digest as _;
-use tributary::config::{Rate, Settings};
 use tributary::harvest::audit::{ChangedBy, audit_source};
-use tributary::harvest::{Fetcher, FetcherOptions};
 use tributary::model::HashList;
 use tributary::naming::Naming;
-use tributary::store::{Batch, Expected, NewRecord, Store, StoreOptions, Via};
+use tributary::store::{Batch, Expected, NewRecord, Store, Via};
 use url::Url;
-
-fn settings() -> Settings {
-    Settings {
-        allow_private: true,
-        rate: Rate::Unlimited,
-        concurrency: NonZeroU32::new(4).unwrap(),
-        max_retries: 0,
-        total_timeout: Duration::from_secs(10),
-        ..Settings::default()
-    }
-}
-
-fn fetcher() -> Fetcher {
-    Fetcher::new(FetcherOptions::new("TributaryTest/0.1 (+mailto:test@example.org)")).unwrap()
-}
 
 fn naming() -> Naming {
     Naming::new(&Url::parse("http://tributary.test/").unwrap())
-}
-
-fn sha_hex(data: &[u8]) -> String {
-    hex::encode(sha2::Sha256::digest(data))
 }
 
 const LASTMOD: &str = "2024-05-01T10:00:00Z";
@@ -75,12 +53,6 @@ fn list(entries: &[(String, Option<&str>, String)]) -> String {
     s + "</urlset>\n"
 }
 
-fn temp_store() -> (tempfile::TempDir, Store) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open_with(&dir.path().join("store"), &StoreOptions::small()).unwrap();
-    (dir, store)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_kind_of_difference_is_detected() {
     let u = |p: &str| format!("http://127.0.0.1:1{p}"); // never fetched without `fetch`
@@ -93,8 +65,8 @@ async fn each_kind_of_difference_is_detected() {
     hold(&store, &u("/gone"), b"gone", true); // deleted: neither extra nor held
     hold(&store, &u("/gone-listed"), b"gl", true); // deleted but listed again: missing
     let entries = vec![
-        (u("/same"), Some(LASTMOD), format!("hash=\"sha-256:{}\" length=\"4\"", sha_hex(b"same"))),
-        (u("/hash"), None, format!("hash=\"sha-256:{}\" length=\"3\"", sha_hex(b"new"))),
+        (u("/same"), Some(LASTMOD), format!("hash=\"sha-256:{}\" length=\"4\"", sha256_hex(b"same"))),
+        (u("/hash"), None, format!("hash=\"sha-256:{}\" length=\"3\"", sha256_hex(b"new"))),
         (u("/length"), None, "length=\"5\"".to_owned()),
         (u("/lastmod"), Some("2024-05-02T10:00:00Z"), String::new()),
         (u("/missing"), None, "length=\"1\"".to_owned()),
@@ -129,7 +101,7 @@ async fn a_store_matching_its_list_is_in_sync() {
         .map(|i| {
             let data = format!("resource {i}");
             hold(&store, &u(i), data.as_bytes(), false);
-            (u(i), Some(LASTMOD), format!("hash=\"sha-256:{}\"", sha_hex(data.as_bytes())))
+            (u(i), Some(LASTMOD), format!("hash=\"sha-256:{}\"", sha256_hex(data.as_bytes())))
         })
         .collect();
     // Another source's records are not this source's extras.
@@ -169,7 +141,7 @@ async fn fetch_rehashes_instead_of_trusting_the_list() {
         hold(&store, &loc(p), b"as stored", false);
     }
     // The list agrees with the store for all three.
-    let md = format!("hash=\"sha-256:{}\"", sha_hex(b"as stored"));
+    let md = format!("hash=\"sha-256:{}\"", sha256_hex(b"as stored"));
     let entries: Vec<_> = ["/r/ok", "/r/drifted", "/r/broken"].iter().map(|p| (loc(p), None, md.clone())).collect();
     let rl = list(&entries);
     let up2 = Upstream::routes(vec![("/rl.xml", vec![Reply::xml(rl)])]).await;

@@ -3,16 +3,19 @@
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::process::{Command, Output};
+use std::process::Output;
 
+use crate::support::cli::tributary;
 use crate::support::http::{Response, Server};
+use crate::support::rs::spec_example;
 
 fn check(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tributary")).arg("check").args(args).output().unwrap()
+    tributary(&["check"]).args(args).output().unwrap()
 }
 
+/// A spec example's path, as an argument.
 fn fixture(name: &str) -> String {
-    format!("{}/tests/fixtures/spec/{name}", env!("CARGO_MANIFEST_DIR"))
+    spec_example(name).display().to_string()
 }
 
 fn stdout(o: &Output) -> String {

@@ -2,13 +2,10 @@
 //! fails before anything is fetched; `--source` picks the sources; a good configuration
 //! harvests a simulated Source and prints the summary.
 
-use std::process::Command;
-
+use crate::support::cli::run;
+use crate::support::harness::config_text;
+use crate::support::sim;
 use crate::support::upstream::{Reply, Upstream};
-
-fn tributary(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_tributary")).args(args).output().unwrap()
-}
 
 const AGGREGATOR: &str = "[aggregator]\nbase_url = \"http://agg.example/\"\nlisten = \"127.0.0.1:9\"\n\
     data_dir = \"store\"\nuser_agent = \"TributaryTest/0.1 (+mailto:test@example.org)\"\n";
@@ -16,11 +13,6 @@ const AGGREGATOR: &str = "[aggregator]\nbase_url = \"http://agg.example/\"\nlist
 /// `[[source]]` `id` at `url`, allowed to reach 127.0.0.1.
 fn source(id: &str, url: &str) -> String {
     format!("[[source]]\nid = \"{id}\"\nurl = \"{url}\"\nallow_private = true\n")
-}
-
-/// Runs the binary on a blocking thread, so the test's own upstreams keep answering.
-async fn tributary_async(args: Vec<String>) -> std::process::Output {
-    tokio::task::spawn_blocking(move || tributary(&args.iter().map(String::as_str).collect::<Vec<_>>())).await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -59,9 +51,7 @@ async fn a_bad_configuration_exits_non_zero_before_fetching() {
         // The line the error must point at: the line where `at` starts.
         let pos = text.find(at).unwrap_or_else(|| panic!("{what}: {at:?} not in the text"));
         let line = text[..pos].matches('\n').count() + 1;
-        let out =
-            tributary_async(vec!["--config".into(), cfg.display().to_string(), "harvest".into(), "--once".into()])
-                .await;
+        let out = run(&["--config", cfg.to_str().unwrap(), "harvest", "--once"]).await;
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{what}: {stderr}");
         let file_line = format!("{}:{line}:", cfg.display());
@@ -74,7 +64,7 @@ async fn a_bad_configuration_exits_non_zero_before_fetching() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn source_picks_what_is_harvested_and_an_unknown_id_fetches_nothing() {
-    let a = crate::support::sim::start(|c| c.resources = 12).await;
+    let a = sim::start(|c| c.resources = 12).await;
     let (b, c) = (Upstream::start(|_, _| Reply::status(404)).await, Upstream::start(|_, _| Reply::status(404)).await);
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("sources.toml");
@@ -86,30 +76,24 @@ async fn source_picks_what_is_harvested_and_an_unknown_id_fetches_nothing() {
     );
     std::fs::write(&cfg, text).unwrap();
     let cfg = cfg.display().to_string();
-    let args = |extra: &[&str]| {
-        let mut v: Vec<String> = vec!["--config".into(), cfg.clone(), "harvest".into()];
-        v.extend(extra.iter().map(|s| s.to_string()));
-        v
-    };
+    let args = |extra: &[&'static str]| -> Vec<&str> { [&["--config", cfg.as_str(), "harvest"], extra].concat() };
 
     // A mistyped id: nothing opened, nothing fetched, and the message names it.
-    let out = tributary_async(args(&["--source", "a", "--source", "nope"])).await;
+    let out = run(&args(&["--source", "a", "--source", "nope"])).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("no source \"nope\"") && stderr.contains("a, b, c"), "{stderr}");
     assert!(!dir.path().join("store").exists(), "a store was created for a mistyped id");
     // The other commands that take `--source` check it the same way.
     for command in ["audit", "failures"] {
-        let out =
-            tributary_async(vec!["--config".into(), cfg.clone(), command.into(), "--source".into(), "nope".into()])
-                .await;
+        let out = run(&["--config", &cfg, command, "--source", "nope"]).await;
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{command}: {stderr}");
         assert!(stderr.contains("no source \"nope\"") && stderr.contains("a, b, c"), "{command}: {stderr}");
     }
 
     // `--source a` harvests a only: b's host never hears from it.
-    let out = tributary_async(args(&["--source", "a"])).await;
+    let out = run(&args(&["--source", "a"])).await;
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.starts_with("1 sources: fetched 12, unchanged 0, failed 0, deleted 0, "), "{stdout}");
@@ -120,7 +104,7 @@ async fn source_picks_what_is_harvested_and_an_unknown_id_fetches_nothing() {
 
     // Repeated, the flag adds sources: a (its list unchanged) and c, which publishes nothing,
     // so the pass fails (exit 1) and the summary says why; b is still left alone.
-    let out = tributary_async(args(&["--source", "a", "--source", "c"])).await;
+    let out = run(&args(&["--source", "a", "--source", "c"])).await;
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(stdout.starts_with("2 sources: fetched 0, "), "{stdout}");
@@ -131,22 +115,13 @@ async fn source_picks_what_is_harvested_and_an_unknown_id_fetches_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn harvest_once_prints_a_summary() {
-    let s = crate::support::sim::start(|c| c.resources = 30).await;
+    let s = sim::start(|c| c.resources = 30).await;
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("sources.toml");
-    let text = format!(
-        "[aggregator]\nbase_url = \"http://agg.example/\"\nlisten = \"127.0.0.1:9\"\ndata_dir = \"store\"\n\
-         user_agent = \"TributaryTest/0.1 (+mailto:test@example.org)\"\n[defaults]\nrate = \"unlimited\"\n\
-         [[source]]\nid = \"a\"\nurl = \"{}\"\nallow_private = true\n",
-        s.sim.url("/.well-known/resourcesync")
-    );
-    std::fs::write(&cfg, text).unwrap();
-    let cfg = cfg.to_str().unwrap().to_owned();
-    let first = cfg.clone();
-    let out =
-        tokio::task::spawn_blocking(move || tributary(&["--config", &first, "harvest", "--source", "a", "--once"]))
-            .await
-            .unwrap();
+    let url = s.sim.url("/.well-known/resourcesync");
+    std::fs::write(&cfg, config_text(dir.path(), "", "rate = \"unlimited\"\n", &[("a", &url, "")])).unwrap();
+    let cfg = cfg.to_str().unwrap();
+    let out = run(&["--config", cfg, "harvest", "--source", "a", "--once"]).await;
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("fetched 30, unchanged 0, failed 0, deleted 0"), "{stdout}");
@@ -154,12 +129,9 @@ async fn harvest_once_prints_a_summary() {
 
     // The command exits without tearing the store down (see `exit_durably` in main.rs): what
     // it harvested must be durable and consistent, and a second pass fetches none of it again.
-    let again = cfg.clone();
-    let verify =
-        tokio::task::spawn_blocking(move || tributary(&["--config", &again, "store", "verify"])).await.unwrap();
+    let verify = run(&["--config", cfg, "store", "verify"]).await;
     assert!(verify.status.success(), "{}", String::from_utf8_lossy(&verify.stdout));
-    let out =
-        tokio::task::spawn_blocking(move || tributary(&["--config", &cfg, "harvest", "--source", "a"])).await.unwrap();
+    let out = run(&["--config", cfg, "harvest", "--source", "a"]).await;
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && stdout.contains("fetched 0,") && stdout.contains("failed 0,"), "{stdout}");
 }

@@ -18,18 +18,19 @@
 use std::collections::HashMap;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::cli;
+use crate::support::digest::md_attrs;
+use crate::support::harness::{BASE_URL, config_text};
+use crate::support::store::read_blob;
 use crate::support::upstream::{Reply, Upstream};
-use md5::{Digest as _, Md5};
-use sha2::Sha256;
 use tributary::naming::Naming;
 use tributary::store::Store;
 use url::Url;
 
 const RESOURCES: usize = 200;
-const BASE_URL: &str = "http://agg.example/";
 /// Longer than the harvester's shutdown grace (5 s), shorter than its header timeout (30 s).
 const SLOW: Duration = Duration::from_secs(8);
 
@@ -49,12 +50,7 @@ async fn upstream(slow: &'static [usize]) -> Upstream {
     );
     for i in 0..RESOURCES {
         let body = content(i);
-        list.push_str(&format!(
-            "<url><loc>/res/{i}</loc><rs:md hash=\"md5:{} sha-256:{}\" length=\"{}\"/></url>",
-            hex::encode(Md5::digest(&body)),
-            hex::encode(Sha256::digest(&body)),
-            body.len()
-        ));
+        list.push_str(&format!("<url><loc>/res/{i}</loc><rs:md {}/></url>", md_attrs(&body)));
     }
     list.push_str("</urlset>");
     Upstream::start(move |hit, n| {
@@ -72,14 +68,8 @@ async fn upstream(slow: &'static [usize]) -> Upstream {
 
 /// `sources.toml` in `dir` for one source reading `up`'s Resource List; returns its path.
 fn write_config(dir: &Path, up: &Upstream) -> PathBuf {
-    let port = crate::support::service::free_port();
-    let text = format!(
-        "[aggregator]\nbase_url = \"{BASE_URL}\"\nlisten = \"127.0.0.1:{port}\"\ndata_dir = \"store\"\n\
-         user_agent = \"TributaryTest/0.1 (+mailto:test@example.org)\"\n\
-         [defaults]\nrate = \"unlimited\"\nconcurrency = 4\npoll = \"1h\"\n\
-         [[source]]\nid = \"a\"\nurl = \"{}\"\nallow_private = true\n",
-        up.url("/rl.xml")
-    );
+    let defaults = "rate = \"unlimited\"\nconcurrency = 4\npoll = \"1h\"\n";
+    let text = config_text(dir, "", defaults, &[("a", up.url("/rl.xml").as_str(), "")]);
     let cfg = dir.join("sources.toml");
     std::fs::write(&cfg, text).unwrap();
     cfg
@@ -88,15 +78,8 @@ fn write_config(dir: &Path, up: &Upstream) -> PathBuf {
 /// `tributary --config CFG ARGS…`, stdout piped, stderr into `DIR/<log>`.
 fn spawn(cfg: &Path, args: &[&str], log: &str) -> Child {
     let log = std::fs::File::create(cfg.with_file_name(log)).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_tributary"))
-        .arg("--config")
-        .arg(cfg)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::piped())
-        .stderr(log)
-        .spawn()
-        .unwrap()
+    let mut cmd = cli::tributary(&["--config", cfg.to_str().unwrap()]);
+    cmd.args(args).stdout(Stdio::piped()).stderr(log).spawn().unwrap()
 }
 
 /// Per bitstream path, how often the upstream was asked for it.
@@ -117,23 +100,15 @@ async fn interrupt_a_third_of_the_way(up: &Upstream, child: &mut Child) {
         assert!(child.try_wait().unwrap().is_none(), "tributary exited before it was interrupted");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let sent = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
-    assert!(sent.success());
+    cli::signal(child, "INT");
 }
 
 /// Waits at most 30 s for `child` to exit (then kills it and fails); returns its status and stdout.
 async fn wait_for_exit(mut child: Child, log: &Path) -> (ExitStatus, String) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("tributary did not exit within 30 s; log:\n{}", read_log(log));
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    let Some(status) = cli::wait_for_exit(&mut child, Duration::from_secs(30)).await else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("tributary did not exit within 30 s; log:\n{}", read_log(log));
     };
     let mut stdout = String::new();
     child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
@@ -154,13 +129,8 @@ fn counts(summary: &str) -> (usize, usize, usize) {
 }
 
 /// Runs a one-shot command to completion (bounded by the test harness), off the runtime.
-async fn run_to_end(cfg: &Path, args: &'static [&'static str]) -> std::process::Output {
-    let cfg = cfg.to_owned();
-    tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_tributary")).arg("--config").arg(&cfg).args(args).output().unwrap()
-    })
-    .await
-    .unwrap()
+async fn run_to_end(cfg: &Path, args: &[&str]) -> Output {
+    cli::run(&[&["--config", cfg.to_str().unwrap()], args].concat()).await
 }
 
 /// The stored bytes of every resource equal what the upstream serves; returns how many
@@ -175,9 +145,7 @@ fn assert_store_mirrors(data_dir: &Path, up: &Upstream, expect_all: bool) -> usi
             assert!(!expect_all, "/res/{i} is not stored");
             continue;
         };
-        let mut bytes = Vec::new();
-        store.get(&rec.sha256).unwrap().read_to_end(&mut bytes).unwrap();
-        assert_eq!(bytes, content(i), "/res/{i}");
+        assert_eq!(read_blob(&store, &rec.sha256), content(i), "/res/{i}");
         stored += 1;
     }
     stored

@@ -2,34 +2,16 @@
 //! `[publish]` table shapes the served documents, SIGTERM stops the server cleanly, and the
 //! live origin check goes through the polite fetcher with the source's settings.
 
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Stdio;
+use std::time::Duration;
 
-fn tributary(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_tributary")).args(args).output().unwrap()
-}
-
-/// A port nothing listens on at the moment (the server binds it right after).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// GETs `url` until it answers 200, for at most 10 s.
-async fn wait_until_up(client: &reqwest::Client, url: &str, server: &mut Child) {
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(10) {
-        assert!(server.try_wait().unwrap().is_none(), "serve exited early");
-        if client.get(url).send().await.is_ok_and(|r| r.status().is_success()) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("{url} did not come up within 10 s");
-}
+use crate::support::cli::{self, run};
+use crate::support::net::{free_port, wait_until_ok};
+use crate::support::sim;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_honours_the_publish_table_and_provenance_verifies_politely() {
-    let s = crate::support::sim::start(|c| c.resources = 30).await;
+    let s = sim::start(|c| c.resources = 30).await;
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let cfg = dir.path().join("sources.toml");
@@ -42,20 +24,16 @@ async fn serve_honours_the_publish_table_and_provenance_verifies_politely() {
         s.sim.url("/.well-known/resourcesync")
     );
     std::fs::write(&cfg, text).unwrap();
-    let cfg = cfg.to_str().unwrap().to_owned();
-    let c = cfg.clone();
-    let out = tokio::task::spawn_blocking(move || tributary(&["--config", &c, "harvest", "--once"])).await.unwrap();
+    let cfg = cfg.to_str().unwrap();
+    let out = run(&["--config", cfg, "harvest", "--once"]).await;
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 
-    let mut server = Command::new(env!("CARGO_BIN_EXE_tributary"))
-        .args(["--config", &cfg, "serve"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut server =
+        cli::tributary(&["--config", cfg, "serve"]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
     let base = format!("http://127.0.0.1:{port}/");
-    wait_until_up(&client, &format!("{base}.well-known/resourcesync"), &mut server).await;
+    let sd = format!("{base}.well-known/resourcesync");
+    wait_until_ok(&client, &sd, &mut server, Duration::from_secs(10)).await.unwrap();
 
     let list = client.get(format!("{base}sets/a/resourcelist.xml")).send().await.unwrap().text().await.unwrap();
     assert!(list.contains("<sitemapindex"), "30 resources past a limit of 10 make an index: {list}");
@@ -69,24 +47,12 @@ async fn serve_honours_the_publish_table_and_provenance_verifies_politely() {
     assert!(first.starts_with(&format!("{base}r/a/")), "{first}");
 
     // SIGTERM: a clean stop, exit status 0, the store released for the next command.
-    let pid = server.id().to_string();
-    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-    let start = Instant::now();
-    let status = loop {
-        if let Some(st) = server.try_wait().unwrap() {
-            break st;
-        }
-        assert!(start.elapsed() < Duration::from_secs(15), "serve did not stop on SIGTERM");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    cli::signal(&server, "TERM");
+    let status = cli::wait_for_exit(&mut server, Duration::from_secs(15)).await.expect("serve stops on SIGTERM");
     assert!(status.success(), "serve exit status after SIGTERM: {status:?}");
 
     let origin = s.sim.url("/");
-    let c = cfg.clone();
-    let out =
-        tokio::task::spawn_blocking(move || tributary(&["--config", &c, "provenance", &first, "--verify", "--json"]))
-            .await
-            .unwrap();
+    let out = run(&["--config", cfg, "provenance", &first, "--verify", "--json"]).await;
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     let j: serde_json::Value = serde_json::from_str(&stdout).unwrap();

@@ -10,7 +10,8 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::service::{Service, config, free_port};
+use crate::support::net::{eventually, free_port};
+use crate::support::service::{Service, config};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
 
@@ -67,22 +68,6 @@ async fn cell(c: &Client, field: &str) -> u64 {
     text.as_str().unwrap_or("").replace(',', "").parse().unwrap_or(0)
 }
 
-/// Polls `check` every 250 ms for at most `limit`.
-async fn eventually<F, Fut>(what: &str, limit: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    panic!("timed out after {limit:?} waiting until {what}");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dashboard_in_headless_chromium() {
     let (Some(chromium), Some(chromedriver)) = (which("chromium"), which("chromedriver")) else {
@@ -125,23 +110,19 @@ async fn drive(c: &Client, s: &Service) -> Result<(), String> {
     println!("first render (navigation start → sources table filled): {rendered} ms");
 
     // Sources and counts appear, then update as the harvester applies changes.
-    eventually("the baseline's resources appear", Duration::from_secs(60), || async {
-        cell(c, "resources").await >= 40
-    })
-    .await;
+    let resources = eventually(Duration::from_secs(60), || async { cell(c, "resources").await >= 40 });
+    assert!(resources.await, "timed out waiting until the baseline's resources appear");
     let changes = cell(c, "changes").await;
-    eventually("the changes count updates live", Duration::from_secs(45), || async {
-        cell(c, "changes").await > changes
-    })
-    .await;
+    let updated = eventually(Duration::from_secs(45), || async { cell(c, "changes").await > changes });
+    assert!(updated.await, "timed out waiting until the changes count updates live");
     let sets = c.find_all(Locator::Css("#sets-body tr")).await.map_err(err)?;
     assert_eq!(sets.len(), 2, "one set per source plus the merged set");
     let cap = c.find(Locator::Css("tr[data-set='all'] a.uri")).await.map_err(err)?;
     assert!(cap.attr("href").await.map_err(err)?.unwrap_or_default().ends_with("sets/all/capabilitylist.xml"));
-    eventually("recent changes are listed", Duration::from_secs(20), || async {
+    let listed = eventually(Duration::from_secs(20), || async {
         c.find_all(Locator::Css("#changes-list li[data-seq]")).await.map(|v| !v.is_empty()).unwrap_or(false)
-    })
-    .await;
+    });
+    assert!(listed.await, "timed out waiting until recent changes are listed");
 
     // Keyboard: the first Tab reaches the skip link; the search runs with Enter.
     c.find(Locator::Css("body")).await.map_err(err)?.send_keys(TAB).await.map_err(err)?;

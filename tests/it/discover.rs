@@ -1,31 +1,11 @@
 //! Discovery (spec §6) by each route, navigation by `up` links, Capability List selection,
 //! and walking indexes: order, loops, depth, wrong kinds and truncation.
 
-use std::num::NonZeroU32;
-use std::time::Duration;
-
+use crate::support::fetcher::{fetcher, settings};
 use crate::support::rs::{resource_list, sitemapindex, urlset};
 use crate::support::upstream::{Reply, Upstream};
-use tributary::config::{Rate, Settings};
-use tributary::harvest::{
-    DiscoverError, Discovered, Fetcher, FetcherOptions, IndexWalker, Route, WalkLimits, discover,
-};
+use tributary::harvest::{DiscoverError, Discovered, IndexWalker, Route, WalkLimits, discover};
 use url::Url;
-
-fn settings() -> Settings {
-    Settings {
-        allow_private: true,
-        rate: Rate::Unlimited,
-        concurrency: NonZeroU32::new(4).unwrap(),
-        max_retries: 0,
-        total_timeout: Duration::from_secs(10),
-        ..Settings::default()
-    }
-}
-
-fn fetcher() -> Fetcher {
-    Fetcher::new(FetcherOptions::new("TributaryTest/0.1 (+mailto:test@example.org)")).unwrap()
-}
 
 /// A Source with a Source Description at the well-known URI, one Capability List (relative
 /// URIs throughout), a Resource List and a Change List.

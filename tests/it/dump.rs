@@ -1,49 +1,22 @@
 //! Resource Dumps and Change Dumps (spec §11, §13) harvested from a real HTTP server on
 //! 127.0.0.1 into a real store: good packages, change order with deletes, and hostile ZIPs.
 
-use std::io::Read;
-use std::num::NonZeroU32;
 use std::time::Duration;
 
+use crate::support::digest::sha256_id;
+use crate::support::fetcher::{fetcher, settings as default_settings};
 use crate::support::rs::urlset;
+use crate::support::store::{read_blob, temp_store};
 use crate::support::upstream::{Reply, Upstream};
 use crate::support::zipkit::{self, RawEntry, build, deflated, manifest, md_for, stored, symlink, zero_bomb};
-use sha2::Digest as _;
-use tributary::config::{Rate, Settings};
+use tributary::config::Settings;
 use tributary::harvest::dump::{Content, DumpError, DumpOptions, DumpWalker, EntryError, Package, process_dump};
-use tributary::harvest::{Fetcher, FetcherOptions};
 use tributary::model::Change;
-use tributary::store::{BlobId, Store, StoreOptions};
+use tributary::store::Store;
 
+/// The default settings, with time for the largest packages here.
 fn settings() -> Settings {
-    Settings {
-        allow_private: true,
-        rate: Rate::Unlimited,
-        concurrency: NonZeroU32::new(4).unwrap(),
-        max_retries: 0,
-        total_timeout: Duration::from_secs(20),
-        ..Settings::default()
-    }
-}
-
-fn fetcher() -> Fetcher {
-    Fetcher::new(FetcherOptions::new("TributaryTest/0.1 (+mailto:test@example.org)")).unwrap()
-}
-
-fn temp_store() -> (tempfile::TempDir, Store) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open_with(&dir.path().join("store"), &StoreOptions::small()).unwrap();
-    (dir, store)
-}
-
-fn sha(data: &[u8]) -> BlobId {
-    BlobId(sha2::Sha256::digest(data).into())
-}
-
-fn read_blob(store: &Store, id: &BlobId) -> Vec<u8> {
-    let mut out = Vec::new();
-    store.get(id).unwrap().read_to_end(&mut out).unwrap();
-    out
+    Settings { total_timeout: Duration::from_secs(20), ..default_settings() }
 }
 
 /// A test site serving a dump of capability `cap` at `/dump.xml` with `packages` at
@@ -154,7 +127,7 @@ async fn good_resource_dump_stores_every_bitstream_verified() {
     for (item, (loc, data)) in items.iter().zip(&res) {
         let Ok(Content::Stored { url, blob }) = &item.outcome else { panic!("{loc}: {:?}", item.outcome) };
         assert_eq!(url.as_str(), loc);
-        assert_eq!((blob.id, blob.length), (sha(data), data.len() as u64));
+        assert_eq!((blob.id, blob.length), (sha256_id(data), data.len() as u64));
         assert_eq!(&read_blob(&site.store, &blob.id), data);
         assert_eq!(item.media_type(), Some("text/html"));
         assert_eq!(item.change(), None);
@@ -200,7 +173,7 @@ async fn change_dump_is_applied_in_forward_chronological_order_with_deletes() {
         Ok(Content::Stored { blob, .. }) => blob.id,
         other => panic!("{other:?}"),
     };
-    assert_eq!((blob(0), blob(1), blob(3)), (sha(&v1), sha(&r9), sha(&v2)));
+    assert_eq!((blob(0), blob(1), blob(3)), (sha256_id(&v1), sha256_id(&r9), sha256_id(&v2)));
     assert!(
         matches!(&p.items[2].outcome, Ok(Content::Deleted { url }) if url.as_str() == "http://example.org/res5.tiff")
     );
@@ -241,8 +214,8 @@ async fn entry_level_failures_leave_their_siblings_alone() {
     assert!(matches!(&results[3], EntryError::UnsafePath { .. }), "{:?}", results[3]);
     assert!(matches!(&results[4], EntryError::NoPath), "{:?}", results[4]);
     // Nothing was stored for the mismatched or refused entries.
-    assert!(site.store.blob(&sha(wrong)).unwrap().is_none());
-    assert!(site.store.blob(&sha(b"../../../etc/passwd")).unwrap().is_none());
+    assert!(site.store.blob(&sha256_id(wrong)).unwrap().is_none());
+    assert!(site.store.blob(&sha256_id(b"../../../etc/passwd")).unwrap().is_none());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,13 +11,13 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use crate::support::digest::sha256_id;
+use crate::support::fetcher::{fetcher, settings};
 use crate::support::rs::urlset;
+use crate::support::store::temp_store;
 use crate::support::upstream::{Reply, Upstream};
-use sha2::Digest as _;
-use tributary::config::{Rate, Settings};
+use tributary::config::Settings;
 use tributary::harvest::dump::{Content, DumpOptions, DumpWalker};
-use tributary::harvest::{Fetcher, FetcherOptions};
-use tributary::store::{Store, StoreOptions};
 
 /// Runs `resync-build` in `dir`; `None` when it is not installed.
 fn resync_build(dir: &Path) -> Option<std::process::Output> {
@@ -57,16 +57,10 @@ async fn resource_dump_written_by_resync_is_harvested() {
     let dump = urlset("resourcedump", &[("up", "/capabilitylist.xml")], &[("/dump00000.zip", "")]);
     let up =
         Upstream::routes(vec![("/dump.xml", vec![Reply::xml(dump)]), ("/dump00000.zip", vec![Reply::ok(zip)])]).await;
-    let settings = Settings {
-        allow_private: true,
-        rate: Rate::Unlimited,
-        concurrency: NonZeroU32::new(2).unwrap(),
-        max_retries: 0,
-        total_timeout: Duration::from_secs(20),
-        ..Settings::default()
-    };
-    let store = Store::open_with(&tmp.path().join("store"), &StoreOptions::small()).unwrap();
-    let fetcher = Fetcher::new(FetcherOptions::new("TributaryTest/0.1 (+mailto:test@example.org)")).unwrap();
+    let settings =
+        Settings { concurrency: NonZeroU32::new(2).unwrap(), total_timeout: Duration::from_secs(20), ..settings() };
+    let (_store_dir, store) = temp_store();
+    let fetcher = fetcher();
     let opts = DumpOptions::new(&settings, None);
     let mut walker = DumpWalker::new(&fetcher, &store, up.url("/dump.xml"), &settings, opts);
     let package = walker.next_package().await.unwrap().expect("one package");
@@ -82,7 +76,7 @@ async fn resource_dump_written_by_resync_is_harvested() {
         .collect();
     stored.sort();
     let mut expected: Vec<(String, [u8; 32])> =
-        files.iter().map(|(n, d)| (format!("http://example.org/data/{n}"), sha2::Sha256::digest(d).into())).collect();
+        files.iter().map(|(n, d)| (format!("http://example.org/data/{n}"), sha256_id(d).0)).collect();
     expected.sort();
     assert_eq!(stored, expected);
     assert!(package.items.iter().all(|i| i.declared().0.len() == 2), "md5 and sha-256 declared and verified");

@@ -5,27 +5,22 @@ use std::io::Write;
 use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
 
+use crate::support::fetcher::{fetcher, settings as default_settings};
 use crate::support::upstream::{Reply, Upstream};
-use tributary::config::{Rate, Settings};
-use tributary::harvest::{Document, FetchError, FetchResponse, Fetched, Fetcher, FetcherOptions, Phase, Validators};
+use tributary::config::Settings;
+use tributary::harvest::{Document, FetchError, FetchResponse, Fetched, Phase, Validators};
 use url::Url;
 
+/// The default settings, with short timeouts and backoff so the faults here fail fast.
 fn settings() -> Settings {
     Settings {
-        allow_private: true,
-        rate: Rate::Unlimited,
         concurrency: NonZeroU32::new(8).unwrap(),
-        max_retries: 0,
         max_backoff: Duration::from_millis(50),
         header_timeout: Duration::from_secs(3),
         idle_timeout: Duration::from_secs(3),
         total_timeout: Duration::from_secs(15),
-        ..Settings::default()
+        ..default_settings()
     }
-}
-
-fn fetcher() -> Fetcher {
-    Fetcher::new(FetcherOptions::new("TributaryTest/0.1 (+mailto:test@example.org)")).unwrap()
 }
 
 async fn doc(url: &Url, s: &Settings) -> Result<Document, FetchError> {

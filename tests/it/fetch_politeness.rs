@@ -4,23 +4,21 @@
 use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
 
-use crate::support::upstream::{Reply, Upstream, assert_spaced};
+use crate::support::fetcher::{options, settings as default_settings};
+use crate::support::upstream::{Reply, Upstream, assert_spaced, runtime};
 use tributary::config::{Rate, Settings};
 use tributary::harvest::{Fetched, Fetcher, FetcherOptions};
 
 fn fetcher(max_hosts: usize) -> Fetcher {
-    let opts = FetcherOptions { max_hosts, ..FetcherOptions::new("TributaryTest/0.1 (+mailto:test@example.org)") };
-    Fetcher::new(opts).unwrap()
+    Fetcher::new(FetcherOptions { max_hosts, ..options() }).unwrap()
 }
 
 fn settings(rate: Rate, concurrency: u32) -> Settings {
     Settings {
-        allow_private: true,
         rate,
         concurrency: NonZeroU32::new(concurrency).unwrap(),
-        max_retries: 0,
         total_timeout: Duration::from_secs(30),
-        ..Settings::default()
+        ..default_settings()
     }
 }
 
@@ -36,12 +34,6 @@ async fn fire(f: &Fetcher, ups: &[Upstream], path: &str, n: usize, s: &Settings)
     while let Some(r) = tasks.join_next().await {
         assert!(matches!(r.unwrap(), Ok(Fetched::Modified(_))));
     }
-}
-
-/// A runtime of its own, so the servers' arrival timestamps are not delayed by the client's
-/// work on the same threads.
-fn runtime(threads: usize) -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(threads).enable_all().build().unwrap()
 }
 
 #[test]

@@ -5,10 +5,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::support::digest::{md5_hex, sha256_hex};
 use crate::support::harness::{Harness, UNLIMITED, config_text};
+use crate::support::sim::{self, RunningSim};
 use crate::support::upstream::{Reply, Upstream};
-use md5::{Digest as _, Md5};
-use sha2::Sha256;
 use tributary::simulate::ResourceInfo;
 use tributary::store::HarvestState;
 
@@ -22,20 +22,16 @@ fn harness(sources: &[(&str, String, &str)]) -> Harness {
     })
 }
 
-async fn sim(tweak: impl FnOnce(&mut tributary::simulate::SimConfig)) -> crate::support::sim::RunningSim {
-    crate::support::sim::start(tweak).await
-}
-
-fn well_known(s: &crate::support::sim::RunningSim) -> String {
+fn well_known(s: &RunningSim) -> String {
     s.sim.url("/.well-known/resourcesync")
 }
 
 /// Every resource the simulator serves is in the store, byte for byte.
-async fn assert_mirrors(h: &Harness, s: &crate::support::sim::RunningSim, resources: &[ResourceInfo]) {
+async fn assert_mirrors(h: &Harness, s: &RunningSim, resources: &[ResourceInfo]) {
     for r in resources {
         let stored = h.content("a", &r.url).unwrap_or_else(|| panic!("{} not stored", r.url));
-        assert_eq!(hex::encode(Sha256::digest(&stored)), r.sha256, "{}", r.url);
-        assert_eq!(hex::encode(Md5::digest(&stored)), r.md5, "{}", r.url);
+        assert_eq!(sha256_hex(&stored), r.sha256, "{}", r.url);
+        assert_eq!(md5_hex(&stored), r.md5, "{}", r.url);
         let (_, _, served) = s.get(&r.url).await;
         assert_eq!(stored, served, "{}", r.url);
     }
@@ -43,7 +39,7 @@ async fn assert_mirrors(h: &Harness, s: &crate::support::sim::RunningSim, resour
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn baseline_is_byte_identical_and_a_second_pass_fetches_nothing() {
-    let s = sim(|c| {
+    let s = sim::start(|c| {
         c.resources = 300;
         c.list_limit = 100; // a Resource List Index of three parts
         c.max_size = 12_000; // some bitstreams spill to files
@@ -69,7 +65,7 @@ async fn baseline_is_byte_identical_and_a_second_pass_fetches_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn changes_become_exactly_the_right_events() {
-    let s = sim(|c| c.resources = 200).await;
+    let s = sim::start(|c| c.resources = 200).await;
     let h = harness(&[("a", well_known(&s), "")]);
     h.pass().await;
     let before: HashMap<String, ResourceInfo> = s.sim.resources().into_iter().map(|r| (r.url.clone(), r)).collect();
@@ -97,7 +93,7 @@ async fn changes_become_exactly_the_right_events() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aggregator_upstream_keeps_the_origin_from_via() {
-    let s = sim(|c| {
+    let s = sim::start(|c| {
         c.resources = 20;
         c.via_origin = Some(url::Url::parse("http://origin.example/").unwrap());
     })
@@ -114,7 +110,7 @@ async fn aggregator_upstream_keeps_the_origin_from_via() {
 }
 
 fn md(body: &[u8]) -> String {
-    format!("hash=\"md5:{}\" length=\"{}\"", hex::encode(Md5::digest(body)), body.len())
+    format!("hash=\"md5:{}\" length=\"{}\"", md5_hex(body), body.len())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -193,7 +189,7 @@ async fn a_failing_source_does_not_stop_another_and_outside_uris_are_skipped() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_polls_until_shutdown_and_a_restart_fetches_nothing_again() {
-    let s = sim(|c| c.resources = 50).await;
+    let s = sim::start(|c| c.resources = 50).await;
     let h = harness(&[("a", well_known(&s), "poll = \"1h\"")]);
     let service = h.serve(&tokio::runtime::Handle::current());
     // Bounded: 200 × 50 ms.
@@ -232,7 +228,7 @@ async fn an_entrys_other_links_are_kept_as_they_came() {
          <rs:ln rel=\"memento\" href=\"http://archive.example/20240101/1\" modified=\"2024-01-01T00:00:00Z\"/>\
          </url></urlset>",
         md(&body),
-        hex::encode(Sha256::digest(&body)),
+        sha256_hex(&body),
     );
     let served = list.clone();
     let up = Upstream::start(move |hit, _| match hit.path.as_str() {

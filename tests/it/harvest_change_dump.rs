@@ -8,15 +8,13 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use crate::support::digest::sha256_hex;
+use crate::support::harness::{BASE_URL, Harness, config_text};
 use crate::support::upstream::{Reply, Upstream};
 use crate::support::zipkit;
-use tributary::config::Config;
-use tributary::harvest::{Fetcher, NoProgress, Summary, harvest_once};
+use tributary::harvest::Summary;
 use tributary::model::Change;
 use tributary::naming::Naming;
-use tributary::store::Store;
-
-const AGG: &str = "http://agg.example/";
 const T0: &str = "2024-01-01T00:00:00Z";
 
 /// What the Source serves, changed by the test between polls.
@@ -30,11 +28,6 @@ struct Site {
     changes: Vec<(String, &'static str, String)>,
     /// The Capability List offers no Change List (a Source publishing only Change Dumps).
     no_change_list: bool,
-}
-
-fn sha(data: &[u8]) -> String {
-    use sha2::Digest as _;
-    hex::encode(sha2::Sha256::digest(data))
 }
 
 fn doc(root: &str, item: &str, md: &str, items: &str) -> Vec<u8> {
@@ -68,7 +61,7 @@ fn serve(site: &Mutex<Site>, base: &str, path: &str) -> Reply {
                 .map(|(p, d)| {
                     format!(
                         "<url><loc>{base}{p}</loc><rs:md hash=\"sha-256:{}\" length=\"{}\"/></url>\n",
-                        sha(d),
+                        sha256_hex(d),
                         d.len()
                     )
                 })
@@ -132,55 +125,29 @@ fn package(site: &Site, base: &str, from: &str, until: &str, changes: &[(&str, &
     zipkit::build(&all)
 }
 
-struct Harness {
-    _dir: tempfile::TempDir,
-    config: Config,
-    store: Store,
-    fetcher: Fetcher,
+/// One source `a` following the Source's Capability List, with dumps on.
+fn harness(base: &str) -> Harness {
+    let defaults = "rate = \"unlimited\"\nconcurrency = 4\nmax_retries = 0\ntotal_timeout = \"10s\"\n";
+    let url = format!("{base}/capabilitylist.xml");
+    Harness::new(|dir| config_text(dir, "", defaults, &[("a", &url, "dumps = true")]))
 }
 
-impl Harness {
-    fn new(base: &str) -> Harness {
-        let dir = tempfile::tempdir().unwrap();
-        let text = format!(
-            "[aggregator]\nbase_url = \"{AGG}\"\nlisten = \"127.0.0.1:0\"\ndata_dir = \"{}\"\n\
-             user_agent = \"TributaryTest/0.1 (+mailto:test@example.org)\"\n\
-             [defaults]\nrate = \"unlimited\"\nconcurrency = 4\nmax_retries = 0\ntotal_timeout = \"10s\"\n\
-             [[source]]\nid = \"a\"\nurl = \"{base}/capabilitylist.xml\"\n\
-             allow_private = true\ndumps = true\n",
-            dir.path().join("store").display()
-        );
-        let config = Config::parse(&text, &dir.path().join("sources.toml"), None).unwrap();
-        let store = Store::open(&config.aggregator.data_dir).unwrap();
-        let fetcher = Fetcher::from_config(&config).unwrap();
-        Harness { _dir: dir, config, store, fetcher }
-    }
+/// One pass, which must end without a source error.
+async fn pass(h: &Harness) -> Summary {
+    let s = h.pass().await;
+    assert!(s.sources[0].error.is_none(), "{s}");
+    s
+}
 
-    async fn pass(&self) -> Summary {
-        let s = harvest_once(&self.config, &self.store, &self.fetcher, &[], Arc::new(NoProgress)).await.unwrap();
-        assert!(s.sources[0].error.is_none(), "{s}");
-        s
-    }
+/// What the store must hold for `site`: URI -> sha-256.
+fn expected(base: &str, site: &Site) -> HashMap<String, String> {
+    let naming = Naming::new(&url::Url::parse(BASE_URL).unwrap());
+    site.live.iter().map(|(p, d)| (naming.resource("a", &format!("{base}{p}")).unwrap(), sha256_hex(d))).collect()
+}
 
-    /// Live records of source `a`: URI -> sha-256.
-    fn held(&self) -> HashMap<String, String> {
-        let naming = Naming::new(&url::Url::parse(AGG).unwrap());
-        self.store
-            .records_with_prefix(&naming.resource_prefix("a"))
-            .map(Result::unwrap)
-            .filter(|r| !r.is_deleted())
-            .map(|r| (r.uri.clone(), r.sha256.to_hex()))
-            .collect()
-    }
-
-    fn expected(&self, base: &str, site: &Site) -> HashMap<String, String> {
-        let naming = Naming::new(&url::Url::parse(AGG).unwrap());
-        site.live.iter().map(|(p, d)| (naming.resource("a", &format!("{base}{p}")).unwrap(), sha(d))).collect()
-    }
-
-    fn events(&self) -> Vec<(String, Change)> {
-        self.store.events_after("a", 0).unwrap().map(Result::unwrap).map(|e| (e.uri, e.change)).collect()
-    }
+/// Source `a`'s change log, as `(uri, change)`.
+fn change_log(h: &Harness) -> Vec<(String, Change)> {
+    h.store.events_after("a", 0).unwrap().map(Result::unwrap).map(|e| (e.uri, e.change)).collect()
 }
 
 /// Serves `site` on 127.0.0.1; returns the server and its base URL (no trailing slash), which
@@ -208,10 +175,10 @@ async fn follows_change_dump_packages_applies_each_change_once_and_falls_back_to
             s.live.insert(p.into(), format!("{p} v1").into_bytes());
         }
     }
-    let h = Harness::new(&base);
-    h.pass().await;
-    assert_eq!(h.held(), h.expected(&base, &site.lock().unwrap()), "baseline");
-    assert_eq!(h.events().len(), 3);
+    let h = harness(&base);
+    pass(&h).await;
+    assert_eq!(h.live("a"), expected(&base, &site.lock().unwrap()), "baseline");
+    assert_eq!(change_log(&h).len(), 3);
 
     // Creates, updates and deletes, published only as a Change Dump package.
     {
@@ -230,10 +197,10 @@ async fn follows_change_dump_packages_applies_each_change_once_and_falls_back_to
         s.packages.push(("/cd/1.zip".into(), z, T0.into(), "2024-01-01T05:00:00Z".into()));
     }
     let hits_d = up.count("/d");
-    let second = h.pass().await;
-    assert_eq!(h.held(), h.expected(&base, &site.lock().unwrap()), "after the Change Dump: {second}");
+    let second = pass(&h).await;
+    assert_eq!(h.live("a"), expected(&base, &site.lock().unwrap()), "after the Change Dump: {second}");
     assert_eq!(up.count("/d"), hits_d, "bitstreams come from the package, not from the Source");
-    let events = h.events();
+    let events = change_log(&h);
     assert_eq!(events.len(), 3 + 4, "one event per applied change: {events:?}");
     assert_eq!(
         events[3..].iter().map(|(_, c)| *c).collect::<Vec<_>>(),
@@ -243,9 +210,9 @@ async fn follows_change_dump_packages_applies_each_change_once_and_falls_back_to
 
     // The same dump again: nothing applied twice, the package not downloaded again.
     let downloads = up.count("/cd/1.zip");
-    h.pass().await;
-    h.pass().await;
-    assert_eq!(h.events().len(), 7, "re-polling applies nothing twice");
+    pass(&h).await;
+    pass(&h).await;
+    assert_eq!(change_log(&h).len(), 7, "re-polling applies nothing twice");
     assert_eq!(up.count("/cd/1.zip"), downloads, "an applied package is passed over");
 
     // A second package: one URI changed twice in it (applied once, as its last change).
@@ -261,9 +228,9 @@ async fn follows_change_dump_packages_applies_each_change_once_and_falls_back_to
         let z = package(&s, &base, "2024-01-01T05:00:00Z", "2024-01-01T09:00:00Z", &changes);
         s.packages.push(("/cd/2.zip".into(), z, "2024-01-01T05:00:00Z".into(), "2024-01-01T09:00:00Z".into()));
     }
-    h.pass().await;
-    assert_eq!(h.held(), h.expected(&base, &site.lock().unwrap()), "second package");
-    assert_eq!(h.events().len(), 9, "{:?}", h.events());
+    pass(&h).await;
+    assert_eq!(h.live("a"), expected(&base, &site.lock().unwrap()), "second package");
+    assert_eq!(change_log(&h).len(), 9, "{:?}", change_log(&h));
 
     // A broken third package: the poll falls back to the Change List, which has the change.
     {
@@ -277,11 +244,11 @@ async fn follows_change_dump_packages_applies_each_change_once_and_falls_back_to
             "2024-01-01T11:00:00Z".into(),
         ));
     }
-    h.pass().await;
-    assert_eq!(h.held(), h.expected(&base, &site.lock().unwrap()), "fell back to the Change List");
-    assert_eq!(h.events().len(), 10);
-    h.pass().await;
-    assert_eq!(h.events().len(), 10, "nothing applied twice after the fallback");
+    pass(&h).await;
+    assert_eq!(h.live("a"), expected(&base, &site.lock().unwrap()), "fell back to the Change List");
+    assert_eq!(change_log(&h).len(), 10);
+    pass(&h).await;
+    assert_eq!(change_log(&h).len(), 10, "nothing applied twice after the fallback");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -294,9 +261,9 @@ async fn a_source_with_change_dumps_but_no_change_list_is_followed_through_its_p
             s.live.insert(p.into(), format!("{p} v1").into_bytes());
         }
     }
-    let h = Harness::new(&base);
-    h.pass().await;
-    assert_eq!(h.events().len(), 2, "baseline");
+    let h = harness(&base);
+    pass(&h).await;
+    assert_eq!(change_log(&h).len(), 2, "baseline");
     {
         let mut s = site.lock().unwrap();
         s.live.insert("/d".into(), b"/d v1".to_vec());
@@ -305,11 +272,11 @@ async fn a_source_with_change_dumps_but_no_change_list_is_followed_through_its_p
         let z = package(&s, &base, T0, "2024-01-01T03:00:00Z", &changes);
         s.packages.push(("/cd/1.zip".into(), z, T0.into(), "2024-01-01T03:00:00Z".into()));
     }
-    let second = h.pass().await;
-    assert_eq!(h.held(), h.expected(&base, &site.lock().unwrap()), "{second}");
+    let second = pass(&h).await;
+    assert_eq!(h.live("a"), expected(&base, &site.lock().unwrap()), "{second}");
     assert_eq!(up.count("/d"), 0, "the new resource came from the package, not from a Resource List diff");
-    let kinds: Vec<Change> = h.events()[2..].iter().map(|(_, c)| *c).collect();
+    let kinds: Vec<Change> = change_log(&h)[2..].iter().map(|(_, c)| *c).collect();
     assert_eq!(kinds, vec![Change::Created, Change::Deleted]);
-    h.pass().await;
-    assert_eq!(h.events().len(), 4, "re-polling applies nothing twice");
+    pass(&h).await;
+    assert_eq!(change_log(&h).len(), 4, "re-polling applies nothing twice");
 }

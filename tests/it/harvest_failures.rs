@@ -7,14 +7,15 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Output, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use crate::support::cli;
+use crate::support::digest::{md_attrs, sha256_hex};
 use crate::support::harness::Harness;
+use crate::support::net::{free_port, wait_until_ok};
 use crate::support::upstream::{Reply, Upstream};
-use md5::{Digest as _, Md5};
-use sha2::Sha256;
 use tributary::model::Change;
 
 /// What the upstream serves, changed by the tests between passes: path → body.
@@ -34,13 +35,9 @@ fn serve(site: &Site, path: &str, body: impl Into<Vec<u8>>) {
     site.lock().unwrap().insert(path.to_owned(), body.into());
 }
 
+/// `<rs:md>` declaring `body`'s digests and length.
 fn md(body: &[u8]) -> String {
-    format!(
-        "<rs:md hash=\"md5:{} sha-256:{}\" length=\"{}\"/>",
-        hex::encode(Md5::digest(body)),
-        hex::encode(Sha256::digest(body)),
-        body.len()
-    )
+    format!("<rs:md {}/>", md_attrs(body))
 }
 
 const NS: &str =
@@ -100,10 +97,6 @@ fn failure(h: &Harness, up: &Upstream, path: &str) -> Option<tributary::store::F
     h.store.failure("a", &h.uri("a", up.url(path).as_str())).unwrap()
 }
 
-fn sha(body: &[u8]) -> String {
-    hex::encode(Sha256::digest(body))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resource_that_does_not_verify_is_recorded_until_it_is_stored_or_unlisted() {
     let site: Site = Arc::default();
@@ -141,7 +134,7 @@ async fn a_resource_that_does_not_verify_is_recorded_until_it_is_stored_or_unlis
     serve(&site, "/rl.xml", resource_list(&up, &[("/a", b"A"), ("/b", b"B listed")]));
     let third = h.pass().await;
     assert_eq!((third.fetched(), third.failed()), (1, 0), "{third}");
-    assert_eq!(held(&h, &up, "/b"), Some(sha(b"B listed")));
+    assert_eq!(held(&h, &up, "/b"), Some(sha256_hex(b"B listed")));
     assert_eq!(h.store.failures("a").count(), 0, "stored, and no longer listed: both failures are over");
     assert_eq!(h.status("a").failing, 0);
     assert!(h.store.verify().unwrap().is_clean());
@@ -161,7 +154,7 @@ async fn a_failed_update_keeps_the_held_content_and_ends_when_the_list_reverts()
     serve(&site, "/rl.xml", resource_list(&up, &[("/a", b"A2")]));
     let failed = h.pass().await;
     assert_eq!(failed.failed(), 1, "{failed}");
-    assert_eq!(held(&h, &up, "/a"), Some(sha(b"A1")), "the verified copy stays");
+    assert_eq!(held(&h, &up, "/a"), Some(sha256_hex(b"A1")), "the verified copy stays");
     assert_eq!(h.status("a").failing, 1);
 
     // The Source goes back to A1: what is held is what is listed, with nothing to fetch.
@@ -192,8 +185,8 @@ async fn a_failed_change_is_retried_on_later_polls_until_it_verifies() {
     serve(&site, "/cl.xml", change_list(&up, &changes));
     let poll = h.pass().await;
     assert_eq!((poll.fetched(), poll.failed()), (1, 1), "{poll}");
-    assert_eq!(held(&h, &up, "/b"), Some(sha(b"B2")));
-    assert_eq!(held(&h, &up, "/a"), Some(sha(b"A1")));
+    assert_eq!(held(&h, &up, "/b"), Some(sha256_hex(b"B2")));
+    assert_eq!(held(&h, &up, "/a"), Some(sha256_hex(b"A1")));
     let f = failure(&h, &up, "/a").expect("the failed change is recorded");
     assert_eq!((f.attempts, f.listing.length), (1, Some(2)));
     let position = h.store.source_state("a").unwrap().unwrap().change_list_position;
@@ -210,7 +203,7 @@ async fn a_failed_change_is_retried_on_later_polls_until_it_verifies() {
     serve(&site, "/a", "A2");
     let fixed = h.pass().await;
     assert_eq!((fixed.fetched(), fixed.failed()), (1, 0), "{fixed}");
-    assert_eq!(held(&h, &up, "/a"), Some(sha(b"A2")));
+    assert_eq!(held(&h, &up, "/a"), Some(sha256_hex(b"A2")));
     assert!(failure(&h, &up, "/a").is_none());
     assert_eq!(h.status("a").failing, 0);
     let last = h.store.events_after("a", 0).unwrap().map(Result::unwrap).last().unwrap();
@@ -241,13 +234,16 @@ async fn a_later_change_supersedes_a_recorded_failure() {
     serve(&site, "/cl.xml", change_list(&up, &changes));
     let poll = h.pass().await;
     assert_eq!(poll.fetched(), 1, "{poll}");
-    assert_eq!(held(&h, &up, "/a"), Some(sha(b"A3")));
+    assert_eq!(held(&h, &up, "/a"), Some(sha256_hex(b"A3")));
     assert!(failure(&h, &up, "/a").is_none(), "the later change ended the failure");
     assert_eq!(h.status("a").failing, 0);
 }
 
-fn tributary(dir: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_tributary")).current_dir(dir).args(args).env_remove("RUST_LOG").output().unwrap()
+/// `tributary ARGS…` in `dir`, where `sources.toml` is, run to its end off the runtime.
+async fn tributary(dir: &Path, args: &[&str]) -> Output {
+    let mut cmd = cli::tributary(args);
+    cmd.current_dir(dir);
+    cli::finish(cmd).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -263,57 +259,31 @@ async fn operators_see_failures_from_the_command_line_and_the_api() {
     let (_dir, config) = h.close(); // one process at a time: the binary opens the store next
     let dir = config.parent().unwrap().to_owned();
 
-    let out = tokio::task::spawn_blocking({
-        let dir = dir.clone();
-        move || tributary(&dir, &["failures"])
-    })
-    .await
-    .unwrap();
+    let out = tributary(&dir, &["failures"]).await;
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "failures exist: exit 1\n{text}");
     assert!(text.contains("a: 1 failing") && text.contains(up.url("/b").as_str()), "{text}");
     assert!(text.contains("failed 1 time since") && text.contains("was declared"), "{text}");
-    let out = tokio::task::spawn_blocking({
-        let dir = dir.clone();
-        move || tributary(&dir, &["failures", "--json", "--source", "a"])
-    })
-    .await
-    .unwrap();
+    let out = tributary(&dir, &["failures", "--json", "--source", "a"]).await;
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json[0]["failing"], 1);
     assert_eq!(json[0]["failures"][0]["upstream"], up.url("/b").as_str());
-    let unknown = tokio::task::spawn_blocking({
-        let dir = dir.clone();
-        move || tributary(&dir, &["failures", "--source", "nope"])
-    })
-    .await
-    .unwrap();
+    let unknown = tributary(&dir, &["failures", "--source", "nope"]).await;
     assert_eq!(unknown.status.code(), Some(2), "an unknown source is a usage error");
 
     // `serve` answers api/failures and counts the failing resources in api/status.
-    let port = crate::support::service::free_port();
+    let port = free_port();
     let cfg = std::fs::read_to_string(dir.join("sources.toml"))
         .unwrap()
-        .replace("listen = \"127.0.0.1:9\"", &format!("listen = \"127.0.0.1:{port}\""));
+        .replace("listen = \"127.0.0.1:0\"", &format!("listen = \"127.0.0.1:{port}\""));
     let cfg = cfg.replace("base_url = \"http://agg.example/\"", &format!("base_url = \"http://127.0.0.1:{port}/\""));
     std::fs::write(dir.join("sources.toml"), cfg).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tributary"))
-        .current_dir(&dir)
-        .arg("serve")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child =
+        cli::tributary(&["serve"]).current_dir(&dir).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     let client = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().unwrap();
     let base = format!("http://127.0.0.1:{port}/");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let failures = loop {
-        if let Ok(r) = client.get(format!("{base}api/failures?source=a")).send().await {
-            break r;
-        }
-        assert!(Instant::now() < deadline, "tributary serve did not answer within 30 s");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    wait_until_ok(&client, &format!("{base}api/status"), &mut child, Duration::from_secs(30)).await.unwrap();
+    let failures = client.get(format!("{base}api/failures?source=a")).send().await.unwrap();
     assert_eq!(failures.status(), 200);
     let body: serde_json::Value = serde_json::from_slice(&failures.bytes().await.unwrap()).unwrap();
     assert_eq!(body["failing"], 1);

@@ -14,15 +14,15 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::support::digest::sha256_hex;
 use crate::support::harness::Harness;
 use crate::support::rs;
 use crate::support::upstream::{Hit, Reply, Upstream};
-use sha2::{Digest as _, Sha256};
 use tributary::harvest::SourceReport;
 use tributary::store::HarvestState;
 
 /// One source `a` at `url` with `extra` TOML keys, rate limits lifted and no transport
-/// retries (`crate::support::harness::UNLIMITED`), so every request a test counts is one the harvester chose to make.
+/// retries (`support::harness::UNLIMITED`), so every request a test counts is one the harvester chose to make.
 fn harness(url: impl Into<String>, extra: &str) -> Harness {
     Harness::sources(&[("a", &url.into(), extra)])
 }
@@ -48,7 +48,7 @@ impl Table {
 
 /// `hash` and `length` attributes for `body`.
 fn declared(body: &[u8]) -> String {
-    format!("hash=\"sha-256:{}\" length=\"{}\"", hex::encode(Sha256::digest(body)), body.len())
+    format!("hash=\"sha-256:{}\" length=\"{}\"", sha256_hex(body), body.len())
 }
 
 /// One `<url>` entry: `<loc>`, optional `<lastmod>`, `rs:md` attributes and raw inner XML.

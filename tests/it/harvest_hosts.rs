@@ -4,18 +4,17 @@
 //! show that each host's rate limit and concurrency cap held with 50 hosts at once, and that
 //! `[aggregator] max_concurrent_sources` bounds how many upstreams are busy at the same time.
 //!
-//! tests/fetch_politeness.rs proves the same limits on the fetcher alone; this file proves
+//! `fetch_politeness` proves the same limits on the fetcher alone; this file proves
 //! the harvester routes every request of a pass (robots.txt, discovery, the lists and the
 //! bitstreams) through them.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support::digest::{md5_hex, sha256_hex};
 use crate::support::harness::{Harness, config_text};
 use crate::support::rs::urlset;
-use crate::support::upstream::{Hit, Reply, Upstream, assert_spaced};
-use md5::{Digest as _, Md5};
-use sha2::Sha256;
+use crate::support::upstream::{Hit, Reply, Upstream, assert_spaced, runtime};
 
 /// Bitstreams each Source lists.
 const RESOURCES: usize = 6;
@@ -52,8 +51,8 @@ fn resource_list(base: &str, bodies: &[Vec<u8>]) -> String {
          <rs:md capability=\"resourcelist\" at=\"2024-01-01T00:00:00Z\"/>\n"
     );
     for (i, body) in bodies.iter().enumerate() {
-        let md5 = format!("md5:{}", hex::encode(Md5::digest(body)));
-        let sha = format!("sha-256:{}", hex::encode(Sha256::digest(body)));
+        let md5 = format!("md5:{}", md5_hex(body));
+        let sha = format!("sha-256:{}", sha256_hex(body));
         let hash = match i % 3 {
             0 => md5,
             1 => sha,
@@ -91,10 +90,6 @@ fn start(rt: &tokio::runtime::Runtime, hosts: usize, delay: Duration) -> Vec<(Up
         }
         ups
     })
-}
-
-fn runtime(threads: usize) -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(threads).enable_all().build().unwrap()
 }
 
 fn id(host: usize) -> String {

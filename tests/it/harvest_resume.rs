@@ -11,59 +11,26 @@
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tributary::config::Config;
-use tributary::harvest::{Fetcher, NoProgress, Summary, harvest_once};
+use crate::support::cli;
+use crate::support::harness::{BASE_URL, Harness, UNLIMITED, config_text, live_records};
+use crate::support::rng::Rng;
+use crate::support::sim;
 use tributary::model::Change;
 use tributary::naming::Naming;
 use tributary::simulate::{ClockMode, Rollover, Simulator};
 use tributary::store::Store;
 
-const AGG: &str = "http://agg.example/";
-
-fn config_text(dir: &Path, url: &str, extra: &str) -> String {
-    format!(
-        "[aggregator]\nbase_url = \"{AGG}\"\nlisten = \"127.0.0.1:0\"\ndata_dir = \"{}\"\n\
-         user_agent = \"TributaryTest/0.1 (+mailto:test@example.org)\"\n\
-         [defaults]\nrate = \"unlimited\"\nconcurrency = 8\nmax_retries = 0\ntotal_timeout = \"10s\"\n\
-         [[source]]\nid = \"a\"\nurl = \"{url}\"\nallow_private = true\n{extra}\n",
-        dir.join("store").display()
-    )
-}
-
-struct Harness {
-    _dir: tempfile::TempDir,
-    config: Config,
-    store: Store,
-    fetcher: Fetcher,
-}
-
-impl Harness {
-    fn new(url: &str, extra: &str) -> Harness {
-        let dir = tempfile::tempdir().unwrap();
-        let config =
-            Config::parse(&config_text(dir.path(), url, extra), &dir.path().join("sources.toml"), None).unwrap();
-        let store = Store::open(&config.aggregator.data_dir).unwrap();
-        let fetcher = Fetcher::from_config(&config).unwrap();
-        Harness { _dir: dir, config, store, fetcher }
-    }
-
-    async fn pass(&self) -> Summary {
-        harvest_once(&self.config, &self.store, &self.fetcher, &[], Arc::new(NoProgress)).await.unwrap()
-    }
+/// One source `a` at `url` with `extra` keys, rate limits lifted.
+fn harness(url: &str, extra: &str) -> Harness {
+    Harness::new(|dir| config_text(dir, "", UNLIMITED, &[("a", url, extra)]))
 }
 
 /// Every difference between the store's live records of source `a` and the Source.
 fn differences(store: &Store, sim: &Simulator) -> Vec<String> {
-    let naming = Naming::new(&url::Url::parse(AGG).unwrap());
-    let mut held: HashMap<String, String> = store
-        .records_with_prefix(&naming.resource_prefix("a"))
-        .map(Result::unwrap)
-        .filter(|r| !r.is_deleted())
-        .map(|r| (r.uri.clone(), r.sha256.to_hex()))
-        .collect();
+    let naming = Naming::new(&url::Url::parse(BASE_URL).unwrap());
+    let mut held = live_records(store, "a");
     let mut out = Vec::new();
     for r in sim.resources() {
         let uri = naming.resource("a", &r.url).unwrap();
@@ -100,26 +67,19 @@ fn assert_log_consistent(store: &Store, set: &str) -> usize {
             live.insert(e.uri.clone(), sha);
         }
     }
-    let naming = Naming::new(&url::Url::parse(AGG).unwrap());
-    let stored: HashMap<String, String> = store
-        .records_with_prefix(&naming.resource_prefix("a"))
-        .map(Result::unwrap)
-        .filter(|r| !r.is_deleted())
-        .map(|r| (r.uri.clone(), r.sha256.to_hex()))
-        .collect();
-    assert_eq!(live, stored, "replaying the change log must give the store");
+    assert_eq!(live, live_records(store, "a"), "replaying the change log must give the store");
     n
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn follows_the_change_list_index_across_rollovers_and_rebaselines_after_a_gap() {
-    let s = crate::support::sim::start(|c| {
+    let s = sim::start(|c| {
         c.resources = 120;
         c.rollover = Rollover { count: Some(10), period: None };
         c.keep_closed_lists = 3;
     })
     .await;
-    let h = Harness::new(&s.sim.url("/.well-known/resourcesync"), "");
+    let h = harness(&s.sim.url("/.well-known/resourcesync"), "");
     let first = h.pass().await;
     assert_eq!((first.fetched(), first.failed()), (120, 0), "{first}");
     let state = h.store.source_state("a").unwrap().unwrap();
@@ -150,13 +110,13 @@ async fn follows_the_change_list_index_across_rollovers_and_rebaselines_after_a_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn baselines_from_a_resource_dump_then_follows_changes() {
-    let s = crate::support::sim::start(|c| {
+    let s = sim::start(|c| {
         c.resources = 150;
         c.dump = true;
         c.max_size = 12_000;
     })
     .await;
-    let h = Harness::new(&s.sim.url("/.well-known/resourcesync"), "dumps = true");
+    let h = harness(&s.sim.url("/.well-known/resourcesync"), "dumps = true");
     let first = h.pass().await;
     assert_eq!((first.fetched(), first.failed()), (150, 0), "{first}");
     assert_eq!(differences(&h.store, &s.sim), Vec::<String>::new());
@@ -167,25 +127,11 @@ async fn baselines_from_a_resource_dump_then_follows_changes() {
     assert_log_consistent(&h.store, "a");
 }
 
-/// A small xorshift generator: reproducible without a dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn between(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next() % (hi - lo)
-    }
-}
-
+/// `tributary --config CFG ARGS…`, logging warnings only, into a pipe that
+/// [`harvest_to_the_end`] reads (and the killed runs drop).
 fn tributary(cfg: &Path, args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_tributary"));
-    c.arg("--config").arg(cfg).args(args).env("RUST_LOG", "warn").stdout(Stdio::null()).stderr(Stdio::piped());
+    let mut c = cli::tributary(&["--config", cfg.to_str().unwrap()]);
+    c.args(args).env("RUST_LOG", "warn").stdout(Stdio::null()).stderr(Stdio::piped());
     c
 }
 
@@ -199,8 +145,8 @@ async fn survives_sigkill_at_random_moments() {
     const KILLS: usize = 55;
     let seed: u64 = std::env::var("TRIBUTARY_RESUME_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_2026);
     eprintln!("survives_sigkill_at_random_moments: seed {seed} (TRIBUTARY_RESUME_SEED reproduces)");
-    let mut rng = Rng(seed | 1);
-    let s = crate::support::sim::start(|c| {
+    let mut rng = Rng::new(seed);
+    let s = sim::start(|c| {
         c.resources = 200;
         c.change_rate_per_sec = 40.0;
         c.rollover = Rollover { count: Some(30), period: None };
@@ -211,7 +157,8 @@ async fn survives_sigkill_at_random_moments() {
     .await;
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("sources.toml");
-    let text = config_text(dir.path(), &s.sim.url("/.well-known/resourcesync"), "poll = \"300ms\"");
+    let url = s.sim.url("/.well-known/resourcesync");
+    let text = config_text(dir.path(), "", UNLIMITED, &[("a", &url, "poll = \"300ms\"")]);
     std::fs::write(&cfg, text).unwrap();
     let ticker = s.sim.start_ticking();
     let started = Instant::now();

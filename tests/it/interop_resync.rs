@@ -6,17 +6,17 @@
 //! Without `resync` the test is skipped with a notice, except under `CI=true`, where the
 //! missing tool is a failure (CI must install it).
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Arc;
 
+use crate::support::harness::{Harness, config_text};
 use crate::support::upstream::{Reply, Upstream};
-use tributary::config::Config;
-use tributary::harvest::{Fetcher, NoProgress, harvest_once};
 use tributary::model::HashAlgorithm;
-use tributary::naming::Naming;
-use tributary::store::Store;
+
+/// One source `py` at `url`, without a rate limit.
+fn harness(url: &str) -> Harness {
+    Harness::new(|dir| config_text(dir, "", "rate = \"unlimited\"\n", &[("py", url, "")]))
+}
 
 fn resync_available() -> bool {
     let ok = Command::new("python3").args(["-c", "import resync"]).status().is_ok_and(|s| s.success());
@@ -108,27 +108,16 @@ async fn harvests_a_source_built_by_the_reference_implementation() {
     std::fs::create_dir_all(site.join(".well-known")).unwrap();
     resync_build(&site, &["--write-sourcedescription", &cl, "--outfile", ".well-known/resourcesync"]);
 
-    let text = format!(
-        "[aggregator]\nbase_url = \"http://agg.example/\"\nlisten = \"127.0.0.1:9\"\ndata_dir = \"{}\"\n\
-         user_agent = \"TributaryTest/0.1 (+mailto:test@example.org)\"\n[defaults]\nrate = \"unlimited\"\n\
-         [[source]]\nid = \"py\"\nurl = \"{base}\"\nallow_private = true\n",
-        dir.path().join("store").display()
-    );
-    let config = Config::parse(&text, &dir.path().join("sources.toml"), None).unwrap();
-    let store = Store::open(&config.aggregator.data_dir).unwrap();
-    let fetcher = Fetcher::from_config(&config).unwrap();
-    let summary = harvest_once(&config, &store, &fetcher, &[], Arc::new(NoProgress)).await.unwrap();
+    let h = harness(&base);
+    let summary = h.pass().await;
     assert_eq!((summary.fetched(), summary.failed()), (files.len() as u64, 0), "{summary}");
     assert!(srv.count("/.well-known/resourcesync") >= 1, "discovered from the site root");
 
-    let naming = Naming::new(&config.aggregator.base_url);
     for (rel, body) in &files {
-        let uri = naming.resource("py", &format!("{base}{rel}")).unwrap();
-        let rec = store.record(&uri).unwrap().unwrap_or_else(|| panic!("{rel} not stored"));
+        let url = format!("{base}{rel}");
+        let rec = h.record("py", &url).unwrap_or_else(|| panic!("{rel} not stored"));
         assert!(rec.declared.get(&HashAlgorithm::Md5).is_some() && rec.declared.get(&HashAlgorithm::Sha256).is_some());
-        let mut stored = Vec::new();
-        store.get(&rec.sha256).unwrap().read_to_end(&mut stored).unwrap();
-        assert_eq!(&stored, body, "{rel}");
+        assert_eq!(h.content("py", &url).as_ref(), Some(body), "{rel}");
     }
 }
 
@@ -153,17 +142,8 @@ async fn follows_a_change_list_built_by_the_reference_implementation() {
     let caps = format!("resourcelist={rl},changelist={cl}");
     resync_build(&site, &["--write-capabilitylist", &caps, "--outfile", "capabilitylist.xml"]);
 
-    let text = format!(
-        "[aggregator]\nbase_url = \"http://agg.example/\"\nlisten = \"127.0.0.1:9\"\ndata_dir = \"{}\"\n\
-         user_agent = \"TributaryTest/0.1 (+mailto:test@example.org)\"\n[defaults]\nrate = \"unlimited\"\n\
-         [[source]]\nid = \"py\"\nurl = \"{base}capabilitylist.xml\"\nallow_private = true\n",
-        dir.path().join("store").display()
-    );
-    let config = Config::parse(&text, &dir.path().join("sources.toml"), None).unwrap();
-    let store = Store::open(&config.aggregator.data_dir).unwrap();
-    let fetcher = Fetcher::from_config(&config).unwrap();
-    let pass = || harvest_once(&config, &store, &fetcher, &[], Arc::new(NoProgress));
-    let first = pass().await.unwrap();
+    let h = harness(&format!("{base}capabilitylist.xml"));
+    let first = h.pass().await;
     assert_eq!((first.fetched(), first.failed()), (files.len() as u64, 0), "{first}");
 
     // One file updated, one deleted, one created; then the tool writes the Change List.
@@ -187,25 +167,22 @@ async fn follows_a_change_list_built_by_the_reference_implementation() {
         ],
     );
     let rl_hits = srv.count("/resourcelist.xml");
-    let second = pass().await.unwrap();
+    let second = h.pass().await;
     let r = &second.sources[0];
     assert_eq!((r.created, r.updated, r.deleted, r.failed), (1, 1, 1, 0), "{second}");
     assert_eq!(srv.count("/resourcelist.xml"), rl_hits, "incremental: the Resource List is not read again");
-    let third = pass().await.unwrap();
+    let third = h.pass().await;
     let r = &third.sources[0];
     assert_eq!((r.created, r.updated, r.deleted, r.fetched), (0, 0, 0, 0), "re-read applies nothing: {third}");
 
-    let audit = tributary::harvest::audit::audit_sources(&config, &store, &[], false).await.unwrap();
+    let audit = tributary::harvest::audit::audit_sources(&h.config, &h.store, &[], false).await.unwrap();
     assert!(audit[0].is_in_sync(), "ahead of the Resource List, in step with the Change List: {:?}", audit[0]);
 
-    let naming = Naming::new(&config.aggregator.base_url);
-    let gone_rec = store.record(&naming.resource("py", &format!("{base}{gone}")).unwrap()).unwrap().unwrap();
+    let gone_rec = h.record("py", &format!("{base}{gone}")).unwrap();
     assert!(gone_rec.is_deleted(), "{gone} deleted");
     for (rel, body) in &files {
-        let uri = naming.resource("py", &format!("{base}{rel}")).unwrap();
-        let rec = store.record(&uri).unwrap().unwrap_or_else(|| panic!("{rel} not stored"));
-        let mut stored = Vec::new();
-        store.get(&rec.sha256).unwrap().read_to_end(&mut stored).unwrap();
-        assert_eq!(&stored, body, "{rel}");
+        let url = format!("{base}{rel}");
+        assert!(h.record("py", &url).is_some(), "{rel} not stored");
+        assert_eq!(h.content("py", &url).as_ref(), Some(body), "{rel}");
     }
 }

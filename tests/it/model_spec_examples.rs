@@ -2,17 +2,12 @@
 //! `tests/fixtures/spec/`: each parses, validates with the expected result, and round-trips
 //! (read → write → read gives the same model).
 
-use std::path::PathBuf;
-
+use crate::support::rs::spec_example;
 use tributary::model::discovery::{html_link_targets, link_header_targets, robots_sitemaps};
 use tributary::model::{Change, Document, DocumentKind as K, ReadOptions, Severity, read_document, to_bytes, validate};
 
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/spec").join(name)
-}
-
 fn load(n: u32) -> (Document, Vec<tributary::model::Diagnostic>) {
-    let path = fixture(&format!("example-{n:02}.xml"));
+    let path = spec_example(&format!("example-{n:02}.xml"));
     let bytes = std::fs::read(&path).unwrap();
     let (doc, mut diags) = read_document(&bytes, ReadOptions::named(path.display().to_string()))
         .unwrap_or_else(|e| panic!("example {n} failed to read: {e}"));
@@ -89,7 +84,7 @@ fn every_xml_example_round_trips() {
 
 #[test]
 fn all_thirty_three_examples_are_present() {
-    let names: Vec<_> = std::fs::read_dir(fixture("")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let names: Vec<_> = std::fs::read_dir(spec_example("")).unwrap().map(|e| e.unwrap().file_name()).collect();
     for n in 1..=33 {
         let prefix = format!("example-{n:02}.");
         assert!(names.iter().any(|f| f.to_string_lossy().starts_with(&prefix)), "example {n} missing");
@@ -119,13 +114,13 @@ fn example_24_keeps_mirror_priorities_and_example_33_keeps_the_origin_via() {
 
 #[test]
 fn discovery_examples_9_to_11() {
-    let html = std::fs::read_to_string(fixture("example-09.html")).unwrap();
+    let html = std::fs::read_to_string(spec_example("example-09.html")).unwrap();
     assert_eq!(html_link_targets(&html, "resourcesync"), ["http://www.example.com/dataset1/capabilitylist.xml"]);
-    let http = std::fs::read_to_string(fixture("example-10.http")).unwrap();
+    let http = std::fs::read_to_string(spec_example("example-10.http")).unwrap();
     // Unfold the header as an HTTP parser would, then read the Link value.
     let unfolded = http.replace("\n      ", " ");
     let link = unfolded.lines().find_map(|l| l.strip_prefix("Link:")).unwrap();
     assert_eq!(link_header_targets(link, "resourcesync"), ["http://www.example.com/dataset1/capabilitylist.xml"]);
-    let robots = std::fs::read_to_string(fixture("example-11.txt")).unwrap();
+    let robots = std::fs::read_to_string(spec_example("example-11.txt")).unwrap();
     assert_eq!(robots_sitemaps(&robots), ["http://example.com/dataset1/resourcelist.xml"]);
 }

@@ -4,13 +4,14 @@
 
 use std::time::Duration;
 
-use crate::support::service::{Service, config, free_port, parse_metrics, value};
+use crate::support::net::free_port;
+use crate::support::service::{Sample, Service, config, parse_metrics, value};
 
 fn sources(status: &serde_json::Value) -> &Vec<serde_json::Value> {
     status["sources"].as_array().unwrap()
 }
 
-async fn metrics(s: &Service) -> Vec<crate::support::service::Sample> {
+async fn metrics(s: &Service) -> Vec<Sample> {
     let (code, headers, text) = s.get("metrics").await;
     assert_eq!(code, 200);
     assert!(headers["content-type"].to_str().unwrap().starts_with("text/plain"), "{headers:?}");
@@ -99,7 +100,7 @@ async fn run_serves_dashboard_api_and_metrics_then_stops_and_resumes() {
 
     // SIGTERM: a clean stop (exit 0); running again resumes from the store.
     let held = s.json("api/status").await["sources"][0]["resources"].as_u64().unwrap();
-    assert!(s.terminate().success(), "{}", s.log());
+    assert!(s.terminate().await.success(), "{}", s.log());
     assert!(s.log().contains("harvester stopped"));
     assert_eq!(s.log().matches("shutdown requested").count(), 1, "one signal, one line: {}", s.log());
     drop(s);
@@ -116,7 +117,7 @@ async fn log_json_and_rust_log_filtering() {
     let mut s = Service::start(dir.path(), &cfg, &["--log-json"], &[("RUST_LOG", "info,tributary::web=warn")]).await;
     s.wait_until("a pass is logged", Duration::from_secs(30), |s| async move { s.log().contains("source harvested") })
         .await;
-    assert!(s.terminate().success());
+    assert!(s.terminate().await.success());
     let log = s.log();
     for line in log.lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
@@ -129,6 +130,6 @@ async fn log_json_and_rust_log_filtering() {
     let dir = tempfile::tempdir().unwrap();
     let mut quiet = Service::start(dir.path(), &cfg, &[], &[("RUST_LOG", "warn")]).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(quiet.terminate().success());
+    assert!(quiet.terminate().await.success());
     assert!(!quiet.log().contains("INFO"), "RUST_LOG=warn still logged info lines:\n{}", quiet.log());
 }

@@ -2,7 +2,8 @@
 //! (206/416), deletions (410), unknown URIs (404), provenance and discovery `Link` headers, and
 //! the headers that keep untrusted third-party content from running in a browser.
 
-use crate::support::publish::{Res, bind, delete, start, temp_store, upsert};
+use crate::support::publish::{Res, bind, delete, start, upsert};
+use crate::support::store::temp_store;
 use reqwest::StatusCode;
 use reqwest::header::{self, HeaderMap};
 use tributary::publish::{Limits, LinkPolicies, SetConfig};

@@ -5,8 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::support::publish::{bind, doc, entries, get_json, harvest, start, temp_store, urlencode};
+use crate::support::publish::{bind, doc, entries, get_json, harvest, start, urlencode};
 use crate::support::sim;
+use crate::support::store::temp_store;
 use tributary::model::{Entry, HashAlgorithm};
 use tributary::publish::{Limits, LinkPolicies, SetConfig};
 

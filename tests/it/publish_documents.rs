@@ -6,7 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use crate::support::publish::{Res, bind, delete, doc, entries, spawn, start, t, temp_store, upsert, walk};
+use crate::support::publish::{Res, bind, delete, doc, entries, spawn, start, t, upsert, walk};
+use crate::support::store::temp_store;
 use reqwest::StatusCode;
 use reqwest::header::{CACHE_CONTROL, ETAG, IF_NONE_MATCH};
 use tributary::model::{Change, DocumentKind, HashAlgorithm, HashList, RootFormat};

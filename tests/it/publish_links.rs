@@ -5,8 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::support::publish::{Res, Running, bind, entries, harvest, start, temp_store, upsert};
+use crate::support::publish::{Res, Running, bind, entries, harvest, start, upsert};
 use crate::support::sim;
+use crate::support::store::temp_store;
 use tributary::model::{Entry, Link, ReadOptions, read_document};
 use tributary::naming::Naming;
 use tributary::publish::links::{DEFAULT_DROP, DEFAULT_KEEP};

@@ -4,8 +4,10 @@
 
 use std::collections::HashMap;
 
+use crate::support::digest::sha256_hex;
 use crate::support::http::{Response, Server};
-use crate::support::publish::{Res, bind, delete, get_json, sha, start, temp_store, upsert, urlencode};
+use crate::support::publish::{Res, bind, delete, get_json, start, upsert, urlencode};
+use crate::support::store::temp_store;
 use reqwest::StatusCode;
 use tributary::config::Settings;
 use tributary::harvest::{Fetcher, FetcherOptions};
@@ -59,7 +61,7 @@ async fn lookup_by_every_name_with_history() {
     assert_eq!(r["origin"]["href"], origin.url("/a.txt").as_str());
     assert_eq!(r["origin"]["modified"], "2024-05-01T10:00:00Z");
     assert_eq!(r["state"]["status"], "live");
-    assert_eq!(r["state"]["sha256"], sha(b"second version").to_hex().as_str());
+    assert_eq!(r["state"]["sha256"], sha256_hex(b"second version").as_str());
     let roles: Vec<&str> = r["chain"].as_array().unwrap().iter().map(|c| c["role"].as_str().unwrap()).collect();
     assert_eq!(roles, ["origin", "upstream", "tributary"]);
     let history = r["history"].as_array().unwrap();
@@ -73,7 +75,7 @@ async fn lookup_by_every_name_with_history() {
     let (_, j) = get_json(&s.client, &q("uri", &origin.url("/b.txt"))).await;
     assert_eq!(j["resources"][0]["matched_by"], "origin-uri");
     assert_eq!(j["resources"][0]["uri"], uris[1].as_str());
-    let (_, j) = get_json(&s.client, &q("hash", &format!("sha-256:{}", sha(b"content of b.txt").to_hex()))).await;
+    let (_, j) = get_json(&s.client, &q("hash", &format!("sha-256:{}", sha256_hex(b"content of b.txt")))).await;
     assert_eq!(j["resources"][0]["matched_by"], "sha-256");
     assert_eq!(j["resources"][0]["uri"], uris[1].as_str());
 

@@ -34,7 +34,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::support::publish::{Res, bind, delete, doc, start, temp_store, upsert};
+use crate::support::publish::{Res, bind, delete, doc, start, upsert};
+use crate::support::store::temp_store;
 use tributary::publish::{Limits, LinkPolicies, Rollover, SetConfig};
 
 fn resync_available() -> bool {

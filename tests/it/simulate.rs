@@ -5,7 +5,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Cursor, Read};
 use std::time::Duration;
 
-use crate::support::sim::{RunningSim, assert_checks_clean, digests, start};
+use crate::support::digest::digests;
+use crate::support::net::free_port;
+use crate::support::sim::{RunningSim, assert_checks_clean, start};
 use clap::Parser as _;
 use reqwest::StatusCode;
 use tributary::model::{Capability, Change, Entry, HashAlgorithm, RootFormat, W3cDateTime};
@@ -401,7 +403,7 @@ struct Cli {
 
 #[tokio::test]
 async fn the_command_serves_a_ticking_source_and_stops_on_shutdown() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = free_port();
     let listen = format!("127.0.0.1:{port}");
     let Cli { args } =
         Cli::parse_from(["simulate", "--listen", &listen, "--rate", "100", "--resources", "5", "--dump"]);

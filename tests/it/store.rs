@@ -4,7 +4,8 @@
 
 use std::io::{self, Read};
 
-use crate::support::store_util::{bytes, put, record, reopen, temp_store};
+use crate::support::digest::digests;
+use crate::support::store::{bytes, put, record, reopen, temp_store};
 use tributary::model::{Change, HashAlgorithm, HashList};
 use tributary::store::{Batch, Expected, INLINE_MAX, NewRecord, Outcome, SourceState, Store, StoreError, StoreOptions};
 
@@ -768,7 +769,7 @@ fn a_sha1_mismatch_is_refused_even_when_md5_and_sha256_match() {
     // One small (packed) and one large (own file) body: both paths must refuse and clean up.
     for len in [1000, 2 * 1024 * 1024] {
         let data = bytes(len as u64 ^ 0x51, len);
-        let (md5, sha256) = (hex::encode(md5::Md5::digest(&data)), hex::encode(sha2::Sha256::digest(&data)));
+        let (md5, sha256) = digests(&data);
         let sha1 = hex::encode(sha1::Sha1::digest(&data));
         let wrong_sha1 = "0".repeat(40);
         // The mismatching digest comes last, so the two that match are checked first.

@@ -15,7 +15,8 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crate::support::store_util::{bytes, record};
+use crate::support::rng::Rng;
+use crate::support::store::{bytes, record};
 use tributary::store::{Batch, Expected, SourceState, Store, StoreOptions};
 
 const CHILD_ENV: &str = "TRIBUTARY_STORE_CRASH_CHILD";
@@ -27,27 +28,6 @@ const KILLS: usize = 100;
 const TIME_BUDGET: Duration = Duration::from_secs(90);
 /// Set to run a longer soak, e.g. `TRIBUTARY_CRASH_KILLS=1000` (the time budget grows with it).
 const KILLS_ENV: &str = "TRIBUTARY_CRASH_KILLS";
-
-/// xorshift64*: enough randomness for delays and workloads without a dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn seeded() -> Self {
-        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        Rng((t.as_nanos() as u64) ^ (u64::from(std::process::id()) << 32) | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 /// The child: runs only when the parent sets `CHILD_ENV`; a no-op in a normal test run.
 #[test]

@@ -1,7 +1,7 @@
 //! The two store reads added for publishing: a resource's change history across sets (a
 //! chain through the change log) and key-range scans of records (Resource List parts).
 
-use crate::support::store_util::{put, record, temp_store};
+use crate::support::store::{put, record, temp_store};
 use tributary::model::Change;
 use tributary::store::Batch;
 

@@ -7,7 +7,7 @@
 use std::io::{self, Read};
 use std::time::Instant;
 
-use crate::support::store_util::record;
+use crate::support::store::record;
 use tributary::store::{Batch, Expected, Store, StoreOptions};
 
 /// Peak resident set size of this process so far, from `/proc/self/status` (Linux).

@@ -3,10 +3,12 @@
 //! the reads the harvest tests make of the store afterwards. The TOML is the tests' own, so
 //! each shows the configuration an operator would write.
 
-use std::io::Read;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::fetcher::USER_AGENT;
+use super::store::read_blob;
 use tributary::config::Config;
 use tributary::harvest::{Fetcher, HarvestError, NoProgress, SourceReport, Summary, harvest_once};
 use tributary::naming::Naming;
@@ -16,13 +18,17 @@ use tributary::store::{Record, SourceStatus, Store};
 /// so every request a test counts is one the harvester chose to make.
 pub(crate) const UNLIMITED: &str = "rate = \"unlimited\"\nconcurrency = 8\nmax_retries = 0\ntotal_timeout = \"10s\"\n";
 
+/// The `base_url` of every configuration written here.
+pub(crate) const BASE_URL: &str = "http://agg.example/";
+
 /// A configuration whose store is `dir/store`, with `aggregator` and `defaults` lines added to
 /// those tables and one `[[source]]` per `(id, url, extra lines)`, each allowed to reach
-/// 127.0.0.1.
+/// 127.0.0.1. It listens on a port of the system's choosing, so that the binary's `run` on it
+/// never meets another test's server.
 pub(crate) fn config_text(dir: &Path, aggregator: &str, defaults: &str, sources: &[(&str, &str, &str)]) -> String {
     let mut text = format!(
-        "[aggregator]\nbase_url = \"http://agg.example/\"\nlisten = \"127.0.0.1:9\"\ndata_dir = \"{}\"\n\
-         user_agent = \"TributaryTest/0.1 (+mailto:test@example.org)\"\n{aggregator}\n[defaults]\n{defaults}\n",
+        "[aggregator]\nbase_url = \"{BASE_URL}\"\nlisten = \"127.0.0.1:0\"\ndata_dir = \"{}\"\n\
+         user_agent = \"{USER_AGENT}\"\n{aggregator}\n[defaults]\n{defaults}\n",
         dir.join("store").display()
     );
     for (id, url, extra) in sources {
@@ -93,9 +99,12 @@ impl Harness {
     /// The live content held for `upstream`, read back from the store.
     pub(crate) fn content(&self, source: &str, upstream: &str) -> Option<Vec<u8>> {
         let rec = self.record(source, upstream).filter(|r| !r.is_deleted())?;
-        let mut out = Vec::new();
-        self.store.get(&rec.sha256).unwrap().read_to_end(&mut out).unwrap();
-        Some(out)
+        Some(read_blob(&self.store, &rec.sha256))
+    }
+
+    /// The live records of `source`, as Tributary URI → sha-256 (hex).
+    pub(crate) fn live(&self, source: &str) -> HashMap<String, String> {
+        live_records(&self.store, source)
     }
 
     /// A set's change log, as `(change, uri)`.
@@ -117,6 +126,14 @@ impl Harness {
         let config = dir.path().join("sources.toml");
         (dir, config)
     }
+}
+
+/// The live records of `source` in `store` (written with [`BASE_URL`]), as Tributary URI →
+/// sha-256 (hex); also for a store the binary wrote, which a test opens after it.
+pub(crate) fn live_records(store: &Store, source: &str) -> HashMap<String, String> {
+    let naming = Naming::new(&url::Url::parse(BASE_URL).unwrap());
+    let records = store.records_with_prefix(&naming.resource_prefix(source)).map(Result::unwrap);
+    records.filter(|r| !r.is_deleted()).map(|r| (r.uri.clone(), r.sha256.to_hex())).collect()
 }
 
 /// The harvester of `tributary run`, started by [`Harness::serve`].

@@ -2,12 +2,17 @@
 //! harvester in process, stores in temporary directories, documents written as text. One
 //! copy of each, so a fix to a helper reaches every test that uses it.
 
+pub(crate) mod cli;
+pub(crate) mod digest;
+pub(crate) mod fetcher;
 pub(crate) mod harness;
 pub(crate) mod http;
+pub(crate) mod net;
 pub(crate) mod publish;
+pub(crate) mod rng;
 pub(crate) mod rs;
 pub(crate) mod service;
 pub(crate) mod sim;
-pub(crate) mod store_util;
+pub(crate) mod store;
 pub(crate) mod upstream;
 pub(crate) mod zipkit;

@@ -4,22 +4,17 @@
 use std::collections::BTreeMap;
 
 use reqwest::StatusCode;
+
+use super::digest::md5_hex;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tributary::check::check_reader;
 use tributary::model::{Document, HashList, Link, ReadOptions, RootFormat, W3cDateTime, read_document};
 use tributary::naming::Naming;
 use tributary::publish::{Limits, LinkPolicies, SetConfig};
-use tributary::store::{Batch, BlobId, Expected, NewRecord, Store, StoreOptions, Via};
+use tributary::store::{Batch, Expected, NewRecord, Store, Via};
 use tributary::web::{WebState, serve};
 use url::Url;
-
-/// A store in its own temporary directory.
-pub(crate) fn temp_store() -> (tempfile::TempDir, Store) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open_with(&dir.path().join("store"), &StoreOptions::small()).expect("open store");
-    (dir, store)
-}
 
 /// A bound listener and the naming of the server that will run on it.
 pub(crate) async fn bind() -> (TcpListener, Naming) {
@@ -101,12 +96,6 @@ impl Res {
     }
 }
 
-/// md5 of bytes, lowercase hex.
-pub(crate) fn md5_hex(b: &[u8]) -> String {
-    use md5::Digest as _;
-    hex::encode(md5::Md5::digest(b))
-}
-
 /// Stores the content and returns the record the harvester would write.
 pub(crate) fn new_record(store: &Store, naming: &Naming, r: &Res) -> NewRecord {
     let info = store.put(&r.content[..], &Expected { md5: true, ..Expected::none() }).unwrap();
@@ -144,12 +133,6 @@ pub(crate) fn delete(store: &Store, sets: &[&str], uris: &[String]) {
         batch.delete(sets, u);
     }
     store.apply(&batch).unwrap();
-}
-
-/// The sha-256 of bytes, as the store names them.
-pub(crate) fn sha(bytes: &[u8]) -> BlobId {
-    use sha2::Digest as _;
-    BlobId(sha2::Sha256::digest(bytes).into())
 }
 
 /// GETs a document, asserts 200 and zero `check` errors and warnings, and parses it.

@@ -1,5 +1,12 @@
-//! Small ResourceSync documents for tests, written as text so the tests read like the spec's
-//! examples.
+//! ResourceSync documents for tests: small ones written as text, so the tests read like the
+//! spec's examples, and the spec's own examples, transcribed under `tests/fixtures/spec/`.
+
+use std::path::PathBuf;
+
+/// The path of `name` among the spec's examples (`tests/fixtures/spec/`).
+pub(crate) fn spec_example(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/spec").join(name)
+}
 
 /// A `<urlset>` with root capability `capability`, root links `(rel, href)` and entries
 /// `(loc, capability-or-empty)`.

@@ -2,15 +2,12 @@
 //! `[[simulate]]` Source on 127.0.0.1 (so the binary starts the upstream itself, as the shipped
 //! `sources.toml` does), and helpers to poll its HTTP API with bounded waits. Killed on drop.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, ExitStatus, Stdio};
+use std::time::Duration;
 
-/// A free port on 127.0.0.1 (bound, then released: a small race other tests rarely win).
-pub(crate) fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+use super::cli;
+use super::net::{eventually, wait_until_ok};
 
 /// The configuration of a one-source aggregator whose source is a simulator on `sim_port`
 /// changing `rate` times a second, posing as an aggregator of http://origin.example.org/.
@@ -42,22 +39,17 @@ impl Service {
         std::fs::write(dir.join("sources.toml"), config).unwrap();
         let port = config.split("listen = \"127.0.0.1:").nth(1).and_then(|r| r.split('"').next()).unwrap();
         let log = std::fs::File::create(dir.join("stderr.log")).unwrap();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tributary"));
-        cmd.current_dir(dir).args(args).arg("run").stdout(Stdio::null()).stderr(log).env_remove("RUST_LOG");
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let child = cmd.spawn().unwrap();
-        let s = Service {
-            child: Some(child),
+        let mut cmd = cli::tributary(args);
+        cmd.current_dir(dir).arg("run").stdout(Stdio::null()).stderr(log).envs(env.iter().copied());
+        let mut s = Service {
+            child: Some(cmd.spawn().unwrap()),
             base: format!("http://127.0.0.1:{port}/"),
             dir: dir.to_owned(),
             client: reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap(),
         };
-        s.wait_until("the server answers", Duration::from_secs(30), |s| async move {
-            s.client.get(format!("{}api/status", s.base)).send().await.is_ok_and(|r| r.status().is_success())
-        })
-        .await;
+        let status = format!("{}api/status", s.base);
+        let answered = wait_until_ok(&s.client, &status, s.child.as_mut().unwrap(), Duration::from_secs(30)).await;
+        answered.unwrap_or_else(|e| panic!("{e}; log:\n{}", s.log()));
         s
     }
 
@@ -81,14 +73,9 @@ impl Service {
         F: Fn(&'a Service) -> Fut,
         Fut: std::future::Future<Output = bool>,
     {
-        let deadline = Instant::now() + limit;
-        while Instant::now() < deadline {
-            if check(self).await {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
+        if !eventually(limit, || check(self)).await {
+            panic!("timed out after {limit:?} waiting until {what}; log:\n{}", self.log());
         }
-        panic!("timed out after {limit:?} waiting until {what}; log:\n{}", self.log());
     }
 
     /// What the process logged so far.
@@ -97,15 +84,11 @@ impl Service {
     }
 
     /// Sends SIGTERM and waits (at most 30 s) for the exit.
-    pub(crate) fn terminate(&mut self) -> ExitStatus {
+    pub(crate) async fn terminate(&mut self) -> ExitStatus {
         let mut child = self.child.take().unwrap();
-        let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Some(status) = child.try_wait().unwrap() {
-                return status;
-            }
-            std::thread::sleep(Duration::from_millis(100));
+        cli::signal(&child, "TERM");
+        if let Some(status) = cli::wait_for_exit(&mut child, Duration::from_secs(30)).await {
+            return status;
         }
         let _ = child.kill();
         let _ = child.wait();

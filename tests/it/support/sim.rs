@@ -1,10 +1,8 @@
 //! A simulated Source served on 127.0.0.1:0 for the length of a test, plus fetch and check
 //! helpers. The server stops when the handle is dropped.
 
-use md5::{Digest as _, Md5};
 use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
-use sha2::Sha256;
 use tokio::sync::oneshot;
 use tributary::check::{CheckReport, check_reader};
 use tributary::model::{Document, ReadOptions, read_document};
@@ -66,9 +64,4 @@ pub(crate) fn assert_checks_clean(name: &str, body: &[u8]) -> CheckReport {
     let report = check_reader(body, ReadOptions::named(name));
     assert_eq!(report.errors(), 0, "{}\n{}", report.render(true), String::from_utf8_lossy(body));
     report
-}
-
-/// md5 and sha-256 of `bytes`, lowercase hex.
-pub(crate) fn digests(bytes: &[u8]) -> (String, String) {
-    (hex::encode(Md5::digest(bytes)), hex::encode(Sha256::digest(bytes)))
 }

@@ -174,6 +174,12 @@ impl Upstream {
     }
 }
 
+/// A runtime of its own for upstreams, so the arrival times they record are not delayed by the
+/// client's work on the same threads.
+pub(crate) fn runtime(threads: usize) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(threads).enable_all().build().unwrap()
+}
+
 /// Scheduling jitter tolerated between a request leaving a client's rate limiter and this
 /// server reading it (a stall of the client's threads delays one arrival and shortens the next
 /// gap). Below any interval the tests set, so two requests let through together still fail.

@@ -1,6 +1,7 @@
-//! Helpers shared by the store tests: stores in temporary directories, plausible records,
-//! reproducible content.
+//! Stores for tests: each in a temporary directory of its own, with small caches; plausible
+//! records and reproducible content to put in them, and the bytes read back.
 
+use std::io::Read as _;
 use std::path::Path;
 
 use tributary::model::{HashList, Link};
@@ -29,6 +30,13 @@ pub(crate) fn bytes(seed: u64, len: usize) -> Vec<u8> {
         out.extend_from_slice(&x.to_le_bytes());
     }
     out.truncate(len);
+    out
+}
+
+/// The bytes of blob `id`, read back in full.
+pub(crate) fn read_blob(store: &Store, id: &BlobId) -> Vec<u8> {
+    let mut out = Vec::new();
+    store.get(id).unwrap().read_to_end(&mut out).unwrap();
     out
 }
 
