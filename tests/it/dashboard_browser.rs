@@ -5,23 +5,20 @@
 //! screenshot. No timing asserts: the first-render time is printed, not judged.
 //!
 //! Without `chromium` and `chromedriver` (Debian packages `chromium`, `chromium-driver`;
-//! `.ci/setup` installs them) the test fails when CI=true and is skipped loudly otherwise.
+//! `.ci/setup` installs them) the test fails when CI=true and is skipped loudly otherwise
+//! (`support::tools`).
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::support::net::{eventually, free_port};
 use crate::support::service::{Service, config};
+use crate::support::tools::{Tool, require};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
 
 const TAB: &str = "\u{E004}";
 const ENTER: &str = "\u{E007}";
-
-/// Finds `name` on PATH.
-fn which(name: &str) -> Option<std::path::PathBuf> {
-    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| std::path::Path::new(d).join(name)).find(|p| p.is_file())
-}
 
 /// chromedriver on a free loopback port, killed on drop.
 struct Driver {
@@ -36,9 +33,10 @@ impl Drop for Driver {
     }
 }
 
-fn start_driver(path: &std::path::Path) -> Driver {
+fn start_driver(chromedriver: &Tool) -> Driver {
     let port = free_port();
-    let child = Command::new(path)
+    let child = chromedriver
+        .command()
         .args([format!("--port={port}"), "--allowed-ips=127.0.0.1".into()])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -52,11 +50,11 @@ fn start_driver(path: &std::path::Path) -> Driver {
     Driver { child, url: format!("http://127.0.0.1:{port}") }
 }
 
-async fn browser(driver: &Driver, chromium: &std::path::Path) -> Client {
+async fn browser(driver: &Driver, chromium: &Tool) -> Client {
     let mut caps = serde_json::Map::new();
     let args =
         ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1400"];
-    caps.insert("goog:chromeOptions".into(), json!({ "args": args, "binary": chromium }));
+    caps.insert("goog:chromeOptions".into(), json!({ "args": args, "binary": chromium.path() }));
     ClientBuilder::rustls().unwrap().capabilities(caps).connect(&driver.url).await.expect("a WebDriver session")
 }
 
@@ -70,12 +68,8 @@ async fn cell(c: &Client, field: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dashboard_in_headless_chromium() {
-    let (Some(chromium), Some(chromedriver)) = (which("chromium"), which("chromedriver")) else {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("chromium and chromedriver are required when CI=true: run .ci/setup");
-        }
-        eprintln!("\n\n*** SKIPPED dashboard_in_headless_chromium: chromium/chromedriver not installed ***");
-        eprintln!("*** apt-get install -y chromium chromium-driver (or .ci/setup) to run it ***\n\n");
+    const TEST: &str = "dashboard_browser::dashboard_in_headless_chromium";
+    let (Some(chromium), Some(chromedriver)) = (require("chromium", TEST), require("chromedriver", TEST)) else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

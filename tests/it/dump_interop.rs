@@ -4,40 +4,33 @@
 //! are accepted.
 //!
 //! Without `resync-build` the test is skipped with a notice, except under `CI=true`, where
-//! `.ci/setup` installs it and its absence is a failure.
+//! `.ci/setup` installs it and its absence is a failure (`support::tools`).
 
 use std::num::NonZeroU32;
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use crate::support::digest::sha256_id;
 use crate::support::fetcher::{fetcher, settings};
 use crate::support::rs::urlset;
 use crate::support::store::temp_store;
+use crate::support::tools::{Tool, resync_tool};
 use crate::support::upstream::{Reply, Upstream};
 use tributary::config::Settings;
 use tributary::harvest::dump::{Content, DumpOptions, DumpWalker};
 
-/// Runs `resync-build` in `dir`; `None` when it is not installed.
-fn resync_build(dir: &Path) -> Option<std::process::Output> {
-    let out = Command::new("resync-build")
-        .current_dir(dir)
-        .args(["--write-resourcedump", "--outfile", "out/dump", "--hash", "sha-256", "--hash", "md5"])
-        .arg("http://example.org/data=data")
-        .output();
-    match out {
-        Ok(o) => Some(o),
-        Err(e) if std::env::var("CI").as_deref() == Ok("true") => panic!("resync-build is required in CI: {e}"),
-        Err(e) => {
-            eprintln!("NOTICE: skipping the resync interop test: resync-build unavailable ({e}); pip install resync");
-            None
-        }
-    }
+/// Runs `resync-build` in `dir`, writing a Resource Dump of `dir/data` into `dir/out`.
+fn resync_build(tool: &Tool, dir: &Path) -> std::process::Output {
+    let mut cmd = tool.command();
+    cmd.current_dir(dir).args(["--write-resourcedump", "--outfile", "out/dump", "--hash", "sha-256", "--hash", "md5"]);
+    cmd.arg("http://example.org/data=data").output().expect("resync-build runs")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resource_dump_written_by_resync_is_harvested() {
+    let Some(tool) = resync_tool("resync-build", "dump_interop::resource_dump_written_by_resync_is_harvested") else {
+        return;
+    };
     let tmp = tempfile::tempdir().unwrap();
     let files: [(&str, Vec<u8>); 3] = [
         ("a.txt", b"hello one\n".to_vec()),
@@ -50,7 +43,7 @@ async fn resource_dump_written_by_resync_is_harvested() {
         std::fs::write(p, data).unwrap();
     }
     std::fs::create_dir_all(tmp.path().join("out")).unwrap();
-    let Some(out) = resync_build(tmp.path()) else { return };
+    let out = resync_build(&tool, tmp.path());
     assert!(out.status.success(), "resync-build failed: {}", String::from_utf8_lossy(&out.stderr));
     let zip = std::fs::read(tmp.path().join("out/dump00000.zip")).unwrap();
 

@@ -4,30 +4,18 @@
 //! 127.0.0.1 and harvested byte-identically.
 //!
 //! Without `resync` the test is skipped with a notice, except under `CI=true`, where the
-//! missing tool is a failure (CI must install it).
+//! missing tool is a failure (CI must install it); see `support::tools`.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use crate::support::harness::{Harness, config_text};
+use crate::support::tools::{Tool, resync_tool};
 use crate::support::upstream::{Reply, Upstream};
 use tributary::model::HashAlgorithm;
 
 /// One source `py` at `url`, without a rate limit.
 fn harness(url: &str) -> Harness {
     Harness::new(|dir| config_text(dir, "", "rate = \"unlimited\"\n", &[("py", url, "")]))
-}
-
-fn resync_available() -> bool {
-    let ok = Command::new("python3").args(["-c", "import resync"]).status().is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI=true but `python3 -c 'import resync'` fails: install resync"
-        );
-        eprintln!("NOTICE: skipping interop_resync: the Python `resync` package is not installed (pip install resync)");
-    }
-    ok
 }
 
 /// Files of assorted sizes (some above the store's inline limit), in nested directories.
@@ -46,8 +34,8 @@ fn write_files(root: &Path) -> Vec<(String, Vec<u8>)> {
     out
 }
 
-fn resync_build(root: &Path, args: &[&str]) {
-    let out = Command::new("resync-build").current_dir(root).args(args).output().expect("resync-build runs");
+fn resync_build(tool: &Tool, root: &Path, args: &[&str]) {
+    let out = tool.command().current_dir(root).args(args).output().expect("resync-build runs");
     assert!(out.status.success(), "resync-build {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
@@ -69,9 +57,11 @@ async fn serve(root: PathBuf) -> Upstream {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn harvests_a_source_built_by_the_reference_implementation() {
-    if !resync_available() {
+    let Some(tool) =
+        resync_tool("resync-build", "interop_resync::harvests_a_source_built_by_the_reference_implementation")
+    else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     let site = dir.path().join("site");
     let files = write_files(&site);
@@ -79,6 +69,7 @@ async fn harvests_a_source_built_by_the_reference_implementation() {
     let base = format!("http://{}/", srv.addr);
     let (cl, rl) = (format!("{base}capabilitylist.xml"), format!("{base}resourcelist.xml"));
     resync_build(
+        &tool,
         &site,
         &[
             "--write-resourcelist",
@@ -95,6 +86,7 @@ async fn harvests_a_source_built_by_the_reference_implementation() {
     );
     let sd = format!("{base}.well-known/resourcesync");
     resync_build(
+        &tool,
         &site,
         &[
             "--write-capabilitylist",
@@ -106,7 +98,7 @@ async fn harvests_a_source_built_by_the_reference_implementation() {
         ],
     );
     std::fs::create_dir_all(site.join(".well-known")).unwrap();
-    resync_build(&site, &["--write-sourcedescription", &cl, "--outfile", ".well-known/resourcesync"]);
+    resync_build(&tool, &site, &["--write-sourcedescription", &cl, "--outfile", ".well-known/resourcesync"]);
 
     let h = harness(&base);
     let summary = h.pass().await;
@@ -127,9 +119,11 @@ async fn harvests_a_source_built_by_the_reference_implementation() {
 /// changes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn follows_a_change_list_built_by_the_reference_implementation() {
-    if !resync_available() {
+    let Some(tool) =
+        resync_tool("resync-build", "interop_resync::follows_a_change_list_built_by_the_reference_implementation")
+    else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     let site = dir.path().join("site");
     let mut files = write_files(&site);
@@ -137,10 +131,10 @@ async fn follows_a_change_list_built_by_the_reference_implementation() {
     let base = format!("http://{}/", srv.addr);
     let map = format!("{base}files/=files");
     let (rl, cl) = (format!("{base}resourcelist.xml"), format!("{base}changelist.xml"));
-    resync_build(&site, &["--write-resourcelist", "--hash", "md5", "--outfile", "resourcelist.xml", &map]);
-    resync_build(&site, &["--write-changelist", "--empty", "--outfile", "changelist.xml"]);
+    resync_build(&tool, &site, &["--write-resourcelist", "--hash", "md5", "--outfile", "resourcelist.xml", &map]);
+    resync_build(&tool, &site, &["--write-changelist", "--empty", "--outfile", "changelist.xml"]);
     let caps = format!("resourcelist={rl},changelist={cl}");
-    resync_build(&site, &["--write-capabilitylist", &caps, "--outfile", "capabilitylist.xml"]);
+    resync_build(&tool, &site, &["--write-capabilitylist", &caps, "--outfile", "capabilitylist.xml"]);
 
     let h = harness(&format!("{base}capabilitylist.xml"));
     let first = h.pass().await;
@@ -154,6 +148,7 @@ async fn follows_a_change_list_built_by_the_reference_implementation() {
     std::fs::write(site.join("files/new.dat"), b"brand new").unwrap();
     files.push(("files/new.dat".into(), b"brand new".to_vec()));
     resync_build(
+        &tool,
         &site,
         &[
             "--write-changelist",

@@ -28,7 +28,7 @@
 //! resync-sync --audit       --capabilitylist <base>sets/src-a/capabilitylist.xml --hash sha-256 <map>
 //! ```
 //! When resync is not installed the test fails under `CI=true` (where `.ci/setup` installs it)
-//! and is skipped with a notice otherwise.
+//! and is skipped with a notice otherwise (`support::tools`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -36,23 +36,12 @@ use std::time::Duration;
 
 use crate::support::publish::{Res, bind, delete, doc, start, upsert};
 use crate::support::store::temp_store;
+use crate::support::tools::{Tool, resync_tool};
 use tributary::publish::{Limits, LinkPolicies, Rollover, SetConfig};
 
-fn resync_available() -> bool {
-    let ok = std::process::Command::new("python3").args(["-c", "import resync"]).status().is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "the Python resync client is required in CI (.ci/setup installs it)"
-        );
-        eprintln!("NOTICE: skipping the resync interop test: `python3 -c 'import resync'` failed (pip install resync)");
-    }
-    ok
-}
-
 /// Runs `resync-sync` with `args` in `cwd`; returns its combined output, asserting success.
-async fn resync(cwd: &Path, args: &[&str]) -> String {
-    let mut cmd = tokio::process::Command::new("resync-sync");
+async fn resync(tool: &Tool, cwd: &Path, args: &[&str]) -> String {
+    let mut cmd = tokio::process::Command::from(tool.command());
     cmd.args(args).current_dir(cwd).kill_on_drop(true);
     let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
         .await
@@ -87,9 +76,9 @@ fn resource(path: &str, content: &str) -> Res {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_resync_baseline_incremental_audit() {
-    if !resync_available() {
+    let Some(tool) = resync_tool("resync-sync", "publish_resync::python_resync_baseline_incremental_audit") else {
         return;
-    }
+    };
     let (_dir, store) = temp_store();
     let work = tempfile::tempdir().unwrap();
     let dest = work.path().join("copy");
@@ -110,7 +99,8 @@ async fn python_resync_baseline_incremental_audit() {
     let map = format!("{}r/src-a/http/museum-a.test={}", naming.base(), dest.display());
     let cap = naming.capability_list("src-a");
     let out =
-        resync(work.path(), &["--baseline", "--capabilitylist", &cap, "--hash", "sha-256", "--delete", &map]).await;
+        resync(&tool, work.path(), &["--baseline", "--capabilitylist", &cap, "--hash", "sha-256", "--delete", &map])
+            .await;
     assert!(out.contains("SYNCED"), "{out}");
     assert_eq!(files(&dest), expected, "baseline copy");
 
@@ -144,12 +134,12 @@ async fn python_resync_baseline_incremental_audit() {
         .collect();
     assert_eq!(lists.len(), 2, "12 creations fill lists 1-3; 6 later changes are list 4 and the open list 5");
     for list in &lists {
-        let out = resync(work.path(), &["--incremental", "--changelist-uri", list, "--delete", &map]).await;
+        let out = resync(&tool, work.path(), &["--incremental", "--changelist-uri", list, "--delete", &map]).await;
         assert!(out.contains("CHANGES APPLIED"), "{list}: {out}");
     }
     assert_eq!(files(&dest), expected, "copy after the incremental sync");
 
-    let out = resync(work.path(), &["--audit", "--capabilitylist", &cap, "--hash", "sha-256", &map]).await;
+    let out = resync(&tool, work.path(), &["--audit", "--capabilitylist", &cap, "--hash", "sha-256", &map]).await;
     assert!(out.contains("IN SYNC") && !out.contains("NOT IN SYNC"), "{out}");
     drop(s);
 }

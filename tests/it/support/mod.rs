@@ -14,5 +14,6 @@ pub(crate) mod rs;
 pub(crate) mod service;
 pub(crate) mod sim;
 pub(crate) mod store;
+pub(crate) mod tools;
 pub(crate) mod upstream;
 pub(crate) mod zipkit;
