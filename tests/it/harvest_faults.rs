@@ -1,4 +1,4 @@
-//! Issue #4's baseline-synchronization requirements that `tests/harvest.rs` does not reach:
+//! Issue #4's baseline-synchronization requirements that the `harvest` tests do not reach:
 //! mirrors (`duplicate` links by `pri`), the per-source `deletes` policy, no deletions after a
 //! list that could not be read in full (an index part failing, a document over
 //! `max_document_bytes`), skipping by `lastmod` + `length` when no hash is declared, the

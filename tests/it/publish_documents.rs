@@ -6,13 +6,15 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use crate::support::publish::{Res, bind, delete, doc, entries, spawn, start, t, upsert, walk};
+use crate::support::publish::{Res, Running, bind, delete, doc, entries, spawn, start, t, upsert, walk};
 use crate::support::store::temp_store;
 use reqwest::StatusCode;
 use reqwest::header::{CACHE_CONTROL, ETAG, IF_NONE_MATCH};
+use tokio::net::TcpListener;
 use tributary::model::{Change, DocumentKind, HashAlgorithm, HashList, RootFormat};
+use tributary::naming::Naming;
 use tributary::publish::{Limits, LinkPolicies, Rollover, SetConfig};
-use tributary::store::Via;
+use tributary::store::{Store, Via};
 use tributary::web::WebState;
 
 fn sets() -> Vec<SetConfig> {
@@ -21,6 +23,11 @@ fn sets() -> Vec<SetConfig> {
 
 fn limits(entries: usize, events: u64) -> Limits {
     Limits { resource_list_entries: entries, change_list: Rollover { max_events: events, period: None } }
+}
+
+/// Serves the one set `src-a`, with the default link policies and `limits`.
+fn serve_src_a(listener: TcpListener, naming: &Naming, store: &Store, limits: Limits) -> Running {
+    start(listener, naming.clone(), store, vec![SetConfig::source("src-a")], LinkPolicies::default(), limits)
 }
 
 fn res_a(i: u32) -> Res {
@@ -127,14 +134,7 @@ async fn resource_list_index_parts_stay_consistent_while_the_store_changes() {
     let (_dir, store) = temp_store();
     let (listener, naming) = bind().await;
     let uris = upsert(&store, &naming, &["src-a"], &(0..30).map(res_a).collect::<Vec<_>>());
-    let s = start(
-        listener,
-        naming.clone(),
-        &store,
-        vec![SetConfig::source("src-a")],
-        LinkPolicies::default(),
-        limits(10, 1000),
-    );
+    let s = serve_src_a(listener, &naming, &store, limits(10, 1000));
     let (_, index) = doc(&s.client, &naming.resource_list("src-a")).await;
     assert_eq!(index.header.format, Some(RootFormat::SitemapIndex));
     let parts: Vec<String> = index.entries.iter().map(|e| e.loc.clone()).collect();
@@ -197,7 +197,7 @@ async fn closed_change_lists_never_change_and_are_cached_for_a_year() {
         upsert(&store, &naming, &["src-a"], &[res_a(i)]);
     }
     let lim = limits(50, 3);
-    let s = start(listener, naming.clone(), &store, vec![SetConfig::source("src-a")], LinkPolicies::default(), lim);
+    let s = serve_src_a(listener, &naming, &store, lim);
     let (_, idx) = doc(&s.client, &naming.change_list("src-a")).await;
     assert_eq!(idx.entries.len(), 4, "10 events in lists of 3: three closed, one open");
     let mut closed = Vec::new();
@@ -260,7 +260,7 @@ async fn period_rollover_closes_lists_at_period_ends_even_without_later_events()
         resource_list_entries: 50,
         change_list: Rollover { max_events: 100, period: Some(Duration::from_secs(1)) },
     };
-    let s = start(listener, naming.clone(), &store, vec![SetConfig::source("src-a")], LinkPolicies::default(), lim);
+    let s = serve_src_a(listener, &naming, &store, lim);
     upsert(&store, &naming, &["src-a"], &[res_a(1)]);
     let first = store.events_after("src-a", 0).unwrap().next().unwrap().unwrap().datetime;
     // Wait into the next second (bounded), then write a second event.
@@ -366,14 +366,7 @@ async fn closed_change_lists_are_served_gzip_compressed_when_accepted() {
     for i in 0..6 {
         upsert(&store, &naming, &["src-a"], &[res_a(i)]);
     }
-    let _server = start(
-        listener,
-        naming.clone(),
-        &store,
-        vec![SetConfig::source("src-a")],
-        LinkPolicies::default(),
-        limits(50, 3),
-    );
+    let _server = serve_src_a(listener, &naming, &store, limits(50, 3));
     let plain = reqwest::Client::builder().no_gzip().build().unwrap();
     let url = naming.change_list_part("src-a", 1);
     let identity = plain.get(&url).send().await.unwrap();
@@ -400,17 +393,8 @@ async fn part_numbers_keep_their_ranges_across_a_restart() {
     let (listener, naming) = bind().await;
     let addr = listener.local_addr().unwrap();
     upsert(&store, &naming, &["src-a"], &(0..30).map(res_a).collect::<Vec<_>>());
-    let serve = |listener| {
-        start(
-            listener,
-            naming.clone(),
-            &store,
-            vec![SetConfig::source("src-a")],
-            LinkPolicies::default(),
-            limits(10, 1000),
-        )
-    };
-    let index = |s: &crate::support::publish::Running| {
+    let serve = |listener| serve_src_a(listener, &naming, &store, limits(10, 1000));
+    let index = |s: &Running| {
         let (client, url) = (s.client.clone(), naming.resource_list("src-a"));
         async move { doc(&client, &url).await.1.entries.into_iter().map(|e| e.loc).collect::<Vec<_>>() }
     };
