@@ -1,7 +1,7 @@
 //! Audit of a 10,000-resource Source without `--fetch`: the Resource List served from
 //! 127.0.0.1, the records in a real store. Target: at least 50,000 resources/s.
 
-#[path = "../tests/common/http.rs"]
+#[path = "../tests/it/support/http.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod http;
 

@@ -1,0 +1,113 @@
+//! `tributary check` as a user runs it: exit status 0 / 1 / 2, the report's lines, files,
+//! gzip, and URLs served from 127.0.0.1.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::process::Output;
+
+use crate::support::cli::tributary;
+use crate::support::http::{Response, Server};
+use crate::support::rs::spec_example;
+
+fn check(args: &[&str]) -> Output {
+    tributary(&["check"]).args(args).output().unwrap()
+}
+
+/// A spec example's path, as an argument.
+fn fixture(name: &str) -> String {
+    spec_example(name).display().to_string()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn a_valid_document_reports_kind_entries_times_and_exits_0() {
+    let out = check(&[&fixture("example-21.xml")]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(text.contains("Change List, 4 entries"), "{text}");
+    assert!(text.contains("from      2013-01-02T00:00:00Z"), "{text}");
+    assert!(text.contains("until     2013-01-03T00:00:00Z"), "{text}");
+    assert!(text.trim_end().ends_with("0 errors, 0 warnings"), "{text}");
+}
+
+#[test]
+fn warnings_alone_exit_0_and_are_printed_with_line_and_column() {
+    let out = check(&[&fixture("example-01.xml")]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = stdout(&out);
+    assert!(text.lines().any(|l| l.starts_with("warning: 4:3: capability `resourceList`")), "{text}");
+    assert!(text.contains("[spec §7]"), "{text}");
+}
+
+#[test]
+fn errors_exit_1_with_every_violation() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.xml");
+    std::fs::write(
+        &path,
+        r#"<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">
+<rs:md capability="changelist" from="2013-01-01T00:00:00Z"/>
+<url><loc>http://e.org/a</loc><rs:md change="created" datetime="2013-01-05T00:00:00Z"/></url>
+<url><loc>http://e.org/b</loc><rs:md datetime="2013-01-04T00:00:00Z"/></url>
+</urlset>"#,
+    )
+    .unwrap();
+    let out = check(&[path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert!(text.lines().any(|l| l.starts_with("error: 4:1: ") && l.contains("no valid `change`")), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("error: 4:1: ") && l.contains("chronological")), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("warning: 1:1: ") && l.contains("no <rs:ln rel=\"up\">")), "{text}");
+}
+
+#[test]
+fn a_truncated_document_is_an_error_not_a_short_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cut.xml");
+    let full = std::fs::read(fixture("example-14.xml")).unwrap();
+    std::fs::write(&path, &full[..full.len() / 2]).unwrap();
+    let out = check(&[path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout(&out).contains("document is truncated"), "{}", stdout(&out));
+}
+
+#[test]
+fn unreadable_input_exits_2() {
+    let out = check(&["/nonexistent/resourcelist.xml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot open /nonexistent/resourcelist.xml"));
+}
+
+#[test]
+fn gzip_files_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("example-13.xml.gz");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&std::fs::read(fixture("example-13.xml")).unwrap()).unwrap();
+    std::fs::write(&path, gz.finish().unwrap()).unwrap();
+    let out = check(&[path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(stdout(&out).contains("Capability List, 4 entries"));
+}
+
+#[test]
+fn urls_are_fetched_from_loopback_including_gzip_bodies() {
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&std::fs::read(fixture("example-20.xml")).unwrap()).unwrap();
+    let routes = HashMap::from([
+        ("/cl.xml".to_owned(), Response::ok(std::fs::read(fixture("example-21.xml")).unwrap())),
+        ("/index.xml.gz".to_owned(), Response::ok(gz.finish().unwrap())),
+    ]);
+    let server = Server::start(routes);
+    let out = check(&[&server.url("/cl.xml")]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(stdout(&out).starts_with(&format!("{}: Change List, 4 entries", server.url("/cl.xml"))));
+    let out = check(&[&server.url("/index.xml.gz")]);
+    assert!(stdout(&out).contains("Change List Index, 3 entries"), "{}", stdout(&out));
+    let out = check(&[&server.url("/missing.xml")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("404"));
+}

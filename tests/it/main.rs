@@ -1,0 +1,48 @@
+//! Tributary's integration tests, as one test binary. Each module was once a file of its own
+//! under `tests/`, and so a binary of its own that relinked the whole dependency graph; as
+//! modules of one crate they link once, share `support` without copies, and still run by
+//! name (`cargo test --test it -- store_crash::`).
+
+/// The allocator the `tributary` binary ships with, so that what the tests see (and the
+/// figures `store_perf` prints) is what the binary does. One per binary, hence here.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+mod support;
+
+mod audit;
+mod cli_check;
+mod cli_harvest;
+mod cli_resume;
+mod cli_serve;
+mod config;
+mod dashboard_browser;
+mod discover;
+mod dump;
+mod dump_interop;
+mod fetch;
+mod fetch_politeness;
+mod harvest;
+mod harvest_change_dump;
+mod harvest_failures;
+mod harvest_faults;
+mod harvest_hosts;
+mod harvest_resume;
+mod interop_resync;
+mod model_hostile;
+mod model_roundtrip;
+mod model_spec_examples;
+mod model_split;
+mod operations;
+mod publish_bitstreams;
+mod publish_chain;
+mod publish_documents;
+mod publish_links;
+mod publish_provenance;
+mod publish_resync;
+mod simulate;
+mod store;
+mod store_crash;
+mod store_history;
+mod store_open;
+mod store_perf;

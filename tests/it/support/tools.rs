@@ -1,0 +1,62 @@
+//! The outside tools some tests drive: the Python reference implementation of ResourceSync
+//! (`resync-build`, `resync-sync`), Chromium and its WebDriver. Each is looked for where
+//! `.ci/setup` installs it, `.ci/venv/bin` (when the system's python3 refuses pip installs),
+//! before `PATH`, so no one has to put the virtualenv on `PATH` first. A missing tool fails the
+//! test under `CI=true`, where `.ci/setup` must have installed it, and skips it loudly elsewhere.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A tool found by [`require`].
+#[derive(Debug)]
+pub(crate) struct Tool(PathBuf);
+
+impl Tool {
+    /// A command that runs it, with no arguments yet.
+    pub(crate) fn command(&self) -> Command {
+        Command::new(&self.0)
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+/// `name` in `.ci/venv/bin`, else the first one on `PATH`.
+fn find(name: &str) -> Option<Tool> {
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/venv/bin");
+    let path = std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect::<Vec<_>>()).unwrap_or_default();
+    std::iter::once(venv).chain(path).map(|dir| dir.join(name)).find(|p| p.is_file()).map(Tool)
+}
+
+/// `name`, for `test`: when it is missing, a failure under `CI=true` and `None` (the test
+/// skips, with a notice) elsewhere.
+pub(crate) fn require(name: &str, test: &str) -> Option<Tool> {
+    let found = find(name);
+    if found.is_none() {
+        missing(&format!("`{name}` is in neither .ci/venv/bin nor PATH"), test);
+    }
+    found
+}
+
+/// A command of the Python reference implementation (`resync-build`, `resync-sync`), for
+/// `test`, when its package imports in the python3 found as [`require`] finds tools (the
+/// virtualenv's first: that is where `.ci/setup` installs it); see [`require`] for when not.
+pub(crate) fn resync_tool(name: &str, test: &str) -> Option<Tool> {
+    let python = require("python3", test)?;
+    if !python.command().args(["-c", "import resync"]).status().is_ok_and(|s| s.success()) {
+        missing(&format!("`{} -c 'import resync'` fails", python.path().display()), test);
+        return None;
+    }
+    require(name, test)
+}
+
+/// Fails under `CI=true`, where a missing tool is `.ci/setup`'s fault; else says, loudly,
+/// that `test` is skipped and why.
+fn missing(why: &str, test: &str) {
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!("{test} needs a tool that is missing, which CI=true does not allow: {why}; run .ci/setup");
+    }
+    eprintln!("\n\n*** SKIPPED {test}: {why} ***");
+    eprintln!("*** .ci/setup installs what it needs ***\n\n");
+}
