@@ -15,7 +15,7 @@ use tributary::fetch::{Fetcher, FetcherOptions};
 use tributary::harvest::audit::audit_source;
 use tributary::model::HashList;
 use tributary::naming::Naming;
-use tributary::store::{Batch, Expected, NewRecord, Store, StoreOptions, Via};
+use tributary::store::{Batch, Expected, Listing, NewRecord, Store, StoreOptions, Via};
 use url::Url;
 
 const N: usize = 10_000;
@@ -42,14 +42,17 @@ fn setup(store: &Store, naming: &Naming) -> String {
             NewRecord {
                 uri: naming.resource("src", &upstream).unwrap(),
                 source: "src".into(),
-                origin: upstream.clone(),
-                upstream,
+                upstream: upstream.clone(),
                 sha256: blob.id,
-                declared: HashList::default(),
-                media_type: Some("application/xml".into()),
-                lastmod: Some("2024-05-01T10:00:00Z".parse().unwrap()),
-                via: Via::default(),
-                links: vec![],
+                listing: Listing {
+                    origin: upstream,
+                    declared: HashList::default(),
+                    length: None,
+                    media_type: Some("application/xml".into()),
+                    lastmod: Some("2024-05-01T10:00:00Z".parse().unwrap()),
+                    via: Via::default(),
+                    links: vec![],
+                },
             },
         );
     }

@@ -1,7 +1,7 @@
 //! Store throughput (issue targets: ≥ 20,000 records/s for 2 KiB bitstreams with records and
 //! change events in flushed batches of 100; ≥ 300 MB/s for one 256 MiB put; ≥ 1 GB/s
 //! streaming get). Peak memory of the 256 MiB put is checked by the ignored test
-//! `tests/store_perf.rs`. Run with `cargo bench --bench store`.
+//! `tests/it/store_perf.rs`. Run with `cargo bench --bench store`.
 
 /// The allocator the `tributary` binary uses (see docs/STORE.md, "The binary uses mimalloc").
 #[global_allocator]
@@ -14,7 +14,7 @@ use std::time::Duration;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use sha2::Digest as _;
 use tributary::model::{HashList, Link};
-use tributary::store::{Batch, BlobId, Expected, NewRecord, Store, StoreOptions, Via};
+use tributary::store::{Batch, BlobId, Expected, Listing, NewRecord, Store, StoreOptions, Via};
 
 const RECORDS: usize = 10_000;
 const PER_BATCH: usize = 100;
@@ -62,14 +62,17 @@ fn record(i: usize, sha: BlobId) -> NewRecord {
     NewRecord {
         uri: format!("http://tributary.test/set/res/{i:08}"),
         source: "bench".into(),
-        origin: format!("http://origin.test/res/{i:08}"),
         upstream: format!("http://upstream.test/res/{i:08}"),
         sha256: sha,
-        declared: HashList::default(),
-        media_type: Some("application/xml".into()),
-        lastmod: Some("2024-05-01T10:00:00Z".parse().expect("datetime")),
-        via: Via { length: Some(SMALL as u64), ..Via::default() },
-        links: vec![Link::new("describedby", "http://origin.test/meta.xml")],
+        listing: Listing {
+            origin: format!("http://origin.test/res/{i:08}"),
+            declared: HashList::default(),
+            length: None,
+            media_type: Some("application/xml".into()),
+            lastmod: Some("2024-05-01T10:00:00Z".parse().expect("datetime")),
+            via: Via { length: Some(SMALL as u64), ..Via::default() },
+            links: vec![Link::new("describedby", "http://origin.test/meta.xml")],
+        },
     }
 }
 

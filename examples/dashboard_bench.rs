@@ -19,7 +19,9 @@ use std::time::{Duration, Instant};
 use fantoccini::{ClientBuilder, Locator};
 use tributary::model::{HashList, W3cDateTime};
 use tributary::naming::Naming;
-use tributary::store::{Batch, Expected, HarvestState, NewRecord, PassCounts, SourceState, SourceStatus, Store, Via};
+use tributary::store::{
+    Batch, Expected, HarvestState, Listing, NewRecord, PassCounts, SourceState, SourceStatus, Store, Via,
+};
 use url::Url;
 
 fn main() -> Result<(), Box<dyn Error>> {
@@ -58,14 +60,22 @@ fn fill(dir: &str, base: &str, sources: usize, resources: usize) -> Result<(), B
                     NewRecord {
                         uri: naming.resource(&id, &upstream).ok_or("bad URI")?,
                         source: id.clone(),
-                        origin: upstream.clone(),
-                        upstream,
+                        upstream: upstream.clone(),
                         sha256: blob.id,
-                        declared: HashList::default(),
-                        media_type: Some("text/plain".into()),
-                        lastmod: modified,
-                        via: Via { modified, hash: HashList::default(), length: Some(blob.length), media_type: None },
-                        links: Vec::new(),
+                        listing: Listing {
+                            origin: upstream,
+                            declared: HashList::default(),
+                            length: None,
+                            media_type: Some("text/plain".into()),
+                            lastmod: modified,
+                            via: Via {
+                                modified,
+                                hash: HashList::default(),
+                                length: Some(blob.length),
+                                media_type: None,
+                            },
+                            links: Vec::new(),
+                        },
                     },
                 );
             }

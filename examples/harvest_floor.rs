@@ -21,7 +21,7 @@ use std::time::Instant;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use tributary::model::{DocumentReader, ReadOptions};
-use tributary::store::{Batch, Expected, NewRecord, Store, Via};
+use tributary::store::{Batch, Expected, Listing, NewRecord, Store, Via};
 
 /// What the resource list says about one resource.
 struct Item {
@@ -134,14 +134,17 @@ fn record(item: &Item, sha256: tributary::store::BlobId, i: usize) -> NewRecord 
     NewRecord {
         uri: format!("http://127.0.0.1:8080/bench/resource/{i:08}"),
         source: "bench".into(),
-        origin: item.loc.clone(),
         upstream: item.loc.clone(),
         sha256,
-        declared: item.expected.hashes.clone(),
-        media_type: None,
-        lastmod: item.lastmod,
-        via: Via { length: item.expected.length, hash: item.expected.hashes.clone(), ..Via::default() },
-        links: Vec::new(),
+        listing: Listing {
+            origin: item.loc.clone(),
+            declared: item.expected.hashes.clone(),
+            length: item.expected.length,
+            media_type: None,
+            lastmod: item.lastmod,
+            via: Via { length: item.expected.length, hash: item.expected.hashes.clone(), ..Via::default() },
+            links: Vec::new(),
+        },
     }
 }
 

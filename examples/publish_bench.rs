@@ -19,7 +19,7 @@ use std::io::Read;
 use tributary::model::{HashList, Link};
 use tributary::naming::Naming;
 use tributary::publish::{Limits, LinkPolicies, LinkPolicy, Rollover, SetConfig};
-use tributary::store::{Batch, Expected, NewRecord, Store, StoreOptions, Via};
+use tributary::store::{Batch, Expected, Listing, NewRecord, Store, StoreOptions, Via};
 use tributary::web::{WebState, serve};
 use url::Url;
 
@@ -52,16 +52,24 @@ fn fill(dir: &str, base: &str, n: usize, size: usize) -> Result<(), Box<dyn Erro
                 NewRecord {
                     uri: naming.resource("bench", &upstream).ok_or("bad URI")?,
                     source: "bench".into(),
-                    origin: upstream.clone(),
                     upstream: upstream.clone(),
                     sha256: info.id,
                     // What the harvester records for an entry of a Source that is not an
                     // aggregator: `via` repeats the entry's own lastmod, hash, length and type.
-                    declared: hash.clone(),
-                    media_type: Some("application/xml".into()),
-                    lastmod: modified,
-                    via: Via { modified, hash, length: Some(size as u64), media_type: Some("application/xml".into()) },
-                    links: vec![Link::new("describedby", format!("{upstream}.meta"))],
+                    listing: Listing {
+                        origin: upstream.clone(),
+                        declared: hash.clone(),
+                        length: Some(size as u64),
+                        media_type: Some("application/xml".into()),
+                        lastmod: modified,
+                        via: Via {
+                            modified,
+                            hash,
+                            length: Some(size as u64),
+                            media_type: Some("application/xml".into()),
+                        },
+                        links: vec![Link::new("describedby", format!("{upstream}.meta"))],
+                    },
                 },
             );
         }

@@ -142,7 +142,7 @@ for run in $(seq "$RUNS"); do
     # would count its start-up too.
     start=$EPOCHREALTIME
     /usr/bin/time -v -o "$WORK/time.txt" "$BIN" --config "$WORK/sources.toml" --data-dir "$WORK/store" \
-        harvest --once >"$WORK/summary.txt" 2>"$WORK/log.txt" || { cat "$WORK/summary.txt" "$WORK/log.txt" >&2; exit 1; }
+        harvest >"$WORK/summary.txt" 2>"$WORK/log.txt" || { cat "$WORK/summary.txt" "$WORK/log.txt" >&2; exit 1; }
     end=$EPOCHREALTIME
     ngx=$(awk -v a="$before" -v b="$(nginx_cpu)" 'BEGIN {printf "%.2f", b - a}')
     wall=$(awk -v s="$start" -v e="$end" 'BEGIN {printf "%.3f", e - s}')

@@ -5,10 +5,10 @@
 #     a Change List written by `resync-build --write-changelist`, given a `datetime` per change
 #     because resync-sync 2.0.1 --incremental refuses changes without one). Each run: fresh baseline of
 #     both clients (not measured), then 100 changes on disk (80 updates, 10 creates, 10
-#     deletes) and the new Change List; measured: `tributary harvest --once` (process wall
+#     deletes) and the new Change List; measured: `tributary harvest` (process wall
 #     time, and the pass duration it prints) and `resync-sync --incremental --delete`.
 # (b) Baseline from a Resource Dump vs from the Resource List: 10,000 x 2 KiB, one ZIP
-#     package written with Python's zipfile (safe entry names); `tributary harvest --once` on a
+#     package written with Python's zipfile (safe entry names); `tributary harvest` on a
 #     fresh store with `dumps = true` and with `dumps = false` (process wall time).
 # Prints every run, then medians and ratios.
 #
@@ -205,13 +205,13 @@ write_config "$WORK/incr.toml" false
 for run in $(seq "$RUNS"); do
     reset_source
     rm -rf "$WORK/store" "$WORK/dst" "$HOME/.resync-client-status.cfg" "$WORK/.resync-client-status.cfg"; mkdir -p "$WORK/dst"
-    "$BIN" --config "$WORK/incr.toml" --data-dir "$WORK/store" harvest --once >/dev/null 2>"$WORK/log.txt" ||
+    "$BIN" --config "$WORK/incr.toml" --data-dir "$WORK/store" harvest >/dev/null 2>"$WORK/log.txt" ||
         { cat "$WORK/log.txt" >&2; exit 1; }
     resync-sync --baseline --hash md5 --noauth --sitemap "$BASE/resourcelist.xml" "$BASE/files/=$WORK/dst" >/dev/null 2>&1
     sleep 1 # lastmod of the changed files must be after the baseline for resync's --incremental filter
     change_source "$run"
     /usr/bin/time -v -o "$WORK/time.txt" "$BIN" --config "$WORK/incr.toml" --data-dir "$WORK/store" \
-        harvest --once >"$WORK/summary.txt" 2>"$WORK/log.txt" || { cat "$WORK/summary.txt" "$WORK/log.txt" >&2; exit 1; }
+        harvest >"$WORK/summary.txt" 2>"$WORK/log.txt" || { cat "$WORK/summary.txt" "$WORK/log.txt" >&2; exit 1; }
     wall=$(wall_of "$WORK/time.txt")
     pass=$(grep -oE 'in [0-9.]+(ms|s|µs)' "$WORK/summary.txt" | head -1 | awk '{v=$2; if (v ~ /ms$/) {sub(/ms/,"",v); v=v/1000} else if (v ~ /µs$/) {sub(/µs/,"",v); v=v/1e6} else sub(/s/,"",v); print v}')
     echo "tributary run $run: $(head -1 "$WORK/summary.txt"); process wall ${wall}s, pass ${pass:-?}s"
@@ -236,7 +236,7 @@ for run in $(seq "$RUNS"); do
         sed -i "s#^url = .*#url = \"$BASE/dumpsite/capabilitylist-$with.xml\"#" "$WORK/$with.toml"
         rm -rf "$WORK/store"
         /usr/bin/time -v -o "$WORK/time.txt" "$BIN" --config "$WORK/$with.toml" --data-dir "$WORK/store" \
-            harvest --once >"$WORK/summary.txt" 2>"$WORK/log.txt" || { cat "$WORK/summary.txt" "$WORK/log.txt" >&2; exit 1; }
+            harvest >"$WORK/summary.txt" 2>"$WORK/log.txt" || { cat "$WORK/summary.txt" "$WORK/log.txt" >&2; exit 1; }
         wall=$(wall_of "$WORK/time.txt")
         grep -q "fetched $N" "$WORK/summary.txt" || { echo "$with run $run did not store $N" >&2; cat "$WORK/summary.txt" "$WORK/log.txt" >&2; exit 1; }
         if [[ $with == dump ]] && ! grep -q "baselined from the Resource Dump" "$WORK/log.txt"; then

@@ -61,7 +61,8 @@ enum Command {
     /// Serve a changing, simulated ResourceSync Source on a loopback port (for demos, tests
     /// and benchmarks).
     Simulate(Box<tributary::simulate::cli::SimulateArgs>),
-    /// Harvest the configured Sources once (baseline synchronization) and print a summary.
+    /// Poll every configured Source once (a baseline the first time, its changes after) and
+    /// print a summary.
     Harvest(HarvestArgs),
     /// The long-running service: harvest every Source on its poll schedule until SIGINT or
     /// SIGTERM.
@@ -73,9 +74,6 @@ struct HarvestArgs {
     /// Harvest only this source (repeatable); default: every source.
     #[arg(long = "source", value_name = "ID")]
     sources: Vec<String>,
-    /// One pass, then exit (the only mode of `harvest`; `run` is the service).
-    #[arg(long)]
-    once: bool,
 }
 
 #[derive(Debug, Args)]
@@ -310,7 +308,6 @@ fn run_harvest(global: &Global, args: HarvestArgs) -> anyhow::Result<ExitCode> {
     let rt = harvest_runtime()?;
     let stop = shutdown_requests(&rt)?;
     let (config, store, fetcher) = load(global, &args.sources)?;
-    let _ = args.once; // `harvest` always makes one pass; the flag is accepted for scripts.
     let progress = progress::for_terminal();
     let summary = rt.block_on(async {
         let simulators = start_simulators(&config).await?;

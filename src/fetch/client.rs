@@ -171,7 +171,7 @@ impl Fetcher {
     /// # Errors
     /// [`FetchError::Setup`] when the user agent is not a valid header value.
     pub fn new(opts: FetcherOptions) -> Result<Fetcher, FetchError> {
-        header::HeaderValue::from_str(&opts.user_agent).map_err(|e| FetchError::Setup(e.to_string()))?;
+        header::HeaderValue::from_str(&opts.user_agent).map_err(|e| FetchError::Setup(e.into()))?;
         Ok(Fetcher {
             inner: Arc::new(Inner {
                 agent: agent_token(&opts.user_agent),
@@ -297,7 +297,7 @@ impl Fetcher {
             .tcp_nodelay(true)
             .dns_resolver(Arc::new(GuardedResolver { policy: Arc::new(policy.clone()) }))
             .build()
-            .map_err(|e| FetchError::Setup(e.to_string()))?;
+            .map_err(|e| FetchError::Setup(e.into()))?;
         if clients.len() >= 64 {
             clients.clear();
         }

@@ -146,8 +146,8 @@ pub enum FetchError {
         source: reqwest::Error,
     },
     /// The HTTP client could not be set up (e.g. a user agent that is not a valid header).
-    #[error("cannot set up the HTTP client: {0}")]
-    Setup(String),
+    #[error("cannot set up the HTTP client")]
+    Setup(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl FetchError {

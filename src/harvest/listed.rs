@@ -1,4 +1,4 @@
-//! What a Resource List entry says about one resource, in the form the store records, and
+//! What a Resource List entry says about one resource, as the store records it ([`Listing`]), and
 //! whether the record already held is its current state.
 //!
 //! Pure: no I/O, so the provenance rules (spec §14.8) are testable on their own. The origin
@@ -7,23 +7,18 @@
 
 use url::Url;
 
-use crate::model::{Entry, HashAlgorithm, HashList, Link, W3cDateTime};
+use crate::model::{Entry, HashAlgorithm, Link};
 use crate::store::{BlobId, Expected, Failure, Listing, NewFailure, NewRecord, Record, Via};
 
-/// One accepted entry.
+/// One accepted entry: where Tributary names it and fetches it, and what the list says of it.
 #[derive(Debug, Clone)]
 pub(crate) struct Listed {
     /// Tributary's URI (the record key).
     pub(crate) uri: String,
     /// The absolute `<loc>`.
     pub(crate) loc: Url,
-    pub(crate) origin: String,
-    pub(crate) declared: HashList,
-    pub(crate) length: Option<u64>,
-    pub(crate) media_type: Option<String>,
-    pub(crate) lastmod: Option<W3cDateTime>,
-    pub(crate) via: Via,
-    pub(crate) links: Vec<Link>,
+    /// What the entry declares, as the store records it.
+    pub(crate) listing: Listing,
 }
 
 impl Listed {
@@ -52,9 +47,7 @@ impl Listed {
                 },
             ),
         };
-        Listed {
-            uri,
-            loc,
+        let listing = Listing {
             origin,
             declared,
             length: md.length,
@@ -62,17 +55,18 @@ impl Listed {
             lastmod: entry.lastmod,
             via,
             links,
-        }
+        };
+        Listed { uri, loc, listing }
     }
 
     /// What the stored content must match.
     pub(crate) fn expected(&self) -> Expected {
-        Expected::declared(self.length, Some(&self.declared))
+        Expected::declared(self.listing.length, Some(&self.listing.declared))
     }
 
     /// The URLs to try: the `<loc>`, then `duplicate` mirrors by ascending `pri`.
     pub(crate) fn urls(&self) -> Vec<Url> {
-        let mut mirrors: Vec<&Link> = self.links.iter().filter(|l| l.rel == "duplicate").collect();
+        let mut mirrors: Vec<&Link> = self.listing.links.iter().filter(|l| l.rel == "duplicate").collect();
         mirrors.sort_by_key(|l| l.priority());
         let mut out = vec![self.loc.clone()];
         out.extend(mirrors.iter().filter_map(|l| self.loc.join(&l.href).ok()));
@@ -81,18 +75,7 @@ impl Listed {
 
     /// The record for this entry with content `sha256`.
     pub(crate) fn into_record(self, source: &str, sha256: BlobId) -> NewRecord {
-        NewRecord {
-            uri: self.uri,
-            source: source.to_owned(),
-            origin: self.origin,
-            upstream: self.loc.into(),
-            sha256,
-            declared: self.declared,
-            media_type: self.media_type,
-            lastmod: self.lastmod,
-            via: self.via,
-            links: self.links,
-        }
+        NewRecord { uri: self.uri, source: source.to_owned(), upstream: self.loc.into(), sha256, listing: self.listing }
     }
 
     /// The failure to record when this entry could not be stored, with what it listed, so a
@@ -103,15 +86,7 @@ impl Listed {
             uri: self.uri,
             upstream: self.loc.into(),
             reason,
-            listing: Listing {
-                origin: self.origin,
-                declared: self.declared,
-                length: self.length,
-                media_type: self.media_type,
-                lastmod: self.lastmod,
-                via: self.via,
-                links: self.links,
-            },
+            listing: self.listing,
         }
     }
 
@@ -119,18 +94,7 @@ impl Listed {
     /// written from parsed URLs, so only a damaged row).
     pub(crate) fn from_failure(f: Failure) -> Option<Listed> {
         let loc = Url::parse(&f.upstream).ok()?;
-        let l = f.listing;
-        Some(Listed {
-            uri: f.uri,
-            loc,
-            origin: l.origin,
-            declared: l.declared,
-            length: l.length,
-            media_type: l.media_type,
-            lastmod: l.lastmod,
-            via: l.via,
-            links: l.links,
-        })
+        Some(Listed { uri: f.uri, loc, listing: f.listing })
     }
 
     /// Whether `held` already has this entry's content: every declared digest Tributary can
@@ -139,8 +103,9 @@ impl Listed {
         if held.is_deleted() {
             return false;
         }
+        let l = &self.listing;
         let mut compared = false;
-        for d in &self.declared.0 {
+        for d in &l.declared.0 {
             let stored = match &d.algorithm {
                 HashAlgorithm::Sha256 => Some(held.sha256.to_hex()),
                 HashAlgorithm::Md5 => held.md5.clone(),
@@ -155,29 +120,30 @@ impl Listed {
                 compared = true;
             }
         }
-        if self.length.is_some_and(|l| l != held.length) {
+        if l.length.is_some_and(|len| len != held.length) {
             return false;
         }
-        compared || (self.lastmod.is_some() && self.lastmod == held.lastmod)
+        compared || (l.lastmod.is_some() && l.lastmod == held.lastmod)
     }
 
     /// Whether the record `held` (with content already current) says everything this entry
     /// says; if not, an upsert without a fetch brings the metadata up to date.
     pub(crate) fn metadata_held(&self, held: &Record) -> bool {
-        held.origin == self.origin
+        let l = &self.listing;
+        held.origin == l.origin
             && held.upstream == self.loc.as_str()
-            && held.declared == self.declared
-            && held.media_type == self.media_type
-            && held.lastmod == self.lastmod
-            && held.via == self.via
-            && held.links == self.links
+            && held.declared == l.declared
+            && held.media_type == l.media_type
+            && held.lastmod == l.lastmod
+            && held.via == l.via
+            && held.links == l.links
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Md;
+    use crate::model::{Md, W3cDateTime};
 
     fn entry(via: bool) -> Entry {
         let mut e = Entry::new("http://a.example/r/1");
@@ -193,11 +159,11 @@ mod tests {
     fn origin_is_the_via_target_when_present_else_the_loc() {
         let loc = Url::parse("http://a.example/r/1").unwrap();
         let plain = Listed::new(entry(false), loc.clone(), "u".into());
-        assert_eq!(plain.origin, "http://a.example/r/1");
+        assert_eq!(plain.listing.origin, "http://a.example/r/1");
         let agg = Listed::new(entry(true), loc, "u".into());
-        assert_eq!(agg.origin, "http://origin.example/1");
-        assert_eq!(agg.via.length, Some(3));
-        assert_eq!(agg.links.len(), 1, "the via link becomes the origin, other links stay");
+        assert_eq!(agg.listing.origin, "http://origin.example/1");
+        assert_eq!(agg.listing.via.length, Some(3));
+        assert_eq!(agg.listing.links.len(), 1, "the via link becomes the origin, other links stay");
     }
 
     #[test]
@@ -231,10 +197,6 @@ mod tests {
         };
         let back = Listed::from_failure(stored).unwrap();
         assert_eq!(back.urls(), listed.urls(), "the mirrors come back, in their order");
-        assert_eq!((back.uri, back.loc, back.origin), (listed.uri, listed.loc, listed.origin));
-        assert_eq!(
-            (back.declared, back.length, back.via, back.links),
-            (listed.declared, listed.length, listed.via, listed.links)
-        );
+        assert_eq!((back.uri, back.loc, back.listing), (listed.uri, listed.loc, listed.listing));
     }
 }

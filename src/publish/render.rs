@@ -155,7 +155,7 @@ mod tests {
     use crate::model::{DocumentWriter, Header, Link};
     use crate::publish::entries;
     use crate::publish::links::{LinkPolicy, inherit, inherit_views};
-    use crate::store::{Batch, Expected, NewRecord, Store, StoreOptions, Via};
+    use crate::store::{Batch, Expected, Listing, NewRecord, Store, StoreOptions, Via};
 
     fn rewrite(href: &str) -> Result<Option<String>, ()> {
         Ok((href == "http://u/meta&1").then(|| "http://t/r/s/http/u/meta&1".to_owned()))
@@ -173,27 +173,37 @@ mod tests {
         let base = NewRecord {
             uri: "http://t/r/s/http/u/a?x=1&y=<2>".into(),
             source: "s".into(),
-            origin: "http://o/a?\"q\"&r".into(),
             upstream: "http://u/a?x=1&y=<2>".into(),
             sha256: crate::store::BlobId([0; 32]),
-            declared: Default::default(),
-            media_type: Some("text/html; charset=\"utf-8\"".into()),
-            lastmod: None,
-            via: Via {
-                modified: Some("2024-05-01T09:00:00+01:00".parse().unwrap()),
-                hash: crate::model::HashList::parse("md5:00112233445566778899aabbccddeeff").unwrap().0,
-                length: Some(3),
-                media_type: Some("text/html".into()),
+            listing: Listing {
+                origin: "http://o/a?\"q\"&r".into(),
+                declared: Default::default(),
+                length: None,
+                media_type: Some("text/html; charset=\"utf-8\"".into()),
+                lastmod: None,
+                via: Via {
+                    modified: Some("2024-05-01T09:00:00+01:00".parse().unwrap()),
+                    hash: crate::model::HashList::parse("md5:00112233445566778899aabbccddeeff").unwrap().0,
+                    length: Some(3),
+                    media_type: Some("text/html".into()),
+                },
+                links: vec![
+                    rich,
+                    Link::new("alternate canonical", "http://u/alt"),
+                    Link::new("collection", "http://u/c"),
+                ],
             },
-            links: vec![rich, Link::new("alternate canonical", "http://u/alt"), Link::new("collection", "http://u/c")],
         };
         let bare = NewRecord {
             uri: "http://t/r/s/http/u/b".into(),
             upstream: "http://u/b".into(),
-            origin: "http://u/b".into(),
-            media_type: None,
-            via: Via::default(),
-            links: vec![],
+            listing: Listing {
+                origin: "http://u/b".into(),
+                media_type: None,
+                via: Via::default(),
+                links: vec![],
+                ..base.listing.clone()
+            },
             ..base.clone()
         };
         vec![base, bare]

@@ -102,7 +102,7 @@ impl Batch {
             sets.iter().try_for_each(|s| check_key("set id", s))?;
             if let Op::Upsert { record, .. } = op {
                 check_key("source id", &record.source)?;
-                check_key("origin URI", &record.origin)?;
+                check_key("origin URI", &record.listing.origin)?;
                 check_key("upstream URI", &record.upstream)?;
             }
         }
@@ -290,16 +290,16 @@ impl Tx<'_> {
             uri: new.uri.clone(),
             source: new.source.clone(),
             sets: sets.to_vec(),
-            origin: new.origin.clone(),
+            origin: new.listing.origin.clone(),
             upstream: new.upstream.clone(),
             sha256: new.sha256,
             md5: head.md5.map(hex::encode),
             length: head.length,
-            declared: new.declared.clone(),
-            media_type: new.media_type.clone(),
-            lastmod: new.lastmod,
-            via: new.via.clone(),
-            links: new.links.clone(),
+            declared: new.listing.declared.clone(),
+            media_type: new.listing.media_type.clone(),
+            lastmod: new.listing.lastmod,
+            via: new.listing.via.clone(),
+            links: new.listing.links.clone(),
             deleted: None,
             changed: self.now,
             heads: old.as_ref().map(|o| o.heads.clone()).unwrap_or_default(),

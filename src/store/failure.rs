@@ -18,30 +18,10 @@ use serde::{Deserialize, Serialize};
 use super::Store;
 use super::codec::{self, check_key, hashes, pair_key, pair_prefix, w3c, w3c_opt};
 use super::error::StoreError;
-use super::record::Via;
+use super::record::{Listing, Via};
 use super::table::TableIter;
 use super::view::LinkView;
 use crate::model::{HashList, Link, W3cDateTime};
-
-/// What the upstream listed for a resource: enough to fetch and verify it again and to record
-/// it once it verifies.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Listing {
-    /// The origin URI (the entry's `via` target, else the `<loc>`).
-    pub origin: String,
-    /// The declared hashes, as listed.
-    pub declared: HashList,
-    /// The declared length.
-    pub length: Option<u64>,
-    /// The declared media type.
-    pub media_type: Option<String>,
-    /// The entry's `lastmod`.
-    pub lastmod: Option<W3cDateTime>,
-    /// Attributes of the `via` link the record would be published with.
-    pub via: Via,
-    /// The entry's other links, as they came (`duplicate` mirrors among them).
-    pub links: Vec<Link>,
-}
 
 /// A failure to record; [`Batch::fail`](super::Batch::fail) merges it with an earlier one of
 /// the same resource.

@@ -239,7 +239,7 @@ fn open_db(root: &Path, options: &StoreOptions) -> Result<sled::Db, StoreError> 
 /// `snap.<lsn>`, but when it looks for snapshots it skips only `*.in___motion` files. A kill
 /// while a snapshot is being written (sled writes one at every open) leaves a `.generating`
 /// file that sled then picks as the newest snapshot and rejects as corrupt, refusing to open
-/// (found by `tests/store_crash.rs`; sled issue #1527). Such a file was never renamed, so
+/// (found by `tests/it/store_crash.rs`; sled issue #1527). Such a file was never renamed, so
 /// sled never relied on it: the previous snapshot and the log are still complete.
 fn remove_partial_snapshots(db_path: &Path) -> Result<(), StoreError> {
     let entries = match fs::read_dir(db_path) {

@@ -45,31 +45,46 @@ pub struct Via {
     pub media_type: Option<String>,
 }
 
+/// What an upstream list says about one resource — its provenance as Tributary records and
+/// republishes it: where the original is (`origin`, the `via` target), what the upstream
+/// declared of the content, the `via` link's attributes and the links it carries. One type
+/// for the harvester's entry, the record it writes and the failure it keeps, so the fields
+/// travel together instead of being copied between look-alike structs.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Listing {
+    /// The origin URI: the entry's `via` target (the original resource, even through
+    /// aggregator chains), else its `<loc>`.
+    pub origin: String,
+    /// The declared hashes, verbatim (including algorithms Tributary does not verify).
+    pub declared: HashList,
+    /// The declared length.
+    pub length: Option<u64>,
+    /// The declared media type.
+    pub media_type: Option<String>,
+    /// The entry's `lastmod`.
+    pub lastmod: Option<W3cDateTime>,
+    /// Attributes of the `via` link the record is published with.
+    pub via: Via,
+    /// The entry's `rs:ln` links other than `via`, as they came (`duplicate` mirrors among
+    /// them); the publisher filters them by the source's link policy when it serves the
+    /// record (`publish/links.rs`).
+    pub links: Vec<Link>,
+}
+
 /// What the harvester supplies to create or update a record. The blob must already be stored
-/// ([`Store::put`]); its md5/sha-1, when known, are taken from the blob.
+/// ([`Store::put`]); its length and md5/sha-1, when known, are taken from the blob.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewRecord {
     /// Tributary's own URI for the resource (the key).
     pub uri: String,
     /// The source id from `sources.toml`.
     pub source: String,
-    /// The origin URI: the `via` target (the original resource, even through aggregator chains).
-    pub origin: String,
     /// The URI the bitstream was fetched from.
     pub upstream: String,
-    /// The content (its length and md5 are taken from the stored blob).
+    /// The content.
     pub sha256: BlobId,
-    /// The upstream's declared hashes (kept verbatim, including algorithms not verified).
-    pub declared: HashList,
-    /// Media type.
-    pub media_type: Option<String>,
-    /// The upstream's `lastmod`.
-    pub lastmod: Option<W3cDateTime>,
-    /// Attributes for the published `via` link.
-    pub via: Via,
-    /// The upstream entry's `rs:ln` links other than `via`, as they came; the publisher filters
-    /// them by the source's link policy when it serves the record (`publish/links.rs`).
-    pub links: Vec<Link>,
+    /// What the upstream listed.
+    pub listing: Listing,
 }
 
 /// A stored resource record (its stored form is [`super::row`]'s).

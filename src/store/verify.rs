@@ -460,16 +460,16 @@ mod tests {
         assert!(store.verify().unwrap().is_clean());
         let by_origin = &store.inner.trees.by_origin;
 
-        by_origin.insert(keys::by_origin(&direct.origin, &direct.uri), Vec::new()).unwrap();
+        by_origin.insert(keys::by_origin(&direct.listing.origin, &direct.uri), Vec::new()).unwrap();
         let problems = index_problems(&store);
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert!(problems[0].1.contains("fetched from its origin"), "{problems:?}");
-        by_origin.remove(keys::by_origin(&direct.origin, &direct.uri)).unwrap();
+        by_origin.remove(keys::by_origin(&direct.listing.origin, &direct.uri)).unwrap();
 
-        by_origin.remove(keys::by_origin(&aggregated.origin, &aggregated.uri)).unwrap();
+        by_origin.remove(keys::by_origin(&aggregated.listing.origin, &aggregated.uri)).unwrap();
         assert_eq!(
             index_problems(&store),
-            [("index by_origin".to_owned(), format!("no entry for origin {}", aggregated.origin))]
+            [("index by_origin".to_owned(), format!("no entry for origin {}", aggregated.listing.origin))]
         );
     }
 

@@ -189,7 +189,7 @@ mod tests {
     use crate::model::HashList;
     use crate::naming::Naming;
     use crate::publish::{Limits, LinkPolicies, SetConfig};
-    use crate::store::{Batch, Expected, NewRecord, Store, StoreOptions, Via};
+    use crate::store::{Batch, Expected, Listing, NewRecord, Store, StoreOptions, Via};
 
     /// An upstream URI whose path and query carry percent-escapes, `%2F` among them: its
     /// Tributary URI is found only if the router keeps them as they came.
@@ -213,14 +213,17 @@ mod tests {
             NewRecord {
                 uri: naming.resource("src-a", ENCODED).unwrap(),
                 source: "src-a".into(),
-                origin: ENCODED.into(),
                 upstream: ENCODED.into(),
                 sha256: info.id,
-                declared: HashList::default(),
-                media_type: Some("text/plain".into()),
-                lastmod: None,
-                via: Via::default(),
-                links: Vec::new(),
+                listing: Listing {
+                    origin: ENCODED.into(),
+                    declared: HashList::default(),
+                    length: None,
+                    media_type: Some("text/plain".into()),
+                    lastmod: None,
+                    via: Via::default(),
+                    links: Vec::new(),
+                },
             },
         );
         store.apply(&batch).unwrap();

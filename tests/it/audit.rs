@@ -8,7 +8,7 @@ use crate::support::upstream::{Reply, Upstream};
 use tributary::harvest::audit::{ChangedBy, audit_source};
 use tributary::model::HashList;
 use tributary::naming::Naming;
-use tributary::store::{Batch, Expected, NewRecord, Store, Via};
+use tributary::store::{Batch, Expected, Listing, NewRecord, Store, Via};
 use url::Url;
 
 fn naming() -> Naming {
@@ -24,14 +24,17 @@ fn hold(store: &Store, upstream: &str, data: &[u8], deleted: bool) {
     let record = NewRecord {
         uri: uri.clone(),
         source: "src".into(),
-        origin: upstream.into(),
         upstream: upstream.into(),
         sha256: blob.id,
-        declared: HashList::default(),
-        media_type: None,
-        lastmod: Some(LASTMOD.parse().unwrap()),
-        via: Via::default(),
-        links: vec![],
+        listing: Listing {
+            origin: upstream.into(),
+            declared: HashList::default(),
+            length: None,
+            media_type: None,
+            lastmod: Some(LASTMOD.parse().unwrap()),
+            via: Via::default(),
+            links: vec![],
+        },
     };
     store.apply(Batch::new().upsert(&["set"], record)).unwrap();
     if deleted {
@@ -110,14 +113,17 @@ async fn a_store_matching_its_list_is_in_sync() {
     let rec = NewRecord {
         uri: other,
         source: "other".into(),
-        origin: "http://127.0.0.1:1/x".into(),
         upstream: "http://127.0.0.1:1/x".into(),
         sha256: blob.id,
-        declared: HashList::default(),
-        media_type: None,
-        lastmod: None,
-        via: Via::default(),
-        links: vec![],
+        listing: Listing {
+            origin: "http://127.0.0.1:1/x".into(),
+            declared: HashList::default(),
+            length: None,
+            media_type: None,
+            lastmod: None,
+            via: Via::default(),
+            links: vec![],
+        },
     };
     store.apply(Batch::new().upsert(&["set"], rec)).unwrap();
     let up = Upstream::routes(vec![("/rl.xml", vec![Reply::xml(list(&entries))])]).await;

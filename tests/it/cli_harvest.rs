@@ -51,7 +51,7 @@ async fn a_bad_configuration_exits_non_zero_before_fetching() {
         // The line the error must point at: the line where `at` starts.
         let pos = text.find(at).unwrap_or_else(|| panic!("{what}: {at:?} not in the text"));
         let line = text[..pos].matches('\n').count() + 1;
-        let out = run(&["--config", cfg.to_str().unwrap(), "harvest", "--once"]).await;
+        let out = run(&["--config", cfg.to_str().unwrap(), "harvest"]).await;
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{what}: {stderr}");
         let file_line = format!("{}:{line}:", cfg.display());
@@ -121,7 +121,7 @@ async fn harvest_once_prints_a_summary() {
     let url = s.sim.url("/.well-known/resourcesync");
     std::fs::write(&cfg, config_text(dir.path(), "", "rate = \"unlimited\"\n", &[("a", &url, "")])).unwrap();
     let cfg = cfg.to_str().unwrap();
-    let out = run(&["--config", cfg, "harvest", "--source", "a", "--once"]).await;
+    let out = run(&["--config", cfg, "harvest", "--source", "a"]).await;
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("fetched 30, unchanged 0, failed 0, deleted 0"), "{stdout}");

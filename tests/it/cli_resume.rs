@@ -5,7 +5,7 @@
 //! final commit and flush before exit, and the resume across processes.
 //!
 //! What can be asserted exactly: at shutdown the walk stops taking entries and in-flight
-//! fetches get `SHUTDOWN_GRACE` (5 s, src/harvest/baseline.rs) to finish and be committed;
+//! fetches get `SHUTDOWN_GRACE` (5 s, src/harvest/sync/baseline.rs) to finish and be committed;
 //! only a fetch still running after that is abandoned (nothing stored, so fetched again next
 //! time). The upstream here answers every bitstream within a tenth of a second (a 20–30 ms
 //! delay, plus the test server's Nagle/delayed-ACK stall of about 40 ms), far inside the
@@ -161,7 +161,7 @@ async fn sigint_stops_a_harvest_cleanly_and_the_next_run_fetches_only_the_rest()
     let log = dir.path().join("first.log");
 
     let started = Instant::now();
-    let mut child = spawn(&cfg, &["harvest", "--once"], "first.log");
+    let mut child = spawn(&cfg, &["harvest"], "first.log");
     interrupt_a_third_of_the_way(&up, &mut child).await;
     let (status, stdout) = wait_for_exit(child, &log).await;
     eprintln!("first run (interrupted) took {:?}: {}", started.elapsed(), stdout.trim());
@@ -189,7 +189,7 @@ async fn sigint_stops_a_harvest_cleanly_and_the_next_run_fetches_only_the_rest()
     drop(store);
 
     let started = Instant::now();
-    let second = run_to_end(&cfg, &["harvest", "--once"]).await;
+    let second = run_to_end(&cfg, &["harvest"]).await;
     let stdout = String::from_utf8_lossy(&second.stdout);
     eprintln!("second run took {:?}: {}", started.elapsed(), stdout.trim());
     assert!(second.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&second.stderr));

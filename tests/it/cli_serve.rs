@@ -25,7 +25,7 @@ async fn serve_honours_the_publish_table_and_provenance_verifies_politely() {
     );
     std::fs::write(&cfg, text).unwrap();
     let cfg = cfg.to_str().unwrap();
-    let out = run(&["--config", cfg, "harvest", "--once"]).await;
+    let out = run(&["--config", cfg, "harvest"]).await;
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 
     let mut server =

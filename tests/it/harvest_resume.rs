@@ -136,7 +136,7 @@ fn tributary(cfg: &Path, args: &[&str]) -> Command {
 }
 
 fn harvest_to_the_end(cfg: &Path) -> String {
-    let out = tributary(cfg, &["harvest", "--once"]).stdout(Stdio::piped()).output().unwrap();
+    let out = tributary(cfg, &["harvest"]).stdout(Stdio::piped()).output().unwrap();
     format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
@@ -163,11 +163,11 @@ async fn survives_sigkill_at_random_moments() {
     let ticker = s.sim.start_ticking();
     let started = Instant::now();
     for k in 0..KILLS {
-        let args: &[&str] = if k % 2 == 0 { &["run"] } else { &["harvest", "--once"] };
+        let args: &[&str] = if k % 2 == 0 { &["run"] } else { &["harvest"] };
         let mut child = tributary(&cfg, args).spawn().unwrap();
         let wait = Duration::from_millis(rng.between(30, 700));
         tokio::time::sleep(wait).await;
-        // SIGKILL; a `harvest --once` that already finished is simply reaped.
+        // SIGKILL; a `harvest` that already finished is simply reaped.
         let _ = child.kill();
         let _ = child.wait();
     }

@@ -7,7 +7,9 @@ use std::io::{self, Read};
 use crate::support::digest::digests;
 use crate::support::store::{bytes, put, record, reopen, temp_store};
 use tributary::model::{Change, HashAlgorithm, HashList};
-use tributary::store::{Batch, Expected, INLINE_MAX, NewRecord, Outcome, SourceState, Store, StoreError, StoreOptions};
+use tributary::store::{
+    Batch, Expected, INLINE_MAX, Listing, NewRecord, Outcome, SourceState, Store, StoreError, StoreOptions,
+};
 
 fn read_all(mut r: impl Read) -> Vec<u8> {
     let mut v = Vec::new();
@@ -279,7 +281,7 @@ fn provenance_indexes_follow_updates_and_deletes() {
     assert_eq!(store.uris_by_sha256(&a).unwrap().len(), 2);
     assert_eq!(store.uri_by_upstream("http://upstream.test/p", &[]).unwrap().as_deref(), Some(uri));
 
-    rec.origin = "http://elsewhere.test/p".into();
+    rec.listing.origin = "http://elsewhere.test/p".into();
     rec.sha256 = b;
     store.apply(Batch::new().upsert(&["s"], rec)).unwrap();
     assert!(store.uris_by_origin("http://origin.test/p", &[]).unwrap().is_empty());
@@ -297,8 +299,11 @@ fn provenance_indexes_follow_updates_and_deletes() {
 fn records_fetched_from_their_origin_are_found_by_name() {
     let (_dir, store) = temp_store();
     let (a, b) = (put(&store, b"a"), put(&store, b"b"));
-    let direct =
-        |uri: &str, origin: &str, sha| NewRecord { origin: origin.into(), upstream: origin.into(), ..record(uri, sha) };
+    let direct = |uri: &str, origin: &str, sha| NewRecord {
+        upstream: origin.into(),
+        listing: Listing { origin: origin.into(), ..record(uri, sha).listing },
+        ..record(uri, sha)
+    };
     let (x, y) = ("http://tributary.test/x", "http://tributary.test/y");
     let named = |uri: &str| vec![uri.to_owned()];
     store.apply(Batch::new().upsert(&["s"], direct(x, "http://origin.test/x", a))).unwrap();
@@ -398,7 +403,7 @@ fn shared_content_stays_until_its_last_record_goes() {
     // its place; moving to other content and back is a new entry.
     store.apply(Batch::new().upsert(&["s"], record(&uri("d"), shared))).unwrap();
     let mut a = record(&uri("a"), shared);
-    a.media_type = Some("text/plain".into());
+    a.listing.media_type = Some("text/plain".into());
     store.apply(Batch::new().upsert(&["s"], a)).unwrap();
     let fresh = put(&store, b"fresh");
     store.apply(Batch::new().upsert(&["s"], record(&uri("d"), fresh))).unwrap();
@@ -544,7 +549,7 @@ fn a_truncated_pack_is_reported_not_served() {
     std::fs::OpenOptions::new().write(true).open(&pack).unwrap().set_len(1000).unwrap();
     let store = reopen(&path);
     let err = store.get(&sha).unwrap_err();
-    assert!(err.to_string().contains("shorter than its rows say"), "{err}");
+    assert!(tributary::error::chain(&err).to_string().contains("shorter than its rows say"), "{err:?}");
     let report = store.verify().unwrap();
     assert!(report.to_string().contains("pack unreadable"), "{report}");
 }

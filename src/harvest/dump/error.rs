@@ -21,7 +21,7 @@ pub enum DumpError {
         url: String,
         /// The entry's failure.
         #[source]
-        source: EntryError,
+        source: Box<EntryError>,
     },
     /// Downloading a package failed.
     #[error("downloading a package")]
@@ -50,12 +50,13 @@ pub enum DumpError {
         source: std::io::Error,
     },
     /// Not a ZIP file, or a ZIP structure the reader refuses.
-    #[error("package {url}: not a readable ZIP package: {detail}")]
+    #[error("package {url}: not a readable ZIP package")]
     NotZip {
         /// The package URL.
         url: String,
-        /// The ZIP reader's message.
-        detail: String,
+        /// The ZIP reader's error (boxed: dump errors travel through every return of a walk).
+        #[source]
+        source: Box<zip::result::ZipError>,
     },
     /// More ZIP entries than allowed.
     #[error("package {url}: {count} ZIP entries, more than the limit of {max}")]
@@ -198,11 +199,12 @@ pub enum EntryError {
         source: StoreError,
     },
     /// The compressed data is corrupt (bad deflate stream, CRC mismatch).
-    #[error("path {path:?}: corrupt entry: {detail}")]
+    #[error("path {path:?}: corrupt entry")]
     Corrupt {
         /// The path.
         path: String,
-        /// The reader's message.
-        detail: String,
+        /// The reader's error.
+        #[source]
+        source: std::io::Error,
     },
 }

@@ -47,7 +47,7 @@ pub(super) type PackageItems = (Header, Vec<DumpItem>);
 pub(super) fn read_package(p: PackageFile, store: &Store, limits: &DumpLimits) -> Result<PackageItems, DumpError> {
     let url = p.url.to_string();
     let mut archive =
-        ZipArchive::new(p.file).map_err(|e| DumpError::NotZip { url: url.clone(), detail: e.to_string() })?;
+        ZipArchive::new(p.file).map_err(|e| DumpError::NotZip { url: url.clone(), source: Box::new(e) })?;
     if archive.len() > limits.max_entries {
         return Err(DumpError::TooManyEntries { url, count: archive.len(), max: limits.max_entries });
     }
@@ -131,7 +131,7 @@ fn read_manifest(
     budget: &mut Budget,
 ) -> Result<(Header, Vec<Entry>), DumpError> {
     let index = archive.index_for_name_raw(b"manifest.xml").ok_or_else(|| DumpError::NoManifest { url: url.into() })?;
-    let mut file = archive.by_index(index).map_err(|e| DumpError::NotZip { url: url.into(), detail: e.to_string() })?;
+    let mut file = archive.by_index(index).map_err(|e| DumpError::NotZip { url: url.into(), source: Box::new(e) })?;
     let cap = budget.cap(url, "manifest.xml", file.size(), file.compressed_size(), budget.limits.max_manifest_bytes)?;
     let mut bytes = Vec::with_capacity(usize::try_from(cap.min(1 << 20)).unwrap_or(0));
     let pumped = pump(&mut file, cap, &mut |chunk| {
@@ -140,7 +140,7 @@ fn read_manifest(
     });
     budget.settle(url, "manifest.xml", cap, pumped).map_err(|e| match e {
         Settled::Package(e) => e,
-        Settled::Entry(e) => DumpError::NotZip { url: url.into(), detail: e.to_string() },
+        Settled::Entry(e) => DumpError::Entry { url: url.into(), source: Box::new(e) },
     })?;
     let name = format!("{url}!/manifest.xml");
     let opts = ReadOptions { name, max_bytes: cap.max(1), max_entries: budget.limits.max_entries, max_depth: 32 };
@@ -198,7 +198,7 @@ impl Budget {
                 name: name.into(),
                 detail: format!("produced more than the {cap} bytes its header declares"),
             })),
-            Err(Pump::Read(e)) => Err(Settled::Entry(EntryError::Corrupt { path: name.into(), detail: e.to_string() })),
+            Err(Pump::Read(source)) => Err(Settled::Entry(EntryError::Corrupt { path: name.into(), source })),
             Err(Pump::Sink(e)) if is_verification(&e) => {
                 Err(Settled::Entry(EntryError::Mismatch { path: name.into(), source: e }))
             }
@@ -339,7 +339,7 @@ fn check_kind_of_entry(file: &zip::read::ZipFile<'_, File>, path: &str) -> Resul
 fn zip_entry_error(path: &str, e: ZipError) -> EntryError {
     match e {
         ZipError::UnsupportedArchive(_) => EntryError::Unsupported { path: path.to_owned(), detail: e.to_string() },
-        other => EntryError::Corrupt { path: path.to_owned(), detail: other.to_string() },
+        other => EntryError::Corrupt { path: path.to_owned(), source: std::io::Error::other(other) },
     }
 }
 

@@ -246,7 +246,7 @@ impl Pass<'_> {
             }
             next = match walker.next_entry().await {
                 Ok(e) => e,
-                Err(e) => return End::Incomplete(e.to_string()),
+                Err(e) => return End::Incomplete(crate::error::chain(&e).to_string()),
             };
         }
     }

@@ -122,7 +122,7 @@ fn changes(
     if let Some(i) = package.items.iter().enumerate().position(|(i, item)| wanted(i, item) && item.outcome.is_err()) {
         let url = package.url.to_string();
         if let Err(source) = package.items.swap_remove(i).outcome {
-            return Err(DumpError::Entry { url, source }.into());
+            return Err(DumpError::Entry { url, source: Box::new(source) }.into());
         }
     }
     let mut last: HashMap<&str, usize> = HashMap::new();

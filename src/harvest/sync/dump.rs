@@ -93,7 +93,9 @@ fn records(
         let (url, blob) = match item.outcome {
             Ok(Content::Stored { url, blob }) => (url, blob),
             Ok(Content::Deleted { .. }) => continue,
-            Err(e) => return Err(dump_error(source, DumpError::Entry { url: package.url.to_string(), source: e })),
+            Err(e) => {
+                return Err(dump_error(source, DumpError::Entry { url: package.url.to_string(), source: Box::new(e) }));
+            }
         };
         let Some(uri) = ctx.naming.resource_url(&source.id, &url) else {
             report.skipped += 1;

@@ -12,7 +12,7 @@ use tributary::check::check_reader;
 use tributary::model::{Document, HashList, Link, ReadOptions, RootFormat, W3cDateTime, read_document};
 use tributary::naming::Naming;
 use tributary::publish::{Limits, LinkPolicies, SetConfig};
-use tributary::store::{Batch, Expected, NewRecord, Store, Via};
+use tributary::store::{Batch, Expected, Listing, NewRecord, Store, Via};
 use tributary::web::{WebState, serve};
 use url::Url;
 
@@ -102,14 +102,17 @@ pub(crate) fn new_record(store: &Store, naming: &Naming, r: &Res) -> NewRecord {
     NewRecord {
         uri: naming.resource(&r.source, &r.upstream).unwrap(),
         source: r.source.clone(),
-        origin: r.origin.clone(),
         upstream: r.upstream.clone(),
         sha256: info.id,
-        declared: HashList::default(),
-        media_type: r.media_type.clone(),
-        lastmod: r.via.modified,
-        via: r.via.clone(),
-        links: r.links.clone(),
+        listing: Listing {
+            origin: r.origin.clone(),
+            declared: HashList::default(),
+            length: None,
+            media_type: r.media_type.clone(),
+            lastmod: r.via.modified,
+            via: r.via.clone(),
+            links: r.links.clone(),
+        },
     }
 }
 
@@ -235,14 +238,17 @@ pub(crate) async fn harvest(
             NewRecord {
                 uri: naming.resource(source, &e.loc).unwrap(),
                 source: source.to_owned(),
-                origin,
                 upstream: e.loc.clone(),
                 sha256: info.id,
-                declared: md.hash.clone().unwrap_or_default(),
-                media_type: md.media_type.clone(),
-                lastmod: e.lastmod,
-                via,
-                links: e.links.iter().filter(|l| l.rel != "via").cloned().collect(),
+                listing: Listing {
+                    origin,
+                    declared: md.hash.clone().unwrap_or_default(),
+                    length: None,
+                    media_type: md.media_type.clone(),
+                    lastmod: e.lastmod,
+                    via,
+                    links: e.links.iter().filter(|l| l.rel != "via").cloned().collect(),
+                },
             },
         );
     }

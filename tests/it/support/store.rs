@@ -5,7 +5,7 @@ use std::io::Read as _;
 use std::path::Path;
 
 use tributary::model::{HashList, Link};
-use tributary::store::{BlobId, Expected, NewRecord, Store, StoreOptions, Via};
+use tributary::store::{BlobId, Expected, Listing, NewRecord, Store, StoreOptions, Via};
 
 /// A fresh store in its own temporary directory (kept alive by the returned guard).
 pub(crate) fn temp_store() -> (tempfile::TempDir, Store) {
@@ -52,16 +52,19 @@ pub(crate) fn record(uri: &str, sha: BlobId) -> NewRecord {
         uri: uri.to_owned(),
         source: "src-a".to_owned(),
         upstream: origin.replace("origin.test", "upstream.test"),
-        origin,
         sha256: sha,
-        declared: HashList::default(),
-        media_type: Some("application/xml".to_owned()),
-        lastmod: Some("2024-05-01T10:00:00Z".parse().expect("datetime")),
-        via: Via {
-            modified: Some("2024-05-01T10:00:00Z".parse().expect("datetime")),
-            length: Some(1),
-            ..Via::default()
+        listing: Listing {
+            origin,
+            declared: HashList::default(),
+            length: None,
+            media_type: Some("application/xml".to_owned()),
+            lastmod: Some("2024-05-01T10:00:00Z".parse().expect("datetime")),
+            via: Via {
+                modified: Some("2024-05-01T10:00:00Z".parse().expect("datetime")),
+                length: Some(1),
+                ..Via::default()
+            },
+            links: vec![Link::new("describedby", "http://origin.test/meta.xml")],
         },
-        links: vec![Link::new("describedby", "http://origin.test/meta.xml")],
     }
 }
