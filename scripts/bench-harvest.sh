@@ -12,7 +12,9 @@
 #
 # Usage: scripts/bench-harvest.sh [RUNS]     env: N (resources, 10000), PORT (8099),
 #        CONCURRENCY (64), SETUP_ONLY=1 (start nginx, print WORK, exit), FLOOR=0 (skip the floor),
-#        TRIBUTARY (binary; default target/release/tributary, built if missing)
+#        TRIBUTARY (binary; default target/release/tributary, built if missing),
+#        COMPARE (a second tributary binary, e.g. an older build: each run then makes one pass
+#        with each, interleaved, and the medians and their ratio are printed for both)
 # Needs: nginx (apt-get install -y nginx), python3 with resync (pip install resync), /usr/bin/time.
 set -euo pipefail
 export LC_NUMERIC=C # $EPOCHREALTIME with a decimal point, as awk reads it
@@ -132,16 +134,19 @@ nginx_cpu() {
     awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$worker/stat"
 }
 
-: >"$WORK/trib.rate"; : >"$WORK/trib.rss"; : >"$WORK/trib.cpu"; : >"$WORK/trib.nginx"
+: >"$WORK/trib.rate"; : >"$WORK/trib.rss"; : >"$WORK/trib.cpu"; : >"$WORK/trib.nginx"; : >"$WORK/cmp.rate"
 : >"$WORK/floor.fetch"; : >"$WORK/floor.nginx"; : >"$WORK/floor.store"
-for run in $(seq "$RUNS"); do
+# One baseline pass of binary $1 into a fresh store; appends its rate to $WORK/$2.rate (and, for
+# the main binary, RSS and CPU to the other files).
+pass() {
+    local bin=$1 tag=$2 run=$3
     rm -rf "$WORK/store"
     before=$(nginx_cpu)
     # Wall time from the clock around the run: time(1)'s own is in hundredths of a second,
     # 1.4% of a 0.7 s pass. bash's own clock, not date(1): starting a process after the run
     # would count its start-up too.
     start=$EPOCHREALTIME
-    /usr/bin/time -v -o "$WORK/time.txt" "$BIN" --config "$WORK/sources.toml" --data-dir "$WORK/store" \
+    /usr/bin/time -v -o "$WORK/time.txt" "$bin" --config "$WORK/sources.toml" --data-dir "$WORK/store" \
         harvest >"$WORK/summary.txt" 2>"$WORK/log.txt" || { cat "$WORK/summary.txt" "$WORK/log.txt" >&2; exit 1; }
     end=$EPOCHREALTIME
     ngx=$(awk -v a="$before" -v b="$(nginx_cpu)" 'BEGIN {printf "%.2f", b - a}')
@@ -151,9 +156,18 @@ for run in $(seq "$RUNS"); do
     fetched=$(grep -o 'fetched [0-9]*' "$WORK/summary.txt" | head -1 | awk '{print $2}')
     [[ $fetched == "$N" ]] || { echo "run $run fetched $fetched of $N" >&2; cat "$WORK/summary.txt" >&2; exit 1; }
     rate=$(awk -v n="$N" -v w="$wall" 'BEGIN {printf "%.0f", n / w}')
-    echo "tributary run $run: $(cat "$WORK/summary.txt" | head -1)"
-    echo "tributary run $run: process wall ${wall}s, ${rate} resources/s end to end, peak RSS ${rss} MiB, CPU ${cpu}s (nginx ${ngx}s)"
-    echo "$rate" >>"$WORK/trib.rate"; echo "$rss" >>"$WORK/trib.rss"; echo "$cpu" >>"$WORK/trib.cpu"; echo "$ngx" >>"$WORK/trib.nginx"
+    echo "$tag run $run: $(head -1 "$WORK/summary.txt")"
+    echo "$tag run $run: process wall ${wall}s, ${rate} resources/s end to end, peak RSS ${rss} MiB, CPU ${cpu}s (nginx ${ngx}s)"
+    echo "$rate" >>"$WORK/$tag.rate"
+    if [[ $tag == trib ]]; then
+        echo "$rss" >>"$WORK/trib.rss"; echo "$cpu" >>"$WORK/trib.cpu"; echo "$ngx" >>"$WORK/trib.nginx"
+    fi
+}
+for run in $(seq "$RUNS"); do
+    # Alternating which goes first, so neither always meets the machine right after the other.
+    if [[ -n ${COMPARE:-} && $((run % 2)) == 0 ]]; then pass "$COMPARE" cmp "$run"; fi
+    pass "$BIN" trib "$run"
+    if [[ -n ${COMPARE:-} && $((run % 2)) == 1 ]]; then pass "$COMPARE" cmp "$run"; fi
     # The floor right after each pass, so both see the same phase of this shared machine.
     if [[ ${FLOOR:-1} == 1 ]]; then
         before=$(nginx_cpu)
@@ -192,6 +206,10 @@ echo "median over $RUNS runs, $N resources:"
 echo "  tributary harvest:     $t resources/s, peak RSS $r MiB (targets: >= 15000/s, < 100 MiB)"
 echo "                         passes at or above 15000/s: $(awk '$1 >= 15000' "$WORK/trib.rate" | wc -l) of $RUNS"
 echo "                         CPU ${c}s per pass, nginx ${g}s"
+if [[ -n ${COMPARE:-} ]]; then
+    k=$(median <"$WORK/cmp.rate")
+    echo "  $COMPARE: $k resources/s (this build / it: $(awk -v a="$t" -v b="$k" 'BEGIN {printf "%.2f", a / b}'))"
+fi
 echo "  resync-sync --baseline: $p resources/s"
 echo "  ratio: $(awk -v a="$t" -v b="$p" 'BEGIN {printf "%.1f", a / b}')x"
 if [[ ${FLOOR:-1} == 1 ]]; then

@@ -11,7 +11,9 @@
 #   scripts/bench-publish.sh [RESOURCES] [RUNS]
 #
 # Environment: CACHE_MB (the store's page cache, default 128), NO_LINKS=1 (republish no inherited
-# links), EVENTS (Change List size, default 1000), WALK_ONLY=1 (skip wrk), PORT (18080).
+# links), EVENTS (Change List size, default 1000), WALK_ONLY=1 (skip wrk), PORT (18080),
+# BENCH_BIN (the publish_bench binary; default: built from this tree — point it at another
+# build's target/release/examples/publish_bench to measure that build, e.g. before a change).
 #
 # Needs curl and wrk (Debian: apt-get install -y wrk). The store is filled once per
 # invocation (by examples/publish_bench.rs, as the harvester would) in a temporary directory.
@@ -31,8 +33,11 @@ cleanup() {
 trap cleanup EXIT
 command -v wrk >/dev/null || { echo "wrk not found (apt-get install -y wrk)"; exit 2; }
 
-cargo build --release --quiet --example publish_bench
-bin=${CARGO_TARGET_DIR:-target}/release/examples/publish_bench
+bin=${BENCH_BIN:-}
+if [ -z "$bin" ]; then
+  cargo build --release --quiet --example publish_bench
+  bin=${CARGO_TARGET_DIR:-target}/release/examples/publish_bench
+fi
 echo "filling a store with $n resources of 2 KiB ..."
 /usr/bin/time -f "fill: %e s, peak RSS %M KiB" "$bin" fill "$work/store" "$base" "$n" 2048
 

@@ -14,7 +14,7 @@
 //! must not reorder a Change List), which also makes "from this datetime" a binary search.
 //!
 //! Readers see only flushed events. A batch's events are registered here as unflushed while
-//! its transaction commits, and released by [`Store::flush`]; until then every read stops
+//! its batch commits, and released by [`Store::flush`]; until then every read stops
 //! before them, so a Destination is never shown a change that a crash could take back.
 
 use std::collections::HashMap;

@@ -5,7 +5,7 @@
 //! was fetched from, the source) and the links it inherits. The indexes answer provenance
 //! questions in both directions without a scan: origin URI → Tributary URIs, sha-256 →
 //! Tributary URIs, upstream URI → Tributary URI. They are maintained only by [`super::batch`],
-//! inside the same transaction as the record.
+//! in the same batch as the record (one sled `apply_batch`).
 //!
 //! A record fetched straight from its origin (upstream = origin, every Source that is not an
 //! aggregator) has no index row by origin or upstream at all (store format 5): the harvester
@@ -15,8 +15,9 @@
 //! parent; leaving this one out took 13% off the CPU of a baseline harvest (docs/STORE.md,
 //! "A record fetched from its origin has no index row at all").
 //!
-//! The sha-256 index lists live records only; it doubles as the blob reference count (a blob
-//! with no entry is unreferenced and gc may collect it). Deleted records keep their digests
+//! The sha-256 index lists live records only. Together with the blob row's `referrer` (one
+//! live record of that content, named in the blob row itself since format 6) it is the blob's
+//! reference count: a blob with neither is unreferenced and gc may collect it. Deleted records keep their digests
 //! for history and for the `deleted` change entry.
 
 use serde::{Deserialize, Serialize};

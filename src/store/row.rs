@@ -1,4 +1,4 @@
-//! The stored form of a record (store format 4, unchanged in 5), and how [`Record`]s and [`RecordView`]s are
+//! The stored form of a record (unchanged since store format 4), and how [`Record`]s and [`RecordView`]s are
 //! made from it.
 //!
 //! Record rows are most of what a Resource List walk makes sled read and keep resident
