@@ -2,18 +2,22 @@
 //!
 //! # Architecture
 //! Data flows one way: `sources.toml` → harvest → store → publish → web. The modules follow
-//! it, and dependencies point the same way:
+//! it, and dependencies point the same way (the full map: `docs/ARCHITECTURE.md`):
 //!
 //! - [`model`]: every ResourceSync document — types, streaming reader, writer, validation.
 //!   Pure: no I/O beyond the `BufRead`/`Write` it is handed.
-//! - [`check`]: the `tributary check` command, reading a file or URL through the model.
+//! - [`config`]: `sources.toml`, validated once; [`naming`]: every URI Tributary publishes.
+//! - [`fetch`]: the polite HTTP client every request goes through (rate limits, robots.txt,
+//!   retries, size and time guards, the SSRF policy).
 //! - [`store`]: bitstreams by sha-256, records, provenance indexes, the per-set change log.
+//! - [`harvest`]: keeps the store in sync with the upstream Sources; each poll a pure plan
+//!   carried out by a short executor. Nothing else in the library depends on it.
 //! - [`publish`]: Tributary as a ResourceSync Source — documents from store views, the
 //!   inherited-link policy, the provenance lookup. No axum, tokio or reqwest.
-//! - [`web`]: the axum server for all of it; [`provenance`]: the command and live origin check.
-//!
-//! The harvester builds on the model and the store in its own module; see
-//! `docs/ARCHITECTURE.md` and `docs/PUBLISH.md`.
+//! - [`web`]: the axum router for all of it; [`provenance`]: the command and live origin
+//!   check; [`check`]: the `tributary check` command.
+//! - [`simulate`]: simulated Sources for the offline demo, tests and benchmarks.
+//! - [`error`]: printing an error with its causes, once.
 
 pub mod check;
 pub mod config;
