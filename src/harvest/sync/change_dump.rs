@@ -17,11 +17,9 @@
 //! past a package that fails (its changes would be lost): both come back as an error and the
 //! caller falls back to the Change List, which re-baselines if it cannot continue either.
 
-use std::collections::HashMap;
-
 use url::Url;
 
-use super::changes::is_new;
+use super::plan::{PackageEntry, package_changes};
 use crate::config::Source;
 use crate::harvest::commit::apply_blocking;
 use crate::harvest::ctx::{Ctx, HarvestError};
@@ -104,9 +102,19 @@ pub(crate) async fn follow_change_dump(
     Ok(report)
 }
 
+/// How the plan sees one manifest entry.
+fn entry(item: &DumpItem) -> PackageEntry<'_> {
+    let url = match &item.outcome {
+        Ok(Content::Stored { url, .. } | Content::Deleted { url }) => Some(url.as_str()),
+        Err(_) => None,
+    };
+    PackageEntry { datetime: item.datetime(), url }
+}
+
 /// One package's new changes and the position after it, as one batch. Within the package
 /// only each URI's last change is applied (the manifest is in forward chronological order,
 /// so that is the state the package leaves it in); every entry must have verified.
+/// Which entries those are is [`package_changes`]'s decision.
 fn changes(
     ctx: &Ctx,
     source: &Source,
@@ -118,36 +126,26 @@ fn changes(
     let remembered = state.change_list.as_deref() == Some(package.url.as_str());
     let skip = if remembered { state.change_list_position.unwrap_or(0) } else { 0 };
     let through = state.changes_through;
-    let wanted = |i: usize, item: &DumpItem| (i as u64) >= skip && (remembered || is_new(item.datetime(), through));
-    if let Some(i) = package.items.iter().enumerate().position(|(i, item)| wanted(i, item) && item.outcome.is_err()) {
-        let url = package.url.to_string();
-        if let Err(source) = package.items.swap_remove(i).outcome {
-            return Err(DumpError::Entry { url, source: Box::new(source) }.into());
+    let entries: Vec<PackageEntry<'_>> = package.items.iter().map(entry).collect();
+    let plan = match package_changes(&entries, skip, remembered, through) {
+        Ok(plan) => plan,
+        Err(i) => {
+            drop(entries);
+            let url = package.url.to_string();
+            return match package.items.swap_remove(i).outcome {
+                Err(source) => Err(DumpError::Entry { url, source: Box::new(source) }.into()),
+                Ok(_) => unreachable!("the plan refuses a package only for an entry that failed"),
+            };
         }
-    }
-    let mut last: HashMap<&str, usize> = HashMap::new();
-    let mut new = Vec::new();
-    for (_, item) in package.items.iter().enumerate().filter(|(i, item)| wanted(*i, item)) {
-        // Every wanted entry verified (checked above).
-        let Ok(Content::Stored { url, .. } | Content::Deleted { url }) = &item.outcome else { continue };
-        last.insert(url.as_str(), new.len());
-        new.push(item);
-    }
+    };
     let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
     let mut batch = Batch::new();
-    let mut newest = through;
-    for (k, item) in new.iter().enumerate() {
-        if let Some(d) = item.datetime() {
-            newest = Some(newest.map_or(d, |t| t.max(d)));
-        }
+    for item in plan.apply.iter().map(|&i| &package.items[i]) {
         let (url, blob) = match &item.outcome {
             Ok(Content::Stored { url, blob }) => (url, Some(blob)),
             Ok(Content::Deleted { url }) => (url, None),
-            Err(_) => continue, // refused above
+            Err(_) => continue, // never planned
         };
-        if last.get(url.as_str()) != Some(&k) {
-            continue; // superseded by a later change of the same URI in this package
-        }
         let Some(uri) = ctx.naming.resource_url(&source.id, url) else {
             report.skipped += 1;
             continue;
@@ -166,6 +164,7 @@ fn changes(
             }
         }
     }
+    let mut newest = plan.newest;
     let until = package.manifest.md.as_ref().and_then(|m| m.until);
     if let Some(u) = until {
         newest = Some(newest.map_or(u, |t| t.max(u)));

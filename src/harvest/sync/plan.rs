@@ -16,7 +16,8 @@
 //! - A dump that cannot be used is never fatal: the list is the fallback.
 //!
 //! Within a baseline, what to do with each listed entry ([`entry`]) and, once the walk is
-//! over, what to delete ([`after_walk`]) are decided here too: a resource is fetched only when
+//! over, what to delete ([`after_walk`]) are decided here too, as is which entries of a Change
+//! Dump package a poll applies ([`package_changes`]): a resource is fetched only when
 //! what is held is not its listed content, and nothing is deleted unless the whole list was
 //! read.
 
@@ -24,7 +25,9 @@ use std::collections::{HashMap, HashSet, VecDeque};
 
 use url::Url;
 
+use super::changes::is_new;
 use crate::harvest::listed::Listed;
+use crate::model::W3cDateTime;
 use crate::store::{KnownCapabilities, Record};
 
 /// Rebaselines one poll may start; a Source whose fresh baseline cannot be continued either
@@ -219,6 +222,53 @@ pub(crate) fn after_walk(
     }
 }
 
+/// One entry of a Change Dump package, as [`package_changes`] sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PackageEntry<'a> {
+    /// The change's `datetime`.
+    pub(crate) datetime: Option<W3cDateTime>,
+    /// The resource's URL; `None` when the entry failed to verify.
+    pub(crate) url: Option<&'a str>,
+}
+
+/// What a poll applies of one Change Dump package.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PackageChanges {
+    /// Indexes of the entries to apply, in manifest order: of the new entries, each URI's
+    /// last (the manifest is in forward chronological order, so that is the state the package
+    /// leaves the resource in).
+    pub(crate) apply: Vec<usize>,
+    /// The newest change datetime seen, the position's new `changes_through` (before the
+    /// package's own `until`).
+    pub(crate) newest: Option<W3cDateTime>,
+}
+
+/// The entries of a package to apply. New entries are those past `skip` (the position within
+/// the package read last, when `remembered`) or, in a package not read before, those changed
+/// after `through`. A package is applied whole or not at all: a new entry that failed to
+/// verify refuses it (`Err` with that entry's index), since the changes after it could not be
+/// applied in order.
+pub(crate) fn package_changes(
+    entries: &[PackageEntry<'_>],
+    skip: u64,
+    remembered: bool,
+    through: Option<W3cDateTime>,
+) -> Result<PackageChanges, usize> {
+    let wanted = |i: usize, e: &PackageEntry<'_>| (i as u64) >= skip && (remembered || is_new(e.datetime, through));
+    let mut last: HashMap<&str, usize> = HashMap::new();
+    let mut newest = through;
+    for (i, e) in entries.iter().enumerate().filter(|(i, e)| wanted(*i, e)) {
+        let Some(url) = e.url else { return Err(i) };
+        last.insert(url, i);
+        if let Some(d) = e.datetime {
+            newest = Some(newest.map_or(d, |t| t.max(d)));
+        }
+    }
+    let mut apply: Vec<usize> = last.into_values().collect();
+    apply.sort_unstable();
+    Ok(PackageChanges { apply, newest })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -369,5 +419,30 @@ mod tests {
         let done = after_walk(true, true, &held, &failing, &seen);
         assert_eq!((done.deletes, done.unlisted), (vec!["t/b".to_owned()], vec!["t/c".to_owned()]));
         assert!(after_walk(true, false, &held, &failing, &seen).deletes.is_empty(), "deletes = false");
+    }
+
+    fn at(s: u64) -> Option<W3cDateTime> {
+        Some(W3cDateTime::from_unix(1_700_000_000 + s as i64, 0).unwrap())
+    }
+
+    #[test]
+    fn a_package_applies_each_uris_last_new_change() {
+        let e = |t, url| PackageEntry { datetime: at(t), url };
+        let entries = [e(1, Some("a")), e(2, Some("b")), e(3, Some("a")), e(4, Some("c"))];
+        let all = package_changes(&entries, 0, false, None).unwrap();
+        assert_eq!((all.apply, all.newest), (vec![1, 2, 3], at(4)), "a's first change is superseded");
+        let after_2 = package_changes(&entries, 0, false, at(2)).unwrap();
+        assert_eq!(after_2.apply, [2, 3], "a package not read before: only changes after the position");
+        let resumed = package_changes(&entries, 3, true, at(9)).unwrap();
+        assert_eq!(resumed.apply, [3], "the package read last: only past the position within it");
+    }
+
+    #[test]
+    fn a_failed_new_entry_refuses_the_package_and_an_old_one_does_not() {
+        let e = |t, url| PackageEntry { datetime: at(t), url };
+        let entries = [e(1, None), e(2, Some("b")), e(3, None)];
+        assert_eq!(package_changes(&entries, 0, false, None), Err(0));
+        assert_eq!(package_changes(&entries, 0, false, at(1)), Err(2));
+        assert_eq!(package_changes(&entries[..2], 0, false, at(1)).unwrap().apply, [1]);
     }
 }
