@@ -91,7 +91,11 @@ fn run(dir: &str, base: &str, addr: &str, entries: usize, events: u64) -> Result
         LinkPolicies::default()
     };
     let naming = Naming::new(&Url::parse(base)?);
-    let limits = Limits { resource_list_entries: entries, change_list: Rollover { max_events: events, period: None } };
+    let limits = Limits {
+        resource_list_entries: entries,
+        change_list: Rollover { max_events: events, period: None },
+        ..Limits::default()
+    };
     let state = WebState::new(store, naming, vec![SetConfig::source("bench")], policies, limits)?;
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async {

@@ -77,6 +77,12 @@ pub struct Publishing {
     /// A Change List also closes at the end of this period (epoch-aligned, so daily lists end
     /// at midnight UTC); `None`: by count only.
     pub change_list_period: Option<Duration>,
+    /// Bitstreams per Resource Dump package (at most the Sitemap limit: its manifest is one).
+    pub dump_package_entries: usize,
+    /// Bytes of bitstreams per Resource Dump package.
+    pub dump_package_size: u64,
+    /// A Resource Dump is rebuilt on request once its set has changed and it is this old.
+    pub dump_max_age: Duration,
 }
 
 impl Default for Publishing {
@@ -85,6 +91,9 @@ impl Default for Publishing {
             resource_list_entries: SITEMAP_MAX_ENTRIES,
             change_list_events: 1_000,
             change_list_period: Some(Duration::from_secs(86_400)),
+            dump_package_entries: SITEMAP_MAX_ENTRIES,
+            dump_package_size: 1 << 30,
+            dump_max_age: Duration::from_secs(3600),
         }
     }
 }

@@ -75,6 +75,21 @@ impl Naming {
         format!("{}sets/{set}/changelist-{n}.xml", self.base)
     }
 
+    /// A set's Resource Dump.
+    pub fn resource_dump(&self, set: &str) -> String {
+        format!("{}sets/{set}/resourcedump.xml", self.base)
+    }
+
+    /// Package `n` (1-based) of the set's Resource Dump at change-log position `seq`.
+    pub fn resource_dump_package(&self, set: &str, seq: u64, n: u64) -> String {
+        format!("{}sets/{set}/resourcedump-{seq}-{n}.zip", self.base)
+    }
+
+    /// The manifest of that package, on its own.
+    pub fn resource_dump_manifest(&self, set: &str, seq: u64, n: u64) -> String {
+        format!("{}sets/{set}/resourcedump-{seq}-{n}-manifest.xml", self.base)
+    }
+
     /// The provenance endpoint.
     pub fn provenance(&self) -> String {
         format!("{}provenance", self.base)
@@ -144,11 +159,26 @@ impl Naming {
             "capabilitylist.xml" => SetDocument::CapabilityList,
             "resourcelist.xml" => SetDocument::ResourceList,
             "changelist.xml" => SetDocument::ChangeList,
+            "resourcedump.xml" => SetDocument::ResourceDump,
             other => part(other, "resourcelist-")
                 .map(SetDocument::ResourceListPart)
-                .or_else(|| part(other, "changelist-").map(SetDocument::ChangeListPart))?,
+                .or_else(|| part(other, "changelist-").map(SetDocument::ChangeListPart))
+                .or_else(|| dump_file(other))?,
         })
     }
+}
+
+/// `resourcedump-{seq}-{n}.zip` or `resourcedump-{seq}-{n}-manifest.xml`.
+fn dump_file(file: &str) -> Option<SetDocument> {
+    let rest = file.strip_prefix("resourcedump-")?;
+    let (rest, manifest) = match rest.strip_suffix("-manifest.xml") {
+        Some(r) => (r, true),
+        None => (rest.strip_suffix(".zip")?, false),
+    };
+    let (seq, n) = rest.split_once('-')?;
+    let number = |s: &str| s.bytes().all(|b| b.is_ascii_digit()).then(|| s.parse::<u64>().ok()).flatten();
+    let (seq, n) = (number(seq)?, number(n).filter(|n| *n >= 1)?);
+    Some(if manifest { SetDocument::ResourceDumpManifest(seq, n) } else { SetDocument::ResourceDumpPackage(seq, n) })
 }
 
 fn part(file: &str, prefix: &str) -> Option<u64> {
@@ -170,6 +200,12 @@ pub enum SetDocument {
     ChangeList,
     /// One Change List.
     ChangeListPart(u64),
+    /// The Resource Dump.
+    ResourceDump,
+    /// Package `n` of the Resource Dump at change-log position `seq`: `(seq, n)`.
+    ResourceDumpPackage(u64, u64),
+    /// That package's manifest: `(seq, n)`.
+    ResourceDumpManifest(u64, u64),
 }
 
 #[cfg(test)]
@@ -224,5 +260,11 @@ mod tests {
         assert_eq!(n.parse_set_file("resourcelist-2.xml"), Some(SetDocument::ResourceListPart(2)));
         assert_eq!(n.parse_set_file(""), Some(SetDocument::Page));
         assert_eq!(n.parse_set_file("changelist-x.xml"), None);
+        assert_eq!(n.parse_set_file("resourcedump.xml"), Some(SetDocument::ResourceDump));
+        assert_eq!(n.parse_set_file("resourcedump-17-2.zip"), Some(SetDocument::ResourceDumpPackage(17, 2)));
+        assert_eq!(n.parse_set_file("resourcedump-17-2-manifest.xml"), Some(SetDocument::ResourceDumpManifest(17, 2)));
+        for bad in ["resourcedump-17-0.zip", "resourcedump-x-1.zip", "resourcedump-1.zip", "resourcedump-+1-1.zip"] {
+            assert_eq!(n.parse_set_file(bad), None, "{bad}");
+        }
     }
 }

@@ -131,6 +131,9 @@ pub(super) struct RawPublish {
     resource_list_entries: Option<Spanned<i64>>,
     change_list_events: Option<Spanned<i64>>,
     change_list_period: Option<Spanned<String>>,
+    dump_package_entries: Option<Spanned<i64>>,
+    dump_package_size: Option<Spanned<SizeValue>>,
+    dump_max_age: Option<Spanned<String>>,
 }
 
 impl RawPublish {
@@ -152,6 +155,16 @@ impl RawPublish {
             if v.get_ref().trim() != "none" && p.change_list_period.is_none() {
                 return Err(at.error(v.span(), "change_list_period", "must be longer than 0 (or \"none\")"));
             }
+        }
+        // A package's manifest is a Sitemap document: the same limit.
+        if let Some(v) = &self.dump_package_entries {
+            p.dump_package_entries = at.int(v, "dump_package_entries", 1, max)? as usize;
+        }
+        if let Some(v) = &self.dump_package_size {
+            p.dump_package_size = at.size(v, "dump_package_size")?;
+        }
+        if let Some(v) = &self.dump_max_age {
+            p.dump_max_age = at.duration(v, "dump_max_age")?;
         }
         Ok(p)
     }

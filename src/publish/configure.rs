@@ -3,7 +3,7 @@
 //! plain values (tests and benchmarks build them directly); this is the one place that maps
 //! the configuration onto them.
 
-use super::{Limits, LinkPolicies, LinkPolicy, Rollover, SetConfig};
+use super::{DumpLimits, Limits, LinkPolicies, LinkPolicy, Rollover, SetConfig};
 use crate::config::{Config, Settings};
 
 impl SetConfig {
@@ -41,6 +41,11 @@ impl Limits {
         Limits {
             resource_list_entries: p.resource_list_entries,
             change_list: Rollover { max_events: p.change_list_events, period: p.change_list_period },
+            dump: DumpLimits {
+                package_entries: p.dump_package_entries,
+                package_bytes: p.dump_package_size,
+                max_age: p.dump_max_age,
+            },
         }
     }
 }

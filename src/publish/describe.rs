@@ -69,6 +69,7 @@ impl Publisher {
         header.links.push(Link::new("up", self.naming.source_description()));
         let entries = vec![
             Entry { md: Some(md(Capability::ResourceList)), ..Entry::new(self.naming.resource_list(set)) },
+            Entry { md: Some(md(Capability::ResourceDump)), ..Entry::new(self.naming.resource_dump(set)) },
             Entry { md: Some(md(Capability::ChangeList)), ..Entry::new(self.naming.change_list(set)) },
         ];
         Some(to_bytes(&Document { header, entries }))

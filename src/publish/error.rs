@@ -22,4 +22,14 @@ pub enum PublishError {
     /// Writing the document failed (usually: the client disconnected).
     #[error("writing the document")]
     Write(#[from] io::Error),
+    /// A Resource Dump could not be built or read: a package file, or a bitstream missing
+    /// from the store (no dump is served then, rather than a short one).
+    #[error("Resource Dump: {what}")]
+    Dump {
+        /// The file or bitstream concerned.
+        what: String,
+        /// Why.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
 }

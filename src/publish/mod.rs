@@ -19,6 +19,7 @@
 mod changes;
 mod configure;
 mod describe;
+mod dumps;
 mod entries;
 mod error;
 pub mod links;
@@ -33,6 +34,7 @@ use std::time::Duration;
 
 pub use changes::{ChangeListDoc, OpenChangeList};
 pub use describe::{SetSummary, SourceSummary};
+pub use dumps::{DumpFile, DumpLimits, DumpPackage, ResourceDump};
 pub use error::PublishError;
 pub use links::{LinkPolicies, LinkPolicy};
 pub use resources::{ListJob, ResourceListDoc};
@@ -94,11 +96,17 @@ pub struct Limits {
     pub resource_list_entries: usize,
     /// Change List rollover.
     pub change_list: Rollover,
+    /// Resource Dump packages.
+    pub dump: DumpLimits,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { resource_list_entries: SITEMAP_MAX_ENTRIES, change_list: Rollover::default() }
+        Limits {
+            resource_list_entries: SITEMAP_MAX_ENTRIES,
+            change_list: Rollover::default(),
+            dump: DumpLimits::default(),
+        }
     }
 }
 
@@ -116,6 +124,8 @@ struct SetView {
     /// (see `resources::republished_in`).
     upstreams: Mutex<Option<Arc<resources::UpstreamFilter>>>,
     changes: Mutex<changes::Layout>,
+    /// The current Resource Dump; held while one is built, so builds of a set run one at a time.
+    dump: Mutex<dumps::DumpState>,
 }
 
 /// Everything the publisher needs, built once at start-up. `Send + Sync`; share it in an `Arc`.
@@ -165,6 +175,7 @@ impl Publisher {
                 plan_scan: Mutex::new(()),
                 upstreams: Mutex::new(None),
                 changes: Mutex::new(changes::Layout::default()),
+                dump: Mutex::new(dumps::DumpState::default()),
             });
         }
         Ok(Publisher { store, naming, sets: views, by_id, policies, limits })
@@ -219,6 +230,9 @@ fn check_limits(limits: &Limits) -> Result<(), PublishError> {
     }
     if limits.change_list.period.is_some_and(|p| p.as_secs() == 0) {
         return Err(PublishError::Config("change list period must be at least one second".into()));
+    }
+    if !(1..=max).contains(&limits.dump.package_entries) || limits.dump.package_bytes == 0 {
+        return Err(PublishError::Config(format!("dump packages must hold 1..={max} entries and at least one byte")));
     }
     Ok(())
 }

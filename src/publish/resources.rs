@@ -116,7 +116,7 @@ impl Publisher {
     }
 
     /// The set's records in `range`, in URI order, undecoded (live and deleted).
-    fn raw_records<'a>(
+    pub(super) fn raw_records<'a>(
         &'a self,
         view: &'a SetView,
         range: &'a KeyRange,
@@ -125,7 +125,7 @@ impl Publisher {
     }
 
     /// The model path, for records the fast renderer leaves alone.
-    fn entry(&self, view: &SetView, rec: Record) -> Result<Entry, StoreError> {
+    pub(super) fn entry(&self, view: &SetView, rec: Record) -> Result<Entry, StoreError> {
         let policy = self.policies.for_source(&rec.source);
         let filter = lock(&view.upstreams).clone();
         let inherited = inherit(&rec.links, policy, |href| self.republished_in(view, filter.as_deref(), href))?;
@@ -141,7 +141,7 @@ impl Publisher {
     /// source would have named after `href` (records fetched from their origin are found only
     /// by name). So a target harvested after the last validation (the index's `at`) is
     /// rewritten from the next validation on.
-    fn republished_in(
+    pub(super) fn republished_in(
         &self,
         view: &SetView,
         filter: Option<&UpstreamFilter>,

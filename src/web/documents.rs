@@ -88,6 +88,9 @@ pub(crate) async fn set_document(
             Ok(xml(bytes, "no-cache"))
         }
         SetDocument::ChangeListPart(n) => change_list(st, set, n, req).await,
+        SetDocument::ResourceDump => super::dumps::document(st, set).await,
+        SetDocument::ResourceDumpPackage(seq, n) => super::dumps::file(st, set, (seq, n), false, method, req).await,
+        SetDocument::ResourceDumpManifest(seq, n) => super::dumps::file(st, set, (seq, n), true, method, req).await,
     }
 }
 

@@ -24,6 +24,7 @@ mod cache;
 mod conditional;
 mod dashboard;
 mod documents;
+mod dumps;
 mod error;
 mod metrics;
 mod pages;

@@ -37,6 +37,7 @@ mod operations;
 mod publish_bitstreams;
 mod publish_chain;
 mod publish_documents;
+mod publish_dumps;
 mod publish_links;
 mod publish_provenance;
 mod publish_resync;

@@ -22,7 +22,11 @@ fn sets() -> Vec<SetConfig> {
 }
 
 fn limits(entries: usize, events: u64) -> Limits {
-    Limits { resource_list_entries: entries, change_list: Rollover { max_events: events, period: None } }
+    Limits {
+        resource_list_entries: entries,
+        change_list: Rollover { max_events: events, period: None },
+        ..Limits::default()
+    }
 }
 
 /// Serves the one set `src-a`, with the default link policies and `limits`.
@@ -259,6 +263,7 @@ async fn period_rollover_closes_lists_at_period_ends_even_without_later_events()
     let lim = Limits {
         resource_list_entries: 50,
         change_list: Rollover { max_events: 100, period: Some(Duration::from_secs(1)) },
+        ..Limits::default()
     };
     let s = serve_src_a(listener, &naming, &store, lim);
     upsert(&store, &naming, &["src-a"], &[res_a(1)]);

@@ -93,7 +93,8 @@ async fn python_resync_baseline_incremental_audit() {
     }
     let uris = upsert(&store, &naming, &["src-a"], &initial);
     // Small lists, so resync walks a Resource List Index and several Change Lists.
-    let limits = Limits { resource_list_entries: 5, change_list: Rollover { max_events: 4, period: None } };
+    let limits =
+        Limits { resource_list_entries: 5, change_list: Rollover { max_events: 4, period: None }, ..Limits::default() };
     let s = start(listener, naming.clone(), &store, vec![SetConfig::source("src-a")], LinkPolicies::default(), limits);
 
     let map = format!("{}r/src-a/http/museum-a.test={}", naming.base(), dest.display());

@@ -1,0 +1,177 @@
+//! Resource Dumps as Tributary publishes them (spec §11), over real HTTP on 127.0.0.1: the
+//! document and its packages (ranges, conditional requests, the manifest on its own), a
+//! second Tributary baselining from the first's dump with the `via` chain intact, and the
+//! packages read by Python's `zipfile` and the reference implementation's manifest parser.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+
+use reqwest::StatusCode;
+use sha2::Digest as _;
+
+use crate::support::harness::{Harness, UNLIMITED, config_text};
+use crate::support::publish::{Running, bind, delete, doc, entries, harvest, start};
+use crate::support::sim;
+use crate::support::store::temp_store;
+use crate::support::tools::resync_tool;
+use tributary::model::{Capability, Document, HashAlgorithm};
+use tributary::publish::{DumpLimits, Limits, LinkPolicies, SetConfig};
+use tributary::store::Store;
+
+/// A: the simulator's 30 resources harvested into a store and served with dump packages of
+/// at most 12 entries.
+async fn aggregator_a() -> (sim::RunningSim, tempfile::TempDir, Store, Running) {
+    let s = sim::start(|c| c.resources = 30).await;
+    let (dir, store) = temp_store();
+    let (listener, naming) = bind().await;
+    assert_eq!(harvest(&s.client, &s.sim.url("/resourcelist.xml"), &store, &naming, "s", &["s"]).await, 30);
+    let dump = DumpLimits { package_entries: 12, ..DumpLimits::default() };
+    let limits = Limits { dump, ..Limits::default() };
+    let a = start(listener, naming, &store, vec![SetConfig::source("s")], LinkPolicies::default(), limits);
+    (s, dir, store, a)
+}
+
+async fn get(a: &Running, url: &str, headers: &[(&str, &str)]) -> (StatusCode, reqwest::header::HeaderMap, Vec<u8>) {
+    let mut req = a.client.get(url);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = req.send().await.unwrap();
+    let (status, h) = (resp.status(), resp.headers().clone());
+    (status, h, resp.bytes().await.unwrap().to_vec())
+}
+
+/// The package URLs a dump document lists, with their declared length and sha-256.
+fn packages(dump: &Document) -> Vec<(String, u64, String)> {
+    dump.entries
+        .iter()
+        .map(|e| {
+            let md = e.md.as_ref().unwrap();
+            let sha = md.hash.as_ref().unwrap().get(&HashAlgorithm::Sha256).unwrap().to_owned();
+            (e.loc.clone(), md.length.unwrap(), sha)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dump_and_its_packages_are_served_with_ranges_and_validators() {
+    let (_s, _dir, _store, a) = aggregator_a().await;
+    let caps = entries(&a.client, &a.naming.capability_list("s")).await;
+    assert!(caps.iter().any(|e| e.loc == a.naming.resource_dump("s")), "advertised in the Capability List");
+    let (bytes, dump) = doc(&a.client, &a.naming.resource_dump("s")).await;
+    let report = tributary::check::check_reader(&bytes[..], tributary::model::ReadOptions::default());
+    assert_eq!(report.errors(), 0, "{}", report.render(true));
+    assert_eq!(report.kind.map(|k| k.name().to_owned()).as_deref(), Some("Resource Dump"));
+    let md = dump.header.md.as_ref().unwrap();
+    assert!(md.at.is_some() && md.completed.is_some());
+    assert_eq!(dump.header.links.iter().find(|l| l.rel == "up").unwrap().href, a.naming.capability_list("s"));
+    let listed = packages(&dump);
+    assert_eq!(listed.len(), 3, "30 resources, 12 a package");
+
+    let (url, length, sha) = &listed[0];
+    let (status, h, body) = get(&a, url, &[]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!((body.len() as u64, hex::encode(sha2::Sha256::digest(&body))), (*length, sha.clone()));
+    assert_eq!(h["accept-ranges"], "bytes");
+    let etag = h["etag"].to_str().unwrap().to_owned();
+    assert_eq!(get(&a, url, &[("if-none-match", &etag)]).await.0, StatusCode::NOT_MODIFIED);
+    let (status, h, part) = get(&a, url, &[("range", "bytes=10-99")]).await;
+    assert_eq!(status, StatusCode::PARTIAL_CONTENT);
+    assert_eq!(h["content-range"], format!("bytes 10-99/{length}").as_str());
+    assert_eq!(part, body[10..100]);
+    let (status, h, _) = get(&a, url, &[("range", &format!("bytes={length}-"))]).await;
+    assert_eq!(status, StatusCode::RANGE_NOT_SATISFIABLE, "a range past the end");
+    assert_eq!(h["content-range"], format!("bytes */{length}").as_str());
+
+    // The manifest on its own is the one inside the package, listed first.
+    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(body)).unwrap();
+    let mut inside = String::new();
+    zip.by_index(0).unwrap().read_to_string(&mut inside).unwrap();
+    assert_eq!(zip.by_index(0).unwrap().name().unwrap(), "manifest.xml");
+    let contents = &dump.entries[0].links.iter().find(|l| l.rel == "contents").unwrap().href;
+    let (status, _, alone) = get(&a, contents, &[]).await;
+    assert_eq!((status, String::from_utf8(alone).unwrap()), (StatusCode::OK, inside));
+    let gone = url.replace("-1.zip", "-9.zip");
+    assert_eq!(get(&a, &gone, &[]).await.0, StatusCode::NOT_FOUND);
+}
+
+/// B baselines from A's Resource Dump with the harvester itself: every resource ends up
+/// byte-identical, with the origin's `via`. To prove the dump was used, A's records are
+/// deleted after the dump was built: A's bitstreams then answer 410 and its Resource List is
+/// empty, so only the dump can have delivered them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_tributary_baselines_from_the_dump() {
+    let (s, _dir, store_a, a) = aggregator_a().await;
+    let expected: BTreeMap<String, (Vec<u8>, String)> = {
+        let mut out = BTreeMap::new();
+        for e in entries(&a.client, &a.naming.resource_list("s")).await {
+            let body = a.client.get(&e.loc).send().await.unwrap().bytes().await.unwrap().to_vec();
+            out.insert(e.loc.clone(), (body, e.link("via").unwrap().href.clone()));
+        }
+        out
+    };
+    assert_eq!(get(&a, &a.naming.resource_dump("s"), &[]).await.0, StatusCode::OK, "the dump is built");
+    let uris: Vec<String> = expected.keys().cloned().collect();
+    delete(&store_a, &["s"], &uris);
+    store_a.flush().unwrap();
+    assert_eq!(get(&a, &uris[0], &[]).await.0, StatusCode::GONE);
+
+    // Through A's Source Description, so A's whole host is the Source's authority: its
+    // resources live under `r/`, outside the set's own path.
+    let (sd, pick) =
+        (a.naming.source_description(), format!("capability_list = \"{}\"", a.naming.capability_list("s")));
+    let b = Harness::new(|dir| config_text(dir, "", UNLIMITED, &[("a", &sd, &pick)]));
+    let report = b.pass_one().await;
+    assert_eq!(report.error, None, "{report:?}");
+    let created: Vec<String> =
+        b.events("a").into_iter().filter(|(change, _)| change == "Created").map(|(_, uri)| uri).collect();
+    assert_eq!(created.len(), 30, "every resource came from the dump");
+    for (upstream, (content, via)) in &expected {
+        let rec = b.record("a", upstream).unwrap_or_else(|| panic!("B holds {upstream}"));
+        assert_eq!(&rec.origin, via, "the via chain ends at S, not at A");
+        assert!(rec.origin.starts_with(&s.sim.url("/")), "{}", rec.origin);
+        let mut held = Vec::new();
+        b.store.get(&rec.sha256).unwrap().read_to_end(&mut held).unwrap();
+        assert_eq!(&held, content, "byte-identical");
+    }
+}
+
+/// The packages open with Python's `zipfile` (manifest first) and every manifest parses with
+/// the reference implementation's `ResourceDumpManifest`, naming each bitstream's path and
+/// hash. A skipped test under the conditions of `support::tools`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn packages_open_with_python_zipfile_and_resync() {
+    let test = "publish_dumps::packages_open_with_python_zipfile_and_resync";
+    let Some(_) = resync_tool("resync-sync", test) else { return };
+    let python = crate::support::tools::require("python3", test).unwrap();
+    let (_s, _dir, _store, a) = aggregator_a().await;
+    let (_, dump) = doc(&a.client, &a.naming.resource_dump("s")).await;
+    assert_eq!(dump.header.md.as_ref().unwrap().capability, Some(Capability::ResourceDump));
+    let tmp = tempfile::tempdir().unwrap();
+    for (i, (url, _, _)) in packages(&dump).iter().enumerate() {
+        let body = a.client.get(url).send().await.unwrap().bytes().await.unwrap();
+        std::fs::write(tmp.path().join(format!("p{i}.zip")), &body).unwrap();
+    }
+    let script = r#"
+import hashlib, sys, zipfile, glob
+from resync.resource_dump_manifest import ResourceDumpManifest
+total = 0
+for path in sorted(glob.glob(sys.argv[1] + "/*.zip")):
+    with zipfile.ZipFile(path) as z:
+        assert z.testzip() is None, path
+        names = z.namelist()
+        assert names[0] == "manifest.xml", names
+        m = ResourceDumpManifest()
+        m.parse(str_data=z.read("manifest.xml").decode("utf-8"))
+        assert m.capability_name == "resourcedump-manifest"
+        for r in m.resources:
+            data = z.read(r.path.lstrip("/"))
+            assert hashlib.sha256(data).hexdigest() == r.sha256, r.uri
+            assert len(data) == r.length, r.uri
+            total += 1
+print(total)
+"#;
+    let out = python.command().arg("-c").arg(script).arg(tmp.path()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "30");
+}
