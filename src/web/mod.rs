@@ -3,7 +3,8 @@
 //! # Architecture
 //! An axum [`Router`] with one route per kind of document under the base URL's path
 //! (`routes` holds the table): the Source Description and the set documents (`documents`,
-//! whose file names [`crate::naming`] parses), bitstreams (`bitstream`), the provenance
+//! whose file names [`crate::naming`] parses; Resource Dump packages, served from their files
+//! with ranges, in `dumps`), bitstreams (`bitstream`), the provenance
 //! endpoint (`provenance`) and the pages for people (`pages`); the operator's dashboard and
 //! its JSON (`dashboard`) and `metrics`. `/robots.txt` is answered at the host root whatever
 //! the base path, since crawlers look only there. Anything else is a 404. Documents come from
