@@ -90,6 +90,28 @@ impl Naming {
         format!("{}sets/{set}/resourcedump-{seq}-{n}-manifest.xml", self.base)
     }
 
+    /// A set's Change Dump.
+    pub fn change_dump(&self, set: &str) -> String {
+        format!("{}sets/{set}/changedump.xml", self.base)
+    }
+
+    /// The Change Dump package of Change List `n`: closed (`last = None`), or the open list's
+    /// cut through event `last`.
+    pub fn change_dump_package(&self, set: &str, n: u64, last: Option<u64>) -> String {
+        match last {
+            None => format!("{}sets/{set}/changedump-{n}.zip", self.base),
+            Some(last) => format!("{}sets/{set}/changedump-{n}-{last}.zip", self.base),
+        }
+    }
+
+    /// That package's manifest, on its own.
+    pub fn change_dump_manifest(&self, set: &str, n: u64, last: Option<u64>) -> String {
+        match last {
+            None => format!("{}sets/{set}/changedump-{n}-manifest.xml", self.base),
+            Some(last) => format!("{}sets/{set}/changedump-{n}-{last}-manifest.xml", self.base),
+        }
+    }
+
     /// The provenance endpoint.
     pub fn provenance(&self) -> String {
         format!("{}provenance", self.base)
@@ -160,10 +182,12 @@ impl Naming {
             "resourcelist.xml" => SetDocument::ResourceList,
             "changelist.xml" => SetDocument::ChangeList,
             "resourcedump.xml" => SetDocument::ResourceDump,
+            "changedump.xml" => SetDocument::ChangeDump,
             other => part(other, "resourcelist-")
                 .map(SetDocument::ResourceListPart)
                 .or_else(|| part(other, "changelist-").map(SetDocument::ChangeListPart))
-                .or_else(|| dump_file(other))?,
+                .or_else(|| dump_file(other))
+                .or_else(|| change_dump_file(other))?,
         })
     }
 }
@@ -179,6 +203,25 @@ fn dump_file(file: &str) -> Option<SetDocument> {
     let number = |s: &str| s.bytes().all(|b| b.is_ascii_digit()).then(|| s.parse::<u64>().ok()).flatten();
     let (seq, n) = (number(seq)?, number(n).filter(|n| *n >= 1)?);
     Some(if manifest { SetDocument::ResourceDumpManifest(seq, n) } else { SetDocument::ResourceDumpPackage(seq, n) })
+}
+
+/// `changedump-{n}[-{last}].zip` or `changedump-{n}[-{last}]-manifest.xml`.
+fn change_dump_file(file: &str) -> Option<SetDocument> {
+    let rest = file.strip_prefix("changedump-")?;
+    let (rest, manifest) = match rest.strip_suffix("-manifest.xml") {
+        Some(r) => (r, true),
+        None => (rest.strip_suffix(".zip")?, false),
+    };
+    let number = |s: &str| s.bytes().all(|b| b.is_ascii_digit()).then(|| s.parse::<u64>().ok()).flatten();
+    let (n, last) = match rest.split_once('-') {
+        Some((n, last)) => (number(n)?, Some(number(last)?)),
+        None => (number(rest)?, None),
+    };
+    (n >= 1).then_some(if manifest {
+        SetDocument::ChangeDumpManifest(n, last)
+    } else {
+        SetDocument::ChangeDumpPackage(n, last)
+    })
 }
 
 fn part(file: &str, prefix: &str) -> Option<u64> {
@@ -206,6 +249,13 @@ pub enum SetDocument {
     ResourceDumpPackage(u64, u64),
     /// That package's manifest: `(seq, n)`.
     ResourceDumpManifest(u64, u64),
+    /// The Change Dump.
+    ChangeDump,
+    /// The Change Dump package of Change List `n`: closed (`None`) or the open list's cut
+    /// through the given event.
+    ChangeDumpPackage(u64, Option<u64>),
+    /// That package's manifest.
+    ChangeDumpManifest(u64, Option<u64>),
 }
 
 #[cfg(test)]
@@ -263,6 +313,15 @@ mod tests {
         assert_eq!(n.parse_set_file("resourcedump.xml"), Some(SetDocument::ResourceDump));
         assert_eq!(n.parse_set_file("resourcedump-17-2.zip"), Some(SetDocument::ResourceDumpPackage(17, 2)));
         assert_eq!(n.parse_set_file("resourcedump-17-2-manifest.xml"), Some(SetDocument::ResourceDumpManifest(17, 2)));
+        assert_eq!(n.parse_set_file("changedump.xml"), Some(SetDocument::ChangeDump));
+        assert_eq!(n.parse_set_file("changedump-3.zip"), Some(SetDocument::ChangeDumpPackage(3, None)));
+        assert_eq!(n.parse_set_file("changedump-3-40.zip"), Some(SetDocument::ChangeDumpPackage(3, Some(40))));
+        assert_eq!(n.parse_set_file("changedump-3-manifest.xml"), Some(SetDocument::ChangeDumpManifest(3, None)));
+        assert_eq!(
+            n.parse_set_file("changedump-3-40-manifest.xml"),
+            Some(SetDocument::ChangeDumpManifest(3, Some(40)))
+        );
+        assert_eq!(n.parse_set_file("changedump-0.zip"), None);
         for bad in ["resourcedump-17-0.zip", "resourcedump-x-1.zip", "resourcedump-1.zip", "resourcedump-+1-1.zip"] {
             assert_eq!(n.parse_set_file(bad), None, "{bad}");
         }

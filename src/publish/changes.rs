@@ -27,11 +27,11 @@ use crate::store::{Event, StoreError};
 
 /// One closed list: events `first..=last`, covering `from..until`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Closed {
-    first: u64,
-    last: u64,
-    from: W3cDateTime,
-    until: W3cDateTime,
+pub(super) struct Closed {
+    pub(super) first: u64,
+    pub(super) last: u64,
+    pub(super) from: W3cDateTime,
+    pub(super) until: W3cDateTime,
 }
 
 /// The closed lists of one set found so far (append-only).
@@ -59,10 +59,10 @@ pub struct OpenChangeList {
 }
 
 /// The open list's start and the visible log length, after extending the closed lists.
-struct State {
-    closed: Vec<Closed>,
-    open_from: W3cDateTime,
-    visible: u64,
+pub(super) struct State {
+    pub(super) closed: Vec<Closed>,
+    pub(super) open_from: W3cDateTime,
+    pub(super) visible: u64,
 }
 
 impl Publisher {
@@ -145,7 +145,7 @@ impl Publisher {
     }
 
     /// Closes every list that can be closed now; returns the layout and the open list's start.
-    fn extend(&self, view: &SetView) -> Result<State, PublishError> {
+    pub(super) fn extend(&self, view: &SetView) -> Result<State, PublishError> {
         let set = view.config.id.as_str();
         // Sampled before the log is read; see the module docs.
         let now = W3cDateTime::now();

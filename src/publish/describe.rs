@@ -71,6 +71,7 @@ impl Publisher {
             Entry { md: Some(md(Capability::ResourceList)), ..Entry::new(self.naming.resource_list(set)) },
             Entry { md: Some(md(Capability::ResourceDump)), ..Entry::new(self.naming.resource_dump(set)) },
             Entry { md: Some(md(Capability::ChangeList)), ..Entry::new(self.naming.change_list(set)) },
+            Entry { md: Some(md(Capability::ChangeDump)), ..Entry::new(self.naming.change_dump(set)) },
         ];
         Some(to_bytes(&Document { header, entries }))
     }

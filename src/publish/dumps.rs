@@ -43,7 +43,7 @@ use crate::model::{
     Capability, Change, DocumentWriter, Entry, HashAlgorithm, Header, Link, Md, RootFormat, SITEMAP_MAX_ENTRIES,
     W3cDateTime,
 };
-use crate::store::{BlobId, Event, Record, StoreError};
+use crate::store::{BlobId, Event, Record, Store, StoreError};
 
 /// Packages of a dump are bounded by entries and by bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,6 +105,13 @@ pub struct DumpFile {
     pub media_type: &'static str,
 }
 
+/// One bitstream of a package: its path inside the ZIP and its content.
+pub(super) struct Member {
+    pub(super) name: String,
+    pub(super) sha256: BlobId,
+    pub(super) length: u64,
+}
+
 /// A resource as the dump shows it: its manifest entry (without `path`) and its content.
 struct Item {
     entry: Entry,
@@ -115,7 +122,7 @@ struct Item {
 /// The mutable part of a set's dump state.
 #[derive(Debug, Default)]
 pub(super) struct DumpState {
-    current: Option<Arc<ResourceDump>>,
+    pub(super) current: Option<Arc<ResourceDump>>,
 }
 
 impl Publisher {
@@ -217,12 +224,17 @@ impl Publisher {
     }
 
     fn is_old(&self, dump: &ResourceDump) -> bool {
+        self.is_older_than_max_age(&dump.completed)
+    }
+
+    /// Whether something built at `built` (W3C datetime text) is `dump_max_age` old.
+    pub(super) fn is_older_than_max_age(&self, built: &str) -> bool {
         let max_age = i64::try_from(self.limits.dump.max_age.as_secs()).unwrap_or(i64::MAX);
-        let built = dump.completed.parse::<W3cDateTime>().map_or(0, |t| t.unix_timestamp());
+        let built = built.parse::<W3cDateTime>().map_or(0, |t| t.unix_timestamp());
         W3cDateTime::now().unix_timestamp().saturating_sub(built) >= max_age
     }
 
-    fn dump_dir(&self, set: &str) -> PathBuf {
+    pub(super) fn dump_dir(&self, set: &str) -> PathBuf {
         self.store.path().join("dumps").join(set)
     }
 
@@ -343,9 +355,7 @@ impl Publisher {
         let blobs = self.write_manifest(set, &manifest_path, at, items)?;
         let completed = W3cDateTime::now();
         let package_path = dir.join(package_name(seq, n));
-        let (length, sha256) = self.write_zip(&package_path, &manifest_path, &blobs).inspect_err(|_| {
-            let _ = fs::remove_file(&package_path);
-        })?;
+        let (length, sha256) = write_zip(&self.store, &package_path, &manifest_path, &blobs)?;
         Ok(DumpPackage { n, length, sha256, entries: blobs.len() as u64, completed: completed.to_string() })
     }
 
@@ -356,7 +366,7 @@ impl Publisher {
         path: &Path,
         at: W3cDateTime,
         items: &mut std::iter::Peekable<impl Iterator<Item = Result<Item, PublishError>>>,
-    ) -> Result<Vec<(BlobId, u64)>, PublishError> {
+    ) -> Result<Vec<Member>, PublishError> {
         let md = Md { capability: Some(Capability::ResourceDumpManifest), at: Some(at), ..Md::default() };
         let mut header = Header::new(RootFormat::UrlSet, md);
         header.links.push(Link::new("up", self.naming.capability_list(set)));
@@ -375,51 +385,68 @@ impl Publisher {
             }
             let Some(item) = items.next() else { break };
             let mut item = item?;
+            let name = entry_path(blobs.len() + 1);
             if let Some(md) = item.entry.md.as_mut() {
-                md.path = Some(format!("/{}", entry_path(blobs.len() + 1)));
+                md.path = Some(format!("/{name}"));
             }
             w.write_entry(&item.entry).map_err(|e| dump_io(path, e))?;
             bytes = bytes.saturating_add(item.length);
-            blobs.push((item.sha256, item.length));
+            blobs.push(Member { name, sha256: item.sha256, length: item.length });
         }
         let mut out = w.finish().map_err(|e| dump_io(path, e))?;
         out.flush().map_err(|e| dump_io(path, e))?;
         Ok(blobs)
     }
+}
 
-    /// Writes the ZIP: the manifest, then each bitstream from the store. Returns its length
-    /// and sha-256, hashed as it is written.
-    fn write_zip(&self, path: &Path, manifest: &Path, blobs: &[(BlobId, u64)]) -> Result<(u64, String), PublishError> {
-        let tmp = path.with_extension("zip.tmp");
-        let file = File::create(&tmp).map_err(|e| dump_io(&tmp, e))?;
-        let mut zip = zip::ZipWriter::new_stream(Hashing::new(BufWriter::with_capacity(1 << 20, file)));
-        let options = |len: u64| {
-            SimpleFileOptions::default()
-                .compression_method(zip::CompressionMethod::Stored)
-                .last_modified_time(zip::DateTime::default())
-                .large_file(len >= u64::from(u32::MAX))
-        };
-        let zip_err = |e: zip::result::ZipError| dump_io(path, io::Error::other(e));
-        let manifest_len = fs::metadata(manifest).map_err(|e| dump_io(manifest, e))?.len();
-        zip.start_file("manifest.xml", options(manifest_len)).map_err(zip_err)?;
-        io::copy(&mut File::open(manifest).map_err(|e| dump_io(manifest, e))?, &mut zip)
-            .map_err(|e| dump_io(path, e))?;
-        for (k, (sha, len)) in blobs.iter().enumerate() {
-            zip.start_file(entry_path(k + 1), options(*len)).map_err(zip_err)?;
-            let mut reader = self.store.get(sha).map_err(|e| missing(sha, e))?;
-            let copied = io::copy(&mut reader, &mut zip).map_err(|e| dump_io(path, e))?;
-            if copied != *len {
-                let what = format!("bitstream sha-256:{} is {copied} bytes, not {len}", sha.to_hex());
-                return Err(PublishError::Dump { what, source: None });
-            }
+/// Writes a package: `manifest.xml` from the file `manifest`, then each member's bitstream
+/// from the store, in one pass to a temporary file renamed into place once complete. Returns
+/// its length and sha-256, hashed as it is written. Nothing is left behind on failure.
+pub(super) fn write_zip(
+    store: &Store,
+    path: &Path,
+    manifest: &Path,
+    members: &[Member],
+) -> Result<(u64, String), PublishError> {
+    let tmp = path.with_extension("zip.tmp");
+    let written = write_zip_to(store, &tmp, manifest, members);
+    match written {
+        Ok(done) => fs::rename(&tmp, path).map(|()| done).map_err(|e| dump_io(path, e)),
+        Err(e) => {
+            let _ = fs::remove_file(&tmp);
+            Err(e)
         }
-        let hashing = zip.finish().map_err(zip_err)?.into_inner();
-        let (mut out, length, sha256) = hashing.finish();
-        out.flush().map_err(|e| dump_io(&tmp, e))?;
-        out.into_inner().map_err(|e| dump_io(&tmp, e.into_error()))?.sync_all().map_err(|e| dump_io(&tmp, e))?;
-        fs::rename(&tmp, path).map_err(|e| dump_io(path, e))?;
-        Ok((length, sha256))
     }
+}
+
+fn write_zip_to(store: &Store, tmp: &Path, manifest: &Path, members: &[Member]) -> Result<(u64, String), PublishError> {
+    let file = File::create(tmp).map_err(|e| dump_io(tmp, e))?;
+    let mut zip = zip::ZipWriter::new_stream(Hashing::new(BufWriter::with_capacity(1 << 20, file)));
+    let options = |len: u64| {
+        SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Stored)
+            .last_modified_time(zip::DateTime::default())
+            .large_file(len >= u64::from(u32::MAX))
+    };
+    let zip_err = |e: zip::result::ZipError| dump_io(tmp, io::Error::other(e));
+    let manifest_len = fs::metadata(manifest).map_err(|e| dump_io(manifest, e))?.len();
+    zip.start_file("manifest.xml", options(manifest_len)).map_err(zip_err)?;
+    io::copy(&mut File::open(manifest).map_err(|e| dump_io(manifest, e))?, &mut zip).map_err(|e| dump_io(tmp, e))?;
+    for m in members {
+        let (sha, len) = (&m.sha256, &m.length);
+        zip.start_file(m.name.as_str(), options(*len)).map_err(zip_err)?;
+        let mut reader = store.get(sha).map_err(|e| missing(sha, e))?;
+        let copied = io::copy(&mut reader, &mut zip).map_err(|e| dump_io(tmp, e))?;
+        if copied != *len {
+            let what = format!("bitstream sha-256:{} is {copied} bytes, not {len}", sha.to_hex());
+            return Err(PublishError::Dump { what, source: None });
+        }
+    }
+    let hashing = zip.finish().map_err(zip_err)?.into_inner();
+    let (mut out, length, sha256) = hashing.finish();
+    out.flush().map_err(|e| dump_io(tmp, e))?;
+    out.into_inner().map_err(|e| dump_io(tmp, e.into_error()))?.sync_all().map_err(|e| dump_io(tmp, e))?;
+    Ok((length, sha256))
 }
 
 /// A resource entry built from an event (see [`super::entries::resource_entry`] for a record).
@@ -470,7 +497,7 @@ impl<W: Write> Write for Hashing<W> {
     }
 }
 
-fn entry_path(k: usize) -> String {
+pub(super) fn entry_path(k: usize) -> String {
     format!("resources/{k}")
 }
 
@@ -493,14 +520,16 @@ fn kept_seqs(dir: &Path) -> Vec<u64> {
     files.flatten().filter_map(|f| seq(&f.file_name().to_string_lossy())).collect()
 }
 
-fn write_index(path: &Path, dump: &ResourceDump) -> Result<(), PublishError> {
-    let bytes = serde_json::to_vec_pretty(dump).map_err(|e| dump_io(path, io::Error::other(e)))?;
+/// Writes what a generation or package is, as JSON beside its files.
+pub(super) fn write_index<T: Serialize>(path: &Path, value: &T) -> Result<(), PublishError> {
+    let bytes = serde_json::to_vec_pretty(value).map_err(|e| dump_io(path, io::Error::other(e)))?;
     let tmp = path.with_extension("json.tmp");
     fs::write(&tmp, bytes).map_err(|e| dump_io(&tmp, e))?;
     fs::rename(&tmp, path).map_err(|e| dump_io(path, e))
 }
 
-fn read_index(path: &Path) -> Result<Option<ResourceDump>, PublishError> {
+/// Reads what [`write_index`] wrote; `None` when there is no such file.
+pub(super) fn read_index<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, PublishError> {
     match fs::read(path) {
         Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| dump_io(path, io::Error::other(e))),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
@@ -508,7 +537,7 @@ fn read_index(path: &Path) -> Result<Option<ResourceDump>, PublishError> {
     }
 }
 
-fn dump_io(path: &Path, e: io::Error) -> PublishError {
+pub(super) fn dump_io(path: &Path, e: io::Error) -> PublishError {
     PublishError::Dump { what: path.display().to_string(), source: Some(Box::new(e)) }
 }
 

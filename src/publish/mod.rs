@@ -16,6 +16,7 @@
 //! Times follow §14.8: `at`, `from`, `until`, `datetime` and `<lastmod>` are Tributary's own
 //! (when Tributary's copy changed); the origin's times appear only on the `via` link.
 
+mod change_dumps;
 mod changes;
 mod configure;
 mod describe;

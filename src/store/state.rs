@@ -40,11 +40,15 @@ pub struct SourceState {
     /// True once a baseline completed for a Source that offers changes: polls then follow its
     /// Change List (or Change Dump) instead of diffing the Resource List.
     pub baselined: bool,
-    /// Every change up to and including this datetime (the Source's clock) is incorporated:
-    /// the baseline's `at`, the `until` of a closed list read to its end, or the `datetime`
-    /// of the last change processed.
+    /// Every change before this datetime (the Source's clock) is incorporated, and those of
+    /// this very second seen so far: the baseline's `at`, the `until` of a closed list read to
+    /// its end, or the `datetime` of the last change processed. Datetimes are often whole
+    /// seconds, so a list not read before is read from this second on.
     #[serde(with = "w3c_opt")]
     pub changes_through: Option<W3cDateTime>,
+    /// The last Change Dump package applied in full (its URL): passed over at the next poll
+    /// even when its `until` is the second of `changes_through`.
+    pub change_dump_package: Option<String>,
     /// Dashboard status.
     pub status: SourceStatus,
 }

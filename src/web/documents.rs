@@ -91,6 +91,13 @@ pub(crate) async fn set_document(
         SetDocument::ResourceDump => super::dumps::document(st, set).await,
         SetDocument::ResourceDumpPackage(seq, n) => super::dumps::file(st, set, (seq, n), false, method, req).await,
         SetDocument::ResourceDumpManifest(seq, n) => super::dumps::file(st, set, (seq, n), true, method, req).await,
+        SetDocument::ChangeDump => super::dumps::change_dump(st, set).await,
+        SetDocument::ChangeDumpPackage(n, last) => {
+            super::dumps::change_file(st, set, (n, last), false, method, req).await
+        }
+        SetDocument::ChangeDumpManifest(n, last) => {
+            super::dumps::change_file(st, set, (n, last), true, method, req).await
+        }
     }
 }
 

@@ -1,5 +1,5 @@
-//! Resource Dumps (spec §11): the dump document of a set, and its packages and their
-//! manifests as files, with byte ranges and conditional requests.
+//! Resource Dumps and Change Dumps (spec §11, §13): the dump documents of a set, and their
+//! packages and manifests as files, with byte ranges and conditional requests.
 //!
 //! The publisher builds a dump on the blocking pool when it is due (see
 //! [`crate::publish::ResourceDump`]); a request for the document waits for the build. A
@@ -35,7 +35,18 @@ pub(crate) async fn document(st: &WebState, set: String) -> Result<Response, Web
     Ok(r)
 }
 
-/// A package (`manifest = false`) or its manifest, by the dump's `seq` and its number `n`.
+/// `sets/{set}/changedump.xml`.
+pub(crate) async fn change_dump(st: &WebState, set: String) -> Result<Response, WebError> {
+    let p = st.shared.publisher.clone();
+    let bytes = tokio::task::spawn_blocking(move || p.change_dump(&set)).await??;
+    let mut r = bytes.into_response();
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/xml"));
+    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    Ok(r)
+}
+
+/// A Resource Dump package (`manifest = false`) or its manifest, by the dump's `seq` and
+/// its number `n`.
 pub(crate) async fn file(
     st: &WebState,
     set: String,
@@ -47,7 +58,27 @@ pub(crate) async fn file(
     let p = st.shared.publisher.clone();
     let missing = format!("no package {n} of a Resource Dump at {seq} of set {set:?} is kept");
     let found = tokio::task::spawn_blocking(move || p.resource_dump_file(&set, seq, n, manifest)).await??;
-    let f = found.ok_or(WebError::NotFound(missing))?;
+    send(st, found.ok_or(WebError::NotFound(missing))?, method, req).await
+}
+
+/// A Change Dump package (or its manifest): Change List `n`'s, closed (`last = None`) or cut
+/// through event `last`.
+pub(crate) async fn change_file(
+    st: &WebState,
+    set: String,
+    (n, last): (u64, Option<u64>),
+    manifest: bool,
+    method: &Method,
+    req: &HeaderMap,
+) -> Result<Response, WebError> {
+    let p = st.shared.publisher.clone();
+    let missing = format!("no Change Dump package {n} of set {set:?} is kept at this name");
+    let found = tokio::task::spawn_blocking(move || p.change_dump_file(&set, n, last, manifest)).await??;
+    send(st, found.ok_or(WebError::NotFound(missing))?, method, req).await
+}
+
+/// Answers a request for a package or manifest file.
+async fn send(st: &WebState, f: DumpFile, method: &Method, req: &HeaderMap) -> Result<Response, WebError> {
     let mut h = HeaderMap::with_capacity(6);
     h.insert(header::ETAG, value(&f.etag));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static(IMMUTABLE));

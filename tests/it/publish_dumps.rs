@@ -175,3 +175,86 @@ print(total)
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "30");
 }
+
+/// A served by a router that counts the requests for bitstreams (`r/…`), so a test can tell
+/// a dump from resource-by-resource fetching.
+async fn counted(
+    store: &Store,
+    limits: Limits,
+) -> (tributary::naming::Naming, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let (listener, naming) = bind().await;
+    let state = tributary::web::WebState::new(
+        store.clone(),
+        naming.clone(),
+        vec![SetConfig::source("s")],
+        LinkPolicies::default(),
+        limits,
+    )
+    .unwrap();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counter = hits.clone();
+    let app = tributary::web::router(state).layer(axum::middleware::from_fn(
+        move |req: axum::extract::Request, next: axum::middleware::Next| {
+            if req.uri().path().starts_with("/r/") {
+                counter.fetch_add(1, Ordering::SeqCst);
+            }
+            next.run(req)
+        },
+    ));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (naming, hits)
+}
+
+/// B baselines from A's Resource Dump, then follows A's Change Dump through updates, a
+/// creation and deletions, without fetching a single bitstream one by one, and ends holding
+/// exactly A's live resources, byte for byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_tributary_follows_the_change_dump() {
+    use crate::support::publish::{Res, upsert};
+    let (_dir_a, store_a) = temp_store();
+    let limits = Limits {
+        change_list: tributary::publish::Rollover { max_events: 4, period: None },
+        dump: DumpLimits { max_age: std::time::Duration::ZERO, ..DumpLimits::default() },
+        ..Limits::default()
+    };
+    let (naming, hits) = counted(&store_a, limits).await;
+    let res =
+        |i: u32, v: &str| Res::new("s", &format!("http://origin.example/{i}"), format!("resource {i}, version {v}"));
+    upsert(&store_a, &naming, &["s"], &(0..10).map(|i| res(i, "1")).collect::<Vec<_>>());
+    store_a.flush().unwrap();
+
+    let (sd, pick) = (naming.source_description(), format!("capability_list = \"{}\"", naming.capability_list("s")));
+    let b = Harness::new(|dir| config_text(dir, "", UNLIMITED, &[("a", &sd, &pick)]));
+    let first = b.pass_one().await;
+    assert_eq!((first.error.as_deref(), first.created), (None, 10), "{first:?}");
+
+    // A changes: two updates (one of them twice), a creation, two deletions.
+    upsert(&store_a, &naming, &["s"], &[res(1, "2"), res(2, "2")]);
+    upsert(&store_a, &naming, &["s"], &[res(1, "3"), res(10, "1")]);
+    let gone: Vec<String> =
+        [3, 4].iter().map(|i| naming.resource("s", &format!("http://origin.example/{i}")).unwrap()).collect();
+    delete(&store_a, &["s"], &gone);
+    store_a.flush().unwrap();
+    let second = b.pass_one().await;
+    assert_eq!(second.error, None, "{second:?}");
+    assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 0, "no bitstream was fetched one by one");
+
+    let mut want: BTreeMap<String, String> = BTreeMap::new();
+    for rec in store_a.records_with_prefix(&naming.resource_prefix("s")) {
+        let rec = rec.unwrap();
+        if !rec.is_deleted() {
+            want.insert(rec.uri, rec.sha256.to_hex());
+        }
+    }
+    let mut got: BTreeMap<String, String> = BTreeMap::new();
+    for (upstream, sha) in b.live("a") {
+        // B's record URIs name A's URIs as their upstream.
+        let rec = b.store.record(&upstream).unwrap().unwrap();
+        got.insert(rec.upstream.clone(), sha);
+    }
+    assert_eq!(got, want, "B holds exactly A's live resources, byte for byte");
+    let one = b.record("a", &naming.resource("s", "http://origin.example/1").unwrap()).unwrap();
+    assert_eq!(one.origin, "http://origin.example/1", "the via chain ends at the origin");
+}

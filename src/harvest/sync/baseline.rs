@@ -201,6 +201,7 @@ fn start_changes(state: &mut SourceState, at: Option<crate::model::W3cDateTime>,
     state.baselined = true;
     state.changes_through = at;
     state.change_list = None;
+    state.change_dump_package = None;
     state.change_list_position = None;
     state.last_change = None;
 }

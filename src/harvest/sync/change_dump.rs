@@ -9,9 +9,10 @@
 //! are processed; `changes_through` is the Source datetime up to which everything is
 //! incorporated. A package is one store batch — its records, change events and the position
 //! after it — so a SIGKILL leaves the position at the last whole package. Packages whose
-//! `until` is not after `changes_through` are passed over without being downloaded; in other
-//! packages a change is new when its `datetime` is after `changes_through` (as in a Change
-//! List not read before), and the remembered package skips its processed entries by count.
+//! `until` is before `changes_through` are passed over without being downloaded; in other
+//! packages a change is new when its `datetime` is at or after `changes_through` (as in a
+//! Change List not read before; the same second counts, see `changes::is_new`), and the
+//! remembered package skips its processed entries by count.
 //!
 //! A Change Dump cannot be followed without a datetime to place it against the position, nor
 //! past a package that fails (its changes would be lost): both come back as an error and the
@@ -68,8 +69,14 @@ pub(crate) async fn follow_change_dump(
             return Ok(report);
         }
         let through = state.changes_through.unwrap_or(start);
-        // A package is committed whole, so one ending at or before the position is done.
-        let wanted = |e: &crate::model::Entry| e.md.as_ref().and_then(|m| m.until).is_none_or(|u| u > through);
+        // A package ending before the position is done, and so is the one applied last; another
+        // ending in the position's second may hold changes of that second not seen yet.
+        let last = state.change_dump_package.clone();
+        let applied = |e: &crate::model::Entry| url.join(e.loc.trim()).ok().map(String::from) == last;
+        let wanted = |e: &crate::model::Entry| match e.md.as_ref().and_then(|m| m.until) {
+            None => true,
+            Some(u) => u > through || (u == through && !applied(e)),
+        };
         let package = walker.next_package_where(wanted).await?;
         let Some(package) = package else { break };
         let md = package.manifest.md.clone().unwrap_or_default();
@@ -170,6 +177,7 @@ fn changes(
         newest = Some(newest.map_or(u, |t| t.max(u)));
     }
     state.change_list = Some(package.url.to_string());
+    state.change_dump_package = Some(package.url.to_string());
     state.change_list_position = Some(package.items.len() as u64);
     state.last_change = package.items.last().and_then(|i| i.datetime());
     state.changes_through = newest;

@@ -65,9 +65,10 @@ pub(crate) fn plan(lists: &mut [ListRef], earliest: Option<W3cDateTime>, pos: &P
         return Ok(Resume { list: i, skip: pos.processed });
     }
     match pos.through {
-        // The first list not entirely at or before the time processed.
+        // The first list not entirely before the time processed (one ending in that second
+        // may hold changes of it not yet seen; see `is_new`).
         Some(t) => {
-            let i = lists.iter().position(|l| l.until.is_none_or(|u| u > t)).unwrap_or(lists.len());
+            let i = lists.iter().position(|l| l.until.is_none_or(|u| u >= t)).unwrap_or(lists.len());
             Ok(Resume { list: i, skip: 0 })
         }
         None if pos.list.is_some() => Err(Gap(format!(
@@ -123,10 +124,14 @@ pub(crate) fn check_reread(
     Ok(())
 }
 
-/// Whether a change read from a list Tributary had not been positioned in is new.
+/// Whether a change read from a list Tributary had not been positioned in is new: dated at
+/// or after `through`. The same second counts: datetimes are often whole seconds (Tributary's
+/// own are), so a change made in the second a snapshot was taken, after it, carries the
+/// snapshot's time; applying a change already reflected is harmless (the content is held, so
+/// nothing is fetched or logged), missing one is not.
 pub(crate) fn is_new(datetime: Option<W3cDateTime>, through: Option<W3cDateTime>) -> bool {
     match (datetime, through) {
-        (Some(d), Some(t)) => d > t,
+        (Some(d), Some(t)) => d >= t,
         _ => true,
     }
 }
@@ -213,9 +218,10 @@ mod tests {
     }
 
     #[test]
-    fn new_means_after_the_time_processed_or_undated() {
+    fn new_means_at_or_after_the_time_processed_or_undated() {
         assert!(is_new(None, Some(t("2024-01-01T00:00:00Z"))));
-        assert!(!is_new(Some(t("2024-01-01T00:00:00Z")), Some(t("2024-01-01T00:00:00Z"))));
+        assert!(!is_new(Some(t("2023-12-31T23:59:59Z")), Some(t("2024-01-01T00:00:00Z"))));
+        assert!(is_new(Some(t("2024-01-01T00:00:00Z")), Some(t("2024-01-01T00:00:00Z"))), "the same second");
         assert!(is_new(Some(t("2024-01-01T00:00:01Z")), Some(t("2024-01-01T00:00:00Z"))));
     }
 }

@@ -64,6 +64,7 @@ pub(crate) async fn baseline_from_dump(
     state.baselined = true;
     state.changes_through = at;
     state.change_list = None;
+    state.change_dump_package = None;
     state.change_list_position = None;
     state.last_change = None;
     state.resource_list_at = at.or(state.resource_list_at);

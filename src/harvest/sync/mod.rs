@@ -157,6 +157,7 @@ fn forget_changes(state: &mut SourceState) {
     state.change_list_position = None;
     state.last_change = None;
     state.changes_through = None;
+    state.change_dump_package = None;
     state.documents.clear();
 }
 

@@ -432,7 +432,9 @@ mod tests {
         let all = package_changes(&entries, 0, false, None).unwrap();
         assert_eq!((all.apply, all.newest), (vec![1, 2, 3], at(4)), "a's first change is superseded");
         let after_2 = package_changes(&entries, 0, false, at(2)).unwrap();
-        assert_eq!(after_2.apply, [2, 3], "a package not read before: only changes after the position");
+        assert_eq!(after_2.apply, [1, 2, 3], "a package not read before: the changes from the position's second on");
+        let after_3 = package_changes(&entries, 0, false, at(3)).unwrap();
+        assert_eq!(after_3.apply, [2, 3]);
         let resumed = package_changes(&entries, 3, true, at(9)).unwrap();
         assert_eq!(resumed.apply, [3], "the package read last: only past the position within it");
     }
@@ -442,7 +444,7 @@ mod tests {
         let e = |t, url| PackageEntry { datetime: at(t), url };
         let entries = [e(1, None), e(2, Some("b")), e(3, None)];
         assert_eq!(package_changes(&entries, 0, false, None), Err(0));
-        assert_eq!(package_changes(&entries, 0, false, at(1)), Err(2));
-        assert_eq!(package_changes(&entries[..2], 0, false, at(1)).unwrap().apply, [1]);
+        assert_eq!(package_changes(&entries, 0, false, at(2)), Err(2));
+        assert_eq!(package_changes(&entries[..2], 0, false, at(2)).unwrap().apply, [1]);
     }
 }
