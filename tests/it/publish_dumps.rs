@@ -90,7 +90,10 @@ async fn the_dump_and_its_packages_are_served_with_ranges_and_validators() {
     assert_eq!(zip.by_index(0).unwrap().name().unwrap(), "manifest.xml");
     let contents = &dump.entries[0].links.iter().find(|l| l.rel == "contents").unwrap().href;
     let (status, _, alone) = get(&a, contents, &[]).await;
-    assert_eq!((status, String::from_utf8(alone).unwrap()), (StatusCode::OK, inside));
+    assert_eq!((status, String::from_utf8(alone).unwrap()), (StatusCode::OK, inside.clone()));
+    let report = tributary::check::check_reader(inside.as_bytes(), tributary::model::ReadOptions::default());
+    assert_eq!(report.errors(), 0, "{}", report.render(true));
+    assert_eq!(report.kind.map(|k| k.name().to_owned()).as_deref(), Some("Resource Dump Manifest"));
     let gone = url.replace("-1.zip", "-9.zip");
     assert_eq!(get(&a, &gone, &[]).await.0, StatusCode::NOT_FOUND);
 }
@@ -136,9 +139,9 @@ async fn a_second_tributary_baselines_from_the_dump() {
     }
 }
 
-/// The packages open with Python's `zipfile` (manifest first) and every manifest parses with
-/// the reference implementation's `ResourceDumpManifest`, naming each bitstream's path and
-/// hash. A skipped test under the conditions of `support::tools`.
+/// The packages of both dumps open with Python's `zipfile` (manifest first) and every
+/// manifest parses with the reference implementation's `ResourceDumpManifest` or
+/// `ChangeDumpManifest`, naming each bitstream's path and hash. A skipped test under the conditions of `support::tools`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn packages_open_with_python_zipfile_and_resync() {
     let test = "publish_dumps::packages_open_with_python_zipfile_and_resync";
@@ -150,30 +153,40 @@ async fn packages_open_with_python_zipfile_and_resync() {
     let tmp = tempfile::tempdir().unwrap();
     for (i, (url, _, _)) in packages(&dump).iter().enumerate() {
         let body = a.client.get(url).send().await.unwrap().bytes().await.unwrap();
-        std::fs::write(tmp.path().join(format!("p{i}.zip")), &body).unwrap();
+        std::fs::write(tmp.path().join(format!("r{i}.zip")), &body).unwrap();
+    }
+    // The Change Dump's packages too: the open list's cut holds the 30 creations.
+    let (_, changes) = doc(&a.client, &a.naming.change_dump("s")).await;
+    assert_eq!(changes.header.md.as_ref().unwrap().capability, Some(Capability::ChangeDump));
+    for (i, e) in changes.entries.iter().enumerate() {
+        let body = a.client.get(&e.loc).send().await.unwrap().bytes().await.unwrap();
+        std::fs::write(tmp.path().join(format!("c{i}.zip")), &body).unwrap();
     }
     let script = r#"
-import hashlib, sys, zipfile, glob
+import hashlib, os, sys, zipfile, glob
 from resync.resource_dump_manifest import ResourceDumpManifest
-total = 0
+from resync.change_dump_manifest import ChangeDumpManifest
+totals = {"r": 0, "c": 0}
 for path in sorted(glob.glob(sys.argv[1] + "/*.zip")):
+    kind = os.path.basename(path)[0]
     with zipfile.ZipFile(path) as z:
         assert z.testzip() is None, path
         names = z.namelist()
         assert names[0] == "manifest.xml", names
-        m = ResourceDumpManifest()
+        m = ResourceDumpManifest() if kind == "r" else ChangeDumpManifest()
         m.parse(str_data=z.read("manifest.xml").decode("utf-8"))
-        assert m.capability_name == "resourcedump-manifest"
         for r in m.resources:
+            if kind == "c":
+                assert r.change in ("created", "updated", "deleted"), r.uri
             data = z.read(r.path.lstrip("/"))
             assert hashlib.sha256(data).hexdigest() == r.sha256, r.uri
             assert len(data) == r.length, r.uri
-            total += 1
-print(total)
+            totals[kind] += 1
+print(totals["r"], totals["c"])
 "#;
     let out = python.command().arg("-c").arg(script).arg(tmp.path()).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "30");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "30 30", "every bitstream of both dumps, verified");
 }
 
 /// A served by a router that counts the requests for bitstreams (`r/…`), so a test can tell
@@ -257,4 +270,51 @@ async fn a_second_tributary_follows_the_change_dump() {
     assert_eq!(got, want, "B holds exactly A's live resources, byte for byte");
     let one = b.record("a", &naming.resource("s", "http://origin.example/1").unwrap()).unwrap();
     assert_eq!(one.origin, "http://origin.example/1", "the via chain ends at the origin");
+}
+
+/// Faults while packages are downloaded: a dump rebuilt twice under a download (its package
+/// deleted) still delivers the whole package it began, byte for byte; clients that hang up
+/// mid-package, more of them than there are stream slots, leave nothing stuck: the next
+/// download is served in full.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn downloads_survive_rebuilds_and_abandoned_ones_leave_nothing_stuck() {
+    use crate::support::publish::{Res, upsert};
+    let (_dir, store) = temp_store();
+    let limits = Limits {
+        dump: DumpLimits { max_age: std::time::Duration::ZERO, ..DumpLimits::default() },
+        ..Limits::default()
+    };
+    let (listener, naming) = bind().await;
+    let a = start(listener, naming.clone(), &store, vec![SetConfig::source("s")], LinkPolicies::default(), limits);
+    // 300 resources of 4 KiB: a package of 1.2 MB, more than a response buffers ahead.
+    let big = |i: u32, v: &str| Res::new("s", &format!("http://origin.example/{i}"), format!("{v}{i:04}").repeat(800));
+    upsert(&store, &naming, &["s"], &(0..300).map(|i| big(i, "a")).collect::<Vec<_>>());
+    store.flush().unwrap();
+    let (_, dump) = doc(&a.client, &naming.resource_dump("s")).await;
+    let (url, length, sha) = packages(&dump).remove(0);
+
+    let mut resp = a.client.get(&url).send().await.unwrap();
+    let mut body = resp.chunk().await.unwrap().unwrap().to_vec();
+    for v in ["b", "c"] {
+        upsert(&store, &naming, &["s"], &[big(0, v)]);
+        store.flush().unwrap();
+        let (_, newer) = doc(&a.client, &naming.resource_dump("s")).await;
+        assert_ne!(packages(&newer)[0].0, url, "a new state gets new names");
+    }
+    assert_eq!(get(&a, &url, &[]).await.0, StatusCode::NOT_FOUND, "two generations on, the package is deleted");
+    while let Some(chunk) = resp.chunk().await.unwrap() {
+        body.extend_from_slice(&chunk);
+    }
+    assert_eq!((body.len() as u64, hex::encode(sha2::Sha256::digest(&body))), (length, sha), "the download it began");
+
+    let (_, dump) = doc(&a.client, &naming.resource_dump("s")).await;
+    let (url, length, _) = packages(&dump).remove(0);
+    for _ in 0..80 {
+        let mut resp = a.client.get(&url).send().await.unwrap();
+        let _ = resp.chunk().await.unwrap();
+        drop(resp);
+    }
+    let whole = tokio::time::timeout(std::time::Duration::from_secs(30), get(&a, &url, &[])).await;
+    let (status, _, body) = whole.expect("a download after 80 abandoned ones is served");
+    assert_eq!((status, body.len() as u64), (StatusCode::OK, length));
 }
