@@ -117,17 +117,8 @@ impl Publisher {
             }
         };
         let Some(built) = read_index::<Built>(&self.change_path(set, &period, "json"))? else { return Ok(None) };
-        let (path, etag, media_type) = if manifest {
-            (self.change_path(set, &period, "manifest.xml"), format!("\"{}-m\"", built.sha256), "application/xml")
-        } else {
-            (self.change_path(set, &period, "zip"), format!("\"{}\"", built.sha256), "application/zip")
-        };
-        let length = match fs::metadata(&path) {
-            Ok(m) => m.len(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(dump_io(&path, e)),
-        };
-        Ok(Some(DumpFile { path, length, etag, media_type }))
+        let path = self.change_path(set, &period, if manifest { "manifest.xml" } else { "zip" });
+        DumpFile::at(path, &built.sha256, manifest)
     }
 
     /// The open period's package: the newest cut kept when the set has not changed since or

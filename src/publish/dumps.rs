@@ -112,6 +112,24 @@ pub(super) struct Member {
     pub(super) length: u64,
 }
 
+impl DumpFile {
+    /// The package (or manifest) file at `path` of the package whose sha-256 is `sha256`;
+    /// `None` when the file is gone (deleted with its generation).
+    pub(super) fn at(path: PathBuf, sha256: &str, manifest: bool) -> Result<Option<DumpFile>, PublishError> {
+        let length = match fs::metadata(&path) {
+            Ok(m) => m.len(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(dump_io(&path, e)),
+        };
+        // A manifest gets a tag of its own: it is another representation than the package.
+        let (etag, media_type) = match manifest {
+            true => (format!("\"{sha256}-m\""), "application/xml"),
+            false => (format!("\"{sha256}\""), "application/zip"),
+        };
+        Ok(Some(DumpFile { path, length, etag, media_type }))
+    }
+}
+
 /// A resource as the dump shows it: its manifest entry (without `path`) and its content.
 struct Item {
     entry: Entry,
@@ -210,17 +228,8 @@ impl Publisher {
         let Some(dump) = self.dump_at(set, seq)? else { return Ok(None) };
         let Some(p) = dump.packages.iter().find(|p| p.n == n) else { return Ok(None) };
         let dir = self.dump_dir(set);
-        let (path, etag, media_type) = if manifest {
-            (dir.join(manifest_name(seq, n)), format!("\"{}-m\"", p.sha256), "application/xml")
-        } else {
-            (dir.join(package_name(seq, n)), format!("\"{}\"", p.sha256), "application/zip")
-        };
-        let length = match fs::metadata(&path) {
-            Ok(m) => m.len(),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(dump_io(&path, e)),
-        };
-        Ok(Some(DumpFile { path, length, etag, media_type }))
+        let path = if manifest { dir.join(manifest_name(seq, n)) } else { dir.join(package_name(seq, n)) };
+        DumpFile::at(path, &p.sha256, manifest)
     }
 
     fn is_old(&self, dump: &ResourceDump) -> bool {
