@@ -55,7 +55,14 @@ pub(super) fn read_package(p: PackageFile, store: &Store, limits: &DumpLimits) -
     let mut budget = Budget { package_len: p.length, total: 0, limits: limits.clone() };
     let (header, entries) = read_manifest(&mut archive, &url, &mut budget)?;
     check_kind(&header, p.expect, &url)?;
-    let mut reader = PackageReader { archive, url: &p.url, authority: p.authority.as_ref(), store, budget };
+    let mut reader = PackageReader {
+        archive,
+        url: &p.url,
+        authority: p.authority.as_ref(),
+        store,
+        budget,
+        buf: vec![0u8; COPY_BUF],
+    };
     let items = order(entries, p.expect)
         .into_iter()
         .map(|(position, entry)| {
@@ -134,7 +141,7 @@ fn read_manifest(
     let mut file = archive.by_index(index).map_err(|e| DumpError::NotZip { url: url.into(), source: Box::new(e) })?;
     let cap = budget.cap(url, "manifest.xml", file.size(), file.compressed_size(), budget.limits.max_manifest_bytes)?;
     let mut bytes = Vec::with_capacity(usize::try_from(cap.min(1 << 20)).unwrap_or(0));
-    let pumped = pump(&mut file, cap, &mut |chunk| {
+    let pumped = pump(&mut file, cap, &mut vec![0u8; COPY_BUF], &mut |chunk| {
         bytes.extend_from_slice(chunk);
         Ok(())
     });
@@ -219,13 +226,19 @@ enum Pump {
     Sink(StoreError),
 }
 
-/// Copies at most `cap` bytes from `from` to `sink`; one byte more is [`Pump::Over`].
-fn pump(from: &mut impl Read, cap: u64, sink: &mut dyn FnMut(&[u8]) -> Result<(), StoreError>) -> Result<u64, Pump> {
-    let mut buf = vec![0u8; COPY_BUF];
+/// Copies at most `cap` bytes from `from` to `sink` through `buf`; one byte more is
+/// [`Pump::Over`]. The buffer is the caller's so a package of 50,000 small entries does not
+/// allocate and zero 64 KiB for each.
+fn pump(
+    from: &mut impl Read,
+    cap: u64,
+    buf: &mut [u8],
+    sink: &mut dyn FnMut(&[u8]) -> Result<(), StoreError>,
+) -> Result<u64, Pump> {
     let mut read = 0u64;
     // Bounded: every turn consumes input, and the cap ends it.
     loop {
-        let n = match from.read(&mut buf) {
+        let n = match from.read(buf) {
             Ok(0) => return Ok(read),
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -250,6 +263,8 @@ struct PackageReader<'a> {
     authority: Option<&'a Url>,
     store: &'a Store,
     budget: Budget,
+    /// The copy buffer of every entry.
+    buf: Vec<u8>,
 }
 
 impl PackageReader<'_> {
@@ -306,7 +321,7 @@ impl PackageReader<'_> {
             return Ok(Err(EntryError::TooLarge { path: path.to_owned(), size: cap, max }));
         }
         let mut writer = self.store.blob_writer(expected);
-        let pumped = pump(&mut file, cap, &mut |chunk| writer.write(chunk));
+        let pumped = pump(&mut file, cap, &mut self.buf, &mut |chunk| writer.write(chunk));
         drop(file);
         let committed = match self.budget.settle(&url, path, cap, pumped) {
             Ok(()) => writer.commit(),

@@ -1,8 +1,9 @@
 //! Baseline from a Resource Dump (spec §11): the daemon's bulk load. Packages are downloaded
-//! and verified by [`DumpWalker`]; each package's records and events are one store batch, and
-//! the final batch holds the deletions (what the store held that no package named) with the
-//! source's position at the dump's `at`, so a crash mid-dump leaves the source not baselined
-//! and the next poll starts again (re-downloading packages, but storing nothing twice).
+//! and verified by [`DumpWalker`]; their records go to the committer (`commit`), which applies
+//! them in batches while the next package is read, and the final batch holds the deletions
+//! (what the store held that no package named) with the source's position at the dump's `at`,
+//! so a crash mid-dump leaves the source not baselined and the next poll starts again
+//! (re-downloading packages, but storing nothing twice).
 //!
 //! Any failure — a package that cannot be read, an entry that does not verify — makes the dump
 //! unusable as a complete snapshot; the caller then baselines from the Resource List, which
@@ -14,13 +15,13 @@ use url::Url;
 
 use super::baseline::load_held;
 use crate::config::Source;
-use crate::harvest::commit::apply_blocking;
-use crate::harvest::ctx::{Ctx, HarvestError};
+use crate::harvest::commit::{self, Msg};
+use crate::harvest::ctx::{Ctx, HarvestError, join_error};
 use crate::harvest::dump::{Content, DumpError, DumpOptions, DumpWalker, Package};
 use crate::harvest::listed::Listed;
 use crate::harvest::report::SourceReport;
 use crate::model::W3cDateTime;
-use crate::store::{Batch, SourceState};
+use crate::store::{NewRecord, SourceState};
 
 /// One baseline from the dump at `url`; an error means "use the Resource List instead".
 pub(crate) async fn baseline_from_dump(
@@ -35,14 +36,16 @@ pub(crate) async fn baseline_from_dump(
     let held = load_held(&ctx.store, &ctx.naming.resource_prefix(id)).await?;
     let options = DumpOptions::new(&source.settings, Some(&source.url));
     let mut walker = DumpWalker::new(&ctx.fetcher, &ctx.store, url.clone(), &source.settings, options);
+    let (tx, committer) = commit::spawn(ctx.store.clone(), id.clone(), sets.to_vec());
     let mut seen = HashSet::new();
     let mut at: Option<W3cDateTime> = None;
     // Bounded by the walk's document limit and each document's entry limit.
     loop {
         if *ctx.shutdown.borrow() {
             report.interrupted = true;
-            return Ok(report);
+            break;
         }
+        // The committer applies one package's records while the next package is read.
         let package = walker.next_package().await.map_err(|e| dump_error(source, e))?;
         let Some(package) = package else { break };
         let package_at = package.manifest.md.as_ref().and_then(|m| m.at);
@@ -50,17 +53,33 @@ pub(crate) async fn baseline_from_dump(
             (Some(a), Some(p)) => Some(a.min(p)),
             (a, p) => a.or(p),
         };
-        let batch = records(ctx, source, sets, package, &mut seen, &mut report)?;
-        report.count_applied(&apply_blocking(&ctx.store, batch).await?);
-    }
-    at = walker.root_header().and_then(|h| h.md.as_ref()).and_then(|m| m.at).or(at);
-    let sets_ref: Vec<&str> = sets.iter().map(String::as_str).collect();
-    let mut last = Batch::new();
-    if source.settings.deletes {
-        for uri in held.keys().filter(|u| !seen.contains(*u)) {
-            last.delete(&sets_ref, uri);
+        for record in records(ctx, source, package, &mut seen, &mut report)? {
+            if tx.send(Msg::Upsert(Box::new(record))).await.is_err() {
+                break; // the committer failed: its error is returned below
+            }
         }
     }
+    if !report.interrupted {
+        at = walker.root_header().and_then(|h| h.md.as_ref()).and_then(|m| m.at).or(at);
+        let deletes = match source.settings.deletes {
+            true => held.keys().filter(|u| !seen.contains(*u)).cloned().collect(),
+            false => Vec::new(),
+        };
+        baselined_at(&mut state, at);
+        let _ = tx.send(Msg::Finish { deletes, unlisted: Vec::new(), state: Box::new(state) }).await;
+    }
+    drop(tx);
+    let tally = committer.await.map_err(join_error)??;
+    report.created = tally.created;
+    report.updated = tally.updated;
+    report.deleted = tally.deleted;
+    report.complete = !report.interrupted;
+    tracing::info!(source.id = %id, dump = %url, stored = report.fetched, "baselined from the Resource Dump");
+    Ok(report)
+}
+
+/// The position after a dump read in full: changes are followed from its `at`.
+fn baselined_at(state: &mut SourceState, at: Option<W3cDateTime>) {
     state.baselined = true;
     state.changes_through = at;
     state.change_list = None;
@@ -68,11 +87,6 @@ pub(crate) async fn baseline_from_dump(
     state.change_list_position = None;
     state.last_change = None;
     state.resource_list_at = at.or(state.resource_list_at);
-    last.source_state(id, state);
-    report.count_applied(&apply_blocking(&ctx.store, last).await?);
-    report.complete = true;
-    tracing::info!(source.id = %id, dump = %url, stored = report.fetched, "baselined from the Resource Dump");
-    Ok(report)
 }
 
 fn dump_error(source: &Source, e: DumpError) -> HarvestError {
@@ -83,13 +97,11 @@ fn dump_error(source: &Source, e: DumpError) -> HarvestError {
 fn records(
     ctx: &Ctx,
     source: &Source,
-    sets: &[String],
     package: Package,
     seen: &mut HashSet<String>,
     report: &mut SourceReport,
-) -> Result<Batch, HarvestError> {
-    let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
-    let mut batch = Batch::new();
+) -> Result<Vec<NewRecord>, HarvestError> {
+    let mut out = Vec::with_capacity(package.items.len());
     for item in package.items {
         let (url, blob) = match item.outcome {
             Ok(Content::Stored { url, blob }) => (url, blob),
@@ -105,7 +117,7 @@ fn records(
         seen.insert(uri.clone());
         report.fetched += 1;
         report.bytes += blob.length;
-        batch.upsert(&sets, Listed::new(item.entry, url, uri).into_record(&source.id, blob.id));
+        out.push(Listed::new(item.entry, url, uri).into_record(&source.id, blob.id));
     }
-    Ok(batch)
+    Ok(out)
 }
