@@ -27,6 +27,7 @@ mod harvest_change_dump;
 mod harvest_failures;
 mod harvest_faults;
 mod harvest_hosts;
+mod harvest_resource_dump;
 mod harvest_resume;
 mod interop_resync;
 mod model_hostile;

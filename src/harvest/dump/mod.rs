@@ -26,6 +26,7 @@ use std::path::PathBuf;
 
 use sha2::Digest as _;
 use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
 use url::Url;
 
 pub use error::{DumpError, EntryError};
@@ -76,6 +77,36 @@ pub struct Package {
     /// One item per manifest entry: document order for Resource Dumps, forward chronological
     /// order for Change Dumps.
     pub items: Vec<DumpItem>,
+}
+
+/// A package whose items went to a channel (see [`DumpWalker::next_package_streamed`]).
+#[derive(Debug)]
+pub struct StreamedPackage {
+    /// The package URL (after redirects).
+    pub url: Url,
+    /// The manifest's root metadata (`at`/`completed` or `from`/`until`).
+    pub manifest: Header,
+}
+
+/// Where a package's items go as they are read, on the blocking thread.
+trait Sink: Send + 'static {
+    fn take(&mut self, item: DumpItem) -> ControlFlow<()>;
+}
+
+impl Sink for Vec<DumpItem> {
+    fn take(&mut self, item: DumpItem) -> ControlFlow<()> {
+        self.push(item);
+        ControlFlow::Continue(())
+    }
+}
+
+impl Sink for mpsc::Sender<DumpItem> {
+    fn take(&mut self, item: DumpItem) -> ControlFlow<()> {
+        match self.blocking_send(item) {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(_) => ControlFlow::Break(()),
+        }
+    }
 }
 
 /// Walks a Resource Dump or Change Dump (or an index of them) package by package.
@@ -133,16 +164,44 @@ impl DumpWalker {
         self.next_package_where(|_| true).await
     }
 
+    /// Like [`DumpWalker::next_package`], but each item is sent to `items` as soon as its
+    /// bitstream is stored instead of being collected: the caller handles (and commits) a
+    /// package's first items while its last ones are still being read, and memory holds
+    /// `items`' capacity rather than a whole package. Drain `items` concurrently with this
+    /// future; dropping the receiver stops the read after the current entry.
+    ///
+    /// # Errors
+    /// As [`DumpWalker::next_package`]; items sent before a package error stay sent.
+    pub async fn next_package_streamed(
+        &mut self,
+        items: mpsc::Sender<DumpItem>,
+    ) -> Result<Option<StreamedPackage>, DumpError> {
+        let Some((url, entry, expect)) = self.next_wanted(|_| true).await? else { return Ok(None) };
+        let read = self.read(url, &entry, expect, items).await;
+        read.map(|(url, manifest, _)| Some(StreamedPackage { url, manifest })).inspect_err(|e| {
+            self.aborted |= !e.is_package_local();
+        })
+    }
+
     /// Like [`DumpWalker::next_package`], but packages whose dump entry (`<loc>` and its
     /// `<rs:md>`, e.g. a Change Dump's `from`/`until`) fails `want` are passed over without
     /// being downloaded: a Change Dump follower need not fetch packages it already applied.
     ///
     /// # Errors
     /// As [`DumpWalker::next_package`].
-    pub async fn next_package_where(
+    pub async fn next_package_where(&mut self, want: impl FnMut(&Entry) -> bool) -> Result<Option<Package>, DumpError> {
+        let Some((url, entry, expect)) = self.next_wanted(want).await? else { return Ok(None) };
+        let read = self.read(url, &entry, expect, Vec::new()).await;
+        read.map(|(url, manifest, items)| Some(Package { url, kind: expect, manifest, items })).inspect_err(|e| {
+            self.aborted |= !e.is_package_local();
+        })
+    }
+
+    /// The next package entry `want` accepts: its URL, the entry and the manifest kind.
+    async fn next_wanted(
         &mut self,
         mut want: impl FnMut(&Entry) -> bool,
-    ) -> Result<Option<Package>, DumpError> {
+    ) -> Result<Option<(Url, Entry, DocumentKind)>, DumpError> {
         if self.aborted {
             return Err(DumpError::WalkAborted);
         }
@@ -163,9 +222,7 @@ impl DumpWalker {
             url: entry.loc.clone(),
             detail: format!("package <loc> is not a URL: {e}"),
         })?;
-        self.package(url, &entry, expect).await.map(Some).inspect_err(|e| {
-            self.aborted |= !e.is_package_local();
-        })
+        Ok(Some((url, entry, expect)))
     }
 
     /// The URL of the dump document the entry came from and the manifest kind it calls for.
@@ -185,15 +242,24 @@ impl DumpWalker {
         }
     }
 
-    async fn package(&self, url: Url, entry: &Entry, expect: DocumentKind) -> Result<Package, DumpError> {
+    /// Downloads the package and reads it on a blocking thread, handing its items to `sink`;
+    /// returns the URL after redirects, the manifest header and the sink.
+    async fn read<S: Sink>(
+        &self,
+        url: Url,
+        entry: &Entry,
+        expect: DocumentKind,
+        mut sink: S,
+    ) -> Result<(Url, Header, S), DumpError> {
         let (file, final_url, length) = self.download(&url, entry).await?;
         let input =
             PackageFile { url: final_url.clone(), file, length, expect, authority: self.options.authority.clone() };
         let (store, limits) = (self.store.clone(), self.options.limits.clone());
-        let (manifest, items) = tokio::task::spawn_blocking(move || read_package(input, &store, &limits))
+        let read = move || read_package(input, &store, &limits, |item| sink.take(item)).map(|h| (h, sink));
+        let (manifest, sink) = tokio::task::spawn_blocking(read)
             .await
             .map_err(|e| DumpError::TempFile { url: url.to_string(), source: std::io::Error::other(e) })??;
-        Ok(Package { url: final_url, kind: expect, manifest, items })
+        Ok((final_url, manifest, sink))
     }
 
     /// Streams the package into an anonymous temporary file, checking the dump's declared

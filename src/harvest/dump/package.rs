@@ -10,6 +10,7 @@
 
 use std::fs::File;
 use std::io::{Cursor, Read};
+use std::ops::ControlFlow;
 
 use url::Url;
 use zip::ZipArchive;
@@ -40,11 +41,15 @@ pub(super) struct PackageFile {
     pub(super) authority: Option<Url>,
 }
 
-/// The manifest header and the items, in processing order.
-pub(super) type PackageItems = (Header, Vec<DumpItem>);
-
-/// Opens the package, reads its manifest and stores each bitstream.
-pub(super) fn read_package(p: PackageFile, store: &Store, limits: &DumpLimits) -> Result<PackageItems, DumpError> {
+/// Opens the package, reads its manifest and stores each bitstream, handing each item to
+/// `each` in processing order as soon as it is stored; `each` returning `Break` stops the
+/// read (the consumer went away). Returns the manifest header.
+pub(super) fn read_package(
+    p: PackageFile,
+    store: &Store,
+    limits: &DumpLimits,
+    mut each: impl FnMut(DumpItem) -> ControlFlow<()>,
+) -> Result<Header, DumpError> {
     let url = p.url.to_string();
     let mut archive =
         ZipArchive::new(p.file).map_err(|e| DumpError::NotZip { url: url.clone(), source: Box::new(e) })?;
@@ -63,14 +68,13 @@ pub(super) fn read_package(p: PackageFile, store: &Store, limits: &DumpLimits) -
         budget,
         buf: vec![0u8; COPY_BUF],
     };
-    let items = order(entries, p.expect)
-        .into_iter()
-        .map(|(position, entry)| {
-            let outcome = reader.item(&entry, p.expect)?;
-            Ok(DumpItem { position, entry, outcome })
-        })
-        .collect::<Result<Vec<_>, DumpError>>()?;
-    Ok((header, items))
+    for (position, entry) in order(entries, p.expect) {
+        let outcome = reader.item(&entry, p.expect)?;
+        if each(DumpItem { position, entry, outcome }).is_break() {
+            break;
+        }
+    }
+    Ok(header)
 }
 
 /// Why a name could escape a directory if it were ever used as a path.

@@ -1,6 +1,7 @@
 //! Baseline from a Resource Dump (spec §11): the daemon's bulk load. Packages are downloaded
-//! and verified by [`DumpWalker`]; their records go to the committer (`commit`), which applies
-//! them in batches while the next package is read, and the final batch holds the deletions
+//! and verified by [`DumpWalker`], which hands each entry on as soon as its bitstream is
+//! stored; the records go to the committer (`commit`), which applies them in batches while
+//! the package is still being read, and the final batch holds the deletions
 //! (what the store held that no package named) with the source's position at the dump's `at`,
 //! so a crash mid-dump leaves the source not baselined and the next poll starts again
 //! (re-downloading packages, but storing nothing twice).
@@ -11,17 +12,22 @@
 
 use std::collections::HashSet;
 
+use tokio::sync::mpsc;
 use url::Url;
 
 use super::baseline::load_held;
 use crate::config::Source;
 use crate::harvest::commit::{self, Msg};
 use crate::harvest::ctx::{Ctx, HarvestError, join_error};
-use crate::harvest::dump::{Content, DumpError, DumpOptions, DumpWalker, Package};
+use crate::harvest::dump::{Content, DumpError, DumpItem, DumpOptions, DumpWalker, EntryError};
 use crate::harvest::listed::Listed;
 use crate::harvest::report::SourceReport;
 use crate::model::W3cDateTime;
 use crate::store::{NewRecord, SourceState};
+
+/// Items read ahead of the committer: enough that neither side waits on the other's jitter,
+/// few enough that memory holds a few hundred entries rather than a package of 50,000.
+const ITEMS_AHEAD: usize = 1024;
 
 /// One baseline from the dump at `url`; an error means "use the Resource List instead".
 pub(crate) async fn baseline_from_dump(
@@ -38,29 +44,11 @@ pub(crate) async fn baseline_from_dump(
     let mut walker = DumpWalker::new(&ctx.fetcher, &ctx.store, url.clone(), &source.settings, options);
     let (tx, committer) = commit::spawn(ctx.store.clone(), id.clone(), sets.to_vec());
     let mut seen = HashSet::new();
-    let mut at: Option<W3cDateTime> = None;
-    // Bounded by the walk's document limit and each document's entry limit.
-    loop {
-        if *ctx.shutdown.borrow() {
-            report.interrupted = true;
-            break;
-        }
-        // The committer applies one package's records while the next package is read.
-        let package = walker.next_package().await.map_err(|e| dump_error(source, e))?;
-        let Some(package) = package else { break };
-        let package_at = package.manifest.md.as_ref().and_then(|m| m.at);
-        at = match (at, package_at) {
-            (Some(a), Some(p)) => Some(a.min(p)),
-            (a, p) => a.or(p),
-        };
-        for record in records(ctx, source, package, &mut seen, &mut report)? {
-            if tx.send(Msg::Upsert(Box::new(record))).await.is_err() {
-                break; // the committer failed: its error is returned below
-            }
-        }
-    }
-    if !report.interrupted {
-        at = walker.root_header().and_then(|h| h.md.as_ref()).and_then(|m| m.at).or(at);
+    let walked = read_packages(ctx, source, (url, &mut walker), &tx, &mut seen, &mut report).await;
+    if let Ok(at) = walked
+        && !report.interrupted
+    {
+        let at = walker.root_header().and_then(|h| h.md.as_ref()).and_then(|m| m.at).or(at);
         let deletes = match source.settings.deletes {
             true => held.keys().filter(|u| !seen.contains(*u)).cloned().collect(),
             false => Vec::new(),
@@ -69,13 +57,65 @@ pub(crate) async fn baseline_from_dump(
         let _ = tx.send(Msg::Finish { deletes, unlisted: Vec::new(), state: Box::new(state) }).await;
     }
     drop(tx);
-    let tally = committer.await.map_err(join_error)??;
+    // Even when the dump failed: what it stored is committed before the Resource List
+    // baseline starts, which then skips it, and no two committers of a source ever overlap.
+    let committed = committer.await.map_err(join_error)?;
+    walked?;
+    let tally = committed?;
     report.created = tally.created;
     report.updated = tally.updated;
     report.deleted = tally.deleted;
     report.complete = !report.interrupted;
     tracing::info!(source.id = %id, dump = %url, stored = report.fetched, "baselined from the Resource Dump");
     Ok(report)
+}
+
+/// Reads every package, sending its records to the committer as they are stored; returns the
+/// earliest `at` of the packages' manifests. Stops early (with `report.interrupted`) on
+/// shutdown.
+async fn read_packages(
+    ctx: &Ctx,
+    source: &Source,
+    (dump, walker): (&Url, &mut DumpWalker),
+    tx: &mpsc::Sender<Msg>,
+    seen: &mut HashSet<String>,
+    report: &mut SourceReport,
+) -> Result<Option<W3cDateTime>, HarvestError> {
+    let mut at: Option<W3cDateTime> = None;
+    // Bounded by the walk's document limit and each document's entry limit.
+    loop {
+        if *ctx.shutdown.borrow() {
+            report.interrupted = true;
+            return Ok(at);
+        }
+        let (items_tx, items_rx) = mpsc::channel(ITEMS_AHEAD);
+        let read = walker.next_package_streamed(items_tx);
+        // Items become records for the committer as they are read, so the store applies a
+        // package's first batches while its last bitstreams are still being hashed.
+        let forward = async {
+            // Moved in, so that returning drops it and stops the read.
+            let mut items_rx = items_rx;
+            while let Some(item) = items_rx.recv().await {
+                let Some(record) = record(ctx, source, item, seen, report)? else { continue };
+                if tx.send(Msg::Upsert(Box::new(record))).await.is_err() {
+                    break; // the committer failed: its error is returned by the caller
+                }
+            }
+            Ok::<_, EntryError>(())
+        };
+        let (read, forwarded) = tokio::join!(read, forward);
+        if let Err(e) = forwarded {
+            // Dropping the receiver stopped the read; its error, if any, says less.
+            let package = read.ok().flatten().map_or_else(|| dump.to_string(), |p| p.url.to_string());
+            return Err(dump_error(source, DumpError::Entry { url: package, source: Box::new(e) }));
+        }
+        let Some(package) = read.map_err(|e| dump_error(source, e))? else { return Ok(at) };
+        let package_at = package.manifest.md.as_ref().and_then(|m| m.at);
+        at = match (at, package_at) {
+            (Some(a), Some(p)) => Some(a.min(p)),
+            (a, p) => a.or(p),
+        };
+    }
 }
 
 /// The position after a dump read in full: changes are followed from its `at`.
@@ -93,31 +133,26 @@ fn dump_error(source: &Source, e: DumpError) -> HarvestError {
     HarvestError::Dump { source_id: source.id.clone(), source: Box::new(e) }
 }
 
-/// One package's records; any failed entry fails the dump.
-fn records(
+/// The record of one package item; `None` for an entry outside the source's naming. Any
+/// failed entry fails the dump.
+fn record(
     ctx: &Ctx,
     source: &Source,
-    package: Package,
+    item: DumpItem,
     seen: &mut HashSet<String>,
     report: &mut SourceReport,
-) -> Result<Vec<NewRecord>, HarvestError> {
-    let mut out = Vec::with_capacity(package.items.len());
-    for item in package.items {
-        let (url, blob) = match item.outcome {
-            Ok(Content::Stored { url, blob }) => (url, blob),
-            Ok(Content::Deleted { .. }) => continue,
-            Err(e) => {
-                return Err(dump_error(source, DumpError::Entry { url: package.url.to_string(), source: Box::new(e) }));
-            }
-        };
-        let Some(uri) = ctx.naming.resource_url(&source.id, &url) else {
-            report.skipped += 1;
-            continue;
-        };
-        seen.insert(uri.clone());
-        report.fetched += 1;
-        report.bytes += blob.length;
-        out.push(Listed::new(item.entry, url, uri).into_record(&source.id, blob.id));
-    }
-    Ok(out)
+) -> Result<Option<NewRecord>, EntryError> {
+    let (url, blob) = match item.outcome {
+        Ok(Content::Stored { url, blob }) => (url, blob),
+        Ok(Content::Deleted { .. }) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let Some(uri) = ctx.naming.resource_url(&source.id, &url) else {
+        report.skipped += 1;
+        return Ok(None);
+    };
+    seen.insert(uri.clone());
+    report.fetched += 1;
+    report.bytes += blob.length;
+    Ok(Some(Listed::new(item.entry, url, uri).into_record(&source.id, blob.id)))
 }
