@@ -8,6 +8,7 @@
 
 mod datetime;
 mod diagnostic;
+pub mod feed;
 pub mod discovery;
 mod error;
 mod hash;
