@@ -10,6 +10,7 @@ mod datetime;
 mod diagnostic;
 pub mod discovery;
 mod error;
+pub mod feed;
 mod hash;
 mod position;
 mod reader;
