@@ -8,9 +8,9 @@
 
 mod datetime;
 mod diagnostic;
-pub mod feed;
 pub mod discovery;
 mod error;
+pub mod feed;
 mod hash;
 mod position;
 mod reader;

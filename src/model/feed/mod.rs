@@ -20,7 +20,7 @@ mod merge;
 mod read;
 mod write;
 
-pub use merge::{Merged, item_subsumed, local_update, merge, history_subsumed, winner};
+pub use merge::{Merged, history_subsumed, item_subsumed, local_update, merge, winner};
 pub use read::{FeedError, FeedLimits, read_feed};
 pub use write::{AtomWriter, FeedHead, item_document};
 
