@@ -22,7 +22,7 @@ mod write;
 
 pub use merge::{Merged, history_subsumed, item_subsumed, local_update, merge, winner};
 pub use read::{FeedError, FeedLimits, read_feed};
-pub use write::{AtomWriter, FeedHead, item_document};
+pub use write::{AtomWriter, FeedHead, SYNC_ID_URN_PREFIX, item_document};
 
 use super::W3cDateTime;
 

@@ -636,6 +636,7 @@ impl<'a, R: BufRead> Core<'a, R> {
             item.xml.push('>');
             self.read_item_body(buf, &mut item, format, label, start)?;
         }
+        head.drop_unused_sx(&mut item.xml, &self.used_prefixes[used_base..]);
         let decls = self.inherited_declarations(used_base, head.level);
         item.xml.insert_str(head.name_end, &decls);
         self.used_prefixes.truncate(used_base);
@@ -681,8 +682,9 @@ impl<'a, R: BufRead> Core<'a, R> {
                     xml.push_str(if empty { "/>" } else { ">" });
                     if child {
                         field = self.child_field(e, ns, own, item)?;
-                        if empty {
-                            field = None;
+                        // `<title/>`: an empty value, not none.
+                        if empty && let Some(f) = field.take() {
+                            self.set_field(item, f, &mut text, atom);
                         }
                     }
                 }
@@ -1002,6 +1004,10 @@ struct ItemHead {
     prefix: Option<String>,
     /// The namespace level of the item's start tag.
     level: u16,
+    /// The prefix the start tag binds to the FeedSync namespace, if it does, and the tag's
+    /// length in `xml`: once `sx:sync` is left out the declaration may be unused, and is
+    /// dropped so that reading a stored item document gives back the item's own markup.
+    sx_decl: Option<(String, usize)>,
 }
 
 impl ItemHead {
@@ -1010,12 +1016,39 @@ impl ItemHead {
         xml.push('<');
         xml.push_str(e);
         let name = e.name();
+        let sx_decl = if e.attributes_raw().contains(SX_NS) {
+            e.attributes().flatten().find_map(|a| match a.key.as_namespace_binding() {
+                Some(p) if &*a.value == SX_NS => Some((decl_prefix(&p).to_owned(), xml.len())),
+                _ => None,
+            })
+        } else {
+            None
+        };
         ItemHead {
             xml,
             name_end: 1 + name.as_ref().len(),
             prefix: name.prefix().map(|p| p.into_inner().to_owned()),
             level,
+            sx_decl,
         }
+    }
+
+    /// The start tag without its FeedSync declaration, when nothing in the item used it.
+    fn drop_unused_sx(&self, xml: &mut String, used: &[String]) {
+        let Some((prefix, tag_len)) = &self.sx_decl else { return };
+        if used.iter().any(|u| u == prefix) {
+            return;
+        }
+        let name_len = self.name_end - 1;
+        let tag = BytesStart::from_content(&xml[1..*tag_len], name_len);
+        let mut rebuilt = format!("<{}", tag.name().as_ref());
+        for a in tag.attributes().flatten() {
+            let is_sx = a.key.as_namespace_binding().is_some_and(|p| decl_prefix(&p) == prefix) && &*a.value == SX_NS;
+            if !is_sx {
+                rebuilt.push_str(&format!(" {}=\"{}\"", a.key.as_ref(), a.value.replace('"', "&quot;")));
+            }
+        }
+        xml.replace_range(..*tag_len, &rebuilt);
     }
 }
 
