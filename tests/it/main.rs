@@ -20,6 +20,7 @@ mod dashboard_browser;
 mod discover;
 mod dump;
 mod dump_interop;
+mod feed_model;
 mod fetch;
 mod fetch_politeness;
 mod harvest;
