@@ -21,6 +21,7 @@ mod discover;
 mod dump;
 mod dump_interop;
 mod feed_merge;
+mod feed_model;
 mod fetch;
 mod fetch_politeness;
 mod harvest;

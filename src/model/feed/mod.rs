@@ -25,7 +25,7 @@ pub use merge::{
     merge_plain, resolve_conflicts, winner,
 };
 pub use read::{FeedError, FeedLimits, read_feed};
-pub use write::{AtomWriter, FeedHead, item_document};
+pub use write::{AtomWriter, FeedHead, SYNC_ID_URN_PREFIX, item_document};
 
 use super::W3cDateTime;
 
