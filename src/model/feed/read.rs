@@ -7,7 +7,7 @@
 //! only its `sx:sync` is left out, and the namespace declarations it inherited are added to
 //! its start tag so the copy stands alone.
 //!
-//! FeedSync metadata is validated strictly (see [`sync`]): a feed that breaks a rule is refused
+//! FeedSync metadata is validated strictly (`read/sync.rs`): a feed that breaks a rule is refused
 //! whole, naming the item and the rule, because merging half-understood sync state would
 //! spread the damage to every endpoint downstream. What is merely untidy about the feed itself
 //! (an item without identity, an unreadable RSS date) becomes a warning instead.
