@@ -14,6 +14,7 @@ use super::blob::{BlobId, BlobRow};
 use super::codec::{self, check_key};
 use super::error::StoreError;
 use super::failure::{self, NewFailure};
+use super::feeds;
 use super::log::{ChunkBuf, Counters, Event, event_key};
 use super::record::{NewRecord, Record, keys};
 use super::row;
@@ -29,6 +30,8 @@ pub struct Batch {
     /// Kept apart from `ops`: they are not records and write no change event.
     failures: Vec<FailureOp>,
     state: Option<(String, SourceState)>,
+    /// Feed item states, `(source, item id, state or None to remove)`; see [`super::feeds`].
+    feed_items: Vec<(String, String, Option<Vec<u8>>)>,
 }
 
 #[derive(Debug, Clone)]
@@ -75,6 +78,13 @@ impl Batch {
         self
     }
 
+    /// Saves (or, with `None`, removes) the FeedSync state of item `item` of feed source
+    /// `source` in the same commit as the item's record (see [`super::feeds`]).
+    pub fn feed_item(&mut self, source: &str, item: &str, state: Option<Vec<u8>>) -> &mut Self {
+        self.feed_items.push((source.to_owned(), item.to_owned(), state));
+        self
+    }
+
     /// Saves the source's harvest state in the same commit.
     pub fn source_state(&mut self, source: &str, state: SourceState) -> &mut Self {
         self.state = Some((source.to_owned(), state));
@@ -87,9 +97,9 @@ impl Batch {
         self.ops.len() + self.failures.len()
     }
 
-    /// True when the batch writes no record and no failure row.
+    /// True when the batch writes no record, no failure row and no feed item state.
     pub fn is_empty(&self) -> bool {
-        self.ops.is_empty() && self.failures.is_empty()
+        self.ops.is_empty() && self.failures.is_empty() && self.feed_items.is_empty()
     }
 
     fn validate(&self) -> Result<(), StoreError> {
@@ -111,6 +121,9 @@ impl Batch {
                 FailureOp::Record(n) => failure::validate(&n.source, &n.uri)?,
                 FailureOp::Clear { source, uri } => failure::validate(source, uri)?,
             }
+        }
+        for (source, item, _) in &self.feed_items {
+            feeds::validate(source, item)?;
         }
         self.state.as_ref().map_or(Ok(()), |(id, _)| check_key("source id", id))
     }
@@ -211,6 +224,13 @@ impl Store {
         };
         let applied = tx.run(&batch.ops)?;
         tx.failures(&batch.failures)?;
+        for (source, item, state) in &batch.feed_items {
+            let k = feeds::key(source, item);
+            match state {
+                Some(v) => tx.w.insert(&t.feed_items, &k, v.clone()),
+                None => tx.w.remove(&t.feed_items, &k),
+            }
+        }
         if let Some((id, s)) = &batch.state {
             tx.w.insert(&t.sources, id.as_bytes(), state::encode(s)?);
         }

@@ -26,6 +26,7 @@ mod blob;
 mod codec;
 mod error;
 mod failure;
+mod feeds;
 mod history;
 mod known;
 mod log;
@@ -54,6 +55,7 @@ pub use batch::{Applied, Batch, OpResult, Outcome};
 pub use blob::{BlobId, BlobInfo, BlobReader, Expected};
 pub use error::StoreError;
 pub use failure::{Failure, FailureIter, NewFailure};
+pub use feeds::FeedItemIter;
 pub use log::{Event, EventIter, SetInfo};
 pub use open::StoreOptions;
 pub use record::{Listing, NewRecord, Record, RecordIter, Via};
@@ -95,6 +97,8 @@ struct Trees {
     sources: table::Table,
     /// Resources the harvester could not store, until they are stored or gone (see [`failure`]).
     failures: table::Table,
+    /// The FeedSync state of feed sources' items (see [`feeds`]).
+    feed_items: table::Table,
 }
 
 /// Shared state behind every [`Store`] clone and [`BlobWriter`].

@@ -271,6 +271,7 @@ fn open_trees(db: &sled::Db) -> Result<Trees, StoreError> {
         sets: t(b's'),
         sources: t(b'S'),
         failures: t(b'f'),
+        feed_items: t(b'x'),
         main,
     })
 }
