@@ -65,6 +65,9 @@ pub struct Aggregator {
     /// one pass and by the service alike: each source's own fetches are already capped per
     /// host, so this bounds the harvester's total connections, tasks and memory.
     pub max_concurrent_sources: usize,
+    /// The aggregator's FeedSync endpoint id (`endpoint_id`; default `tributary:HOST[:PORT]`
+    /// of `base_url`): the `by` of the history entries its own updates add to its feeds.
+    pub endpoint_id: String,
 }
 
 /// The `[publish]` table: the shape of the documents Tributary serves.
@@ -108,8 +111,31 @@ pub struct Source {
     pub url: Url,
     /// Which Capability List to use when the Source Description lists several.
     pub capability_list: Option<Url>,
+    /// `Some` for a feed source (`feed = URL`, then `url` is the feed): an Atom or RSS feed,
+    /// with or without FeedSync, harvested instead of ResourceSync documents.
+    pub feed: Option<FeedSource>,
     /// Defaults merged with this source's overrides.
     pub settings: Settings,
+}
+
+/// How a feed source is harvested.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FeedSource {
+    /// What each item's bitstream is.
+    pub content: FeedContent,
+}
+
+/// What Tributary stores as the bitstream of a feed item (`feed_content`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FeedContent {
+    /// The item itself, as a standalone XML document with its `sx:sync` (the default: every
+    /// feed has it, and it carries the item's FeedSync state downstream).
+    #[default]
+    Item,
+    /// The item's enclosure (items without one are skipped with a warning).
+    Enclosure,
+    /// The page the item's link points to.
+    Link,
 }
 
 /// A merged set: several sources republished under one Capability List.

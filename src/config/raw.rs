@@ -13,7 +13,7 @@ use toml::Spanned;
 use url::Url;
 
 use super::values::{parse_duration, parse_rate, parse_size};
-use super::{Aggregator, Config, ConfigError, Locator, Publishing, SetDef, Settings, Source};
+use super::{Aggregator, Config, ConfigError, FeedContent, FeedSource, Locator, Publishing, SetDef, Settings, Source};
 use crate::model::SITEMAP_MAX_ENTRIES;
 
 type Result<T> = std::result::Result<T, ConfigError>;
@@ -102,8 +102,10 @@ settings_struct!(
 );
 settings_struct!(RawSource {
     id: Spanned<String>,
-    url: Spanned<String>,
+    url: Option<Spanned<String>>,
     capability_list: Option<Spanned<String>>,
+    feed: Option<Spanned<String>>,
+    feed_content: Option<Spanned<String>>,
 });
 
 #[derive(Debug, Deserialize)]
@@ -115,6 +117,7 @@ pub(super) struct RawAggregator {
     user_agent: Option<Spanned<String>>,
     store_cache_mb: Option<Spanned<i64>>,
     max_concurrent_sources: Option<Spanned<i64>>,
+    endpoint_id: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -199,16 +202,53 @@ impl RawConfig {
         for raw in &self.source {
             let s = raw.get_ref();
             check_id(&s.id, &mut ids, at)?;
-            let url = at.http_url(&s.url, "url")?;
+            let (url, feed) = source_kind(raw, at)?;
             let capability_list = s.capability_list.as_ref().map(|c| at.http_url(c, "capability_list")).transpose()?;
             let settings = s.apply(&defaults, at)?;
-            sources.push(Source { id: s.id.get_ref().clone(), url, capability_list, settings });
+            sources.push(Source { id: s.id.get_ref().clone(), url, capability_list, feed, settings });
         }
         let source_ids: HashSet<&str> = sources.iter().map(|s| s.id.as_str()).collect();
         let sets =
             self.set.iter().map(|raw| validate_set(raw.get_ref(), &source_ids, &mut ids, at)).collect::<Result<_>>()?;
         let simulators = super::simulate::validate_all(&self.simulate, at)?;
         Ok(Config { path: at.path.to_owned(), aggregator, publish, defaults, sources, sets, simulators })
+    }
+}
+
+/// A source is a ResourceSync Source (`url`) or a feed (`feed`), never both.
+fn source_kind(raw: &Spanned<RawSource>, at: &Locator<'_>) -> Result<(Url, Option<FeedSource>)> {
+    let s = raw.get_ref();
+    match (&s.url, &s.feed) {
+        (Some(u), None) => {
+            if let Some(c) = &s.feed_content {
+                return Err(at.error(c.span(), "feed_content", "feed_content is for feed sources (`feed = ...`)"));
+            }
+            Ok((at.http_url(u, "url")?, None))
+        }
+        (None, Some(f)) => {
+            if let Some(c) = &s.capability_list {
+                return Err(at.error(c.span(), "capability_list", "a feed source has no Capability List"));
+            }
+            let content = s.feed_content.as_ref().map(|c| at.value(c, "feed_content", parse_feed_content));
+            Ok((at.http_url(f, "feed")?, Some(FeedSource { content: content.transpose()?.unwrap_or_default() })))
+        }
+        (Some(_), Some(f)) => {
+            Err(at.error(f.span(), "feed", "a source has either `url` (ResourceSync) or `feed`, not both"))
+        }
+        (None, None) => Err(at.error(
+            raw.span(),
+            "url",
+            "a source needs `url` (a ResourceSync Source) or `feed` (an Atom or RSS feed)",
+        )),
+    }
+}
+
+fn parse_feed_content(text: &str) -> std::result::Result<FeedContent, String> {
+    match text {
+        "item" => Ok(FeedContent::Item),
+        "enclosure" => Ok(FeedContent::Enclosure),
+        "link" => Ok(FeedContent::Link),
+        other => Err(format!("`{other}` is not one of item, enclosure, link")),
     }
 }
 
@@ -247,7 +287,30 @@ fn validate_aggregator(agg: &Spanned<RawAggregator>, at: &Locator<'_>) -> Result
         None => DEFAULT_CONCURRENT_SOURCES,
     };
     let user_agent = ua.get_ref().trim().to_owned();
-    Ok(Aggregator { base_url, listen, data_dir, user_agent, store_cache_mb, max_concurrent_sources })
+    let endpoint_id = match &a.endpoint_id {
+        Some(v) => at.value(v, "endpoint_id", check_nss)?,
+        None => default_endpoint_id(&base_url),
+    };
+    Ok(Aggregator { base_url, listen, data_dir, user_agent, store_cache_mb, max_concurrent_sources, endpoint_id })
+}
+
+/// FeedSync endpoint ids are the NSS part of a URN (seed `002_…` §2.1, RFC 2141).
+fn check_nss(text: &str) -> std::result::Result<String, String> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || "()+,-.:=@;$_!*'%/?#".contains(c);
+    match text.chars().find(|c| !allowed(*c)) {
+        _ if text.is_empty() => Err("must not be empty".into()),
+        Some(c) => Err(format!("{c:?} is not allowed in a URN's namespace-specific string (RFC 2141)")),
+        None => Ok(text.to_owned()),
+    }
+}
+
+/// The base URL's host and port: unique per aggregator, and already NSS characters.
+fn default_endpoint_id(base: &Url) -> String {
+    let host = base.host_str().unwrap_or("tributary").trim_matches(['[', ']']);
+    match base.port() {
+        Some(p) => format!("tributary:{host}:{p}"),
+        None => format!("tributary:{host}"),
+    }
 }
 
 /// Sources harvested at once unless the operator says otherwise: enough to keep a slow Source

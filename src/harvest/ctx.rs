@@ -48,6 +48,16 @@ pub enum HarvestError {
         #[source]
         source: Box<DumpError>,
     },
+    /// A feed source's feed could not be fetched or read; nothing of it was applied.
+    #[error("source {source_id}: feed {url}: {detail}")]
+    Feed {
+        /// The source id.
+        source_id: String,
+        /// The feed's URL.
+        url: String,
+        /// What went wrong (the fetch error's chain, or the reader's message).
+        detail: String,
+    },
     /// `--source` named a source that is not configured.
     #[error(transparent)]
     Config(#[from] ConfigError),

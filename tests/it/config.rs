@@ -164,7 +164,7 @@ fn set_naming_an_unknown_source() {
 fn missing_required_source_keys() {
     let text = format!("{HEAD}[[source]]\nid = \"a\"\n");
     let err = parse(&text).unwrap_err().to_string();
-    assert!(err.starts_with("conf/sources.toml:6:") && err.contains("missing field `url`"), "{err}");
+    assert!(err.starts_with("conf/sources.toml:6:") && err.contains("needs `url`"), "{err}");
 }
 
 #[test]
@@ -248,4 +248,42 @@ fn max_concurrent_sources_defaults_to_eight_and_is_bounded() {
     // An aggregator-wide bound: it is not a per-source setting.
     let src = "[[source]]\nid = \"a\"\nurl = \"http://a.example/\"\nmax_concurrent_sources = 2\n";
     assert_invalid(&format!("{HEAD}{src}"), 9, "max_concurrent_sources", "unknown field");
+}
+
+#[test]
+fn feed_sources_take_feed_instead_of_url() {
+    let text = format!(
+        "{HEAD}[[source]]\nid = \"news\"\nfeed = \"https://news.example.org/feed.atom\"\nfeed_content = \"enclosure\"\n\
+         [[source]]\nid = \"blog\"\nfeed = \"https://blog.example.org/rss\"\n"
+    );
+    let c = parse(&text).unwrap();
+    assert_eq!(c.sources[0].url.as_str(), "https://news.example.org/feed.atom");
+    let feed = c.sources[0].feed.as_ref().expect("a feed source");
+    assert_eq!(feed.content, tributary::config::FeedContent::Enclosure);
+    assert_eq!(c.sources[1].feed.as_ref().unwrap().content, tributary::config::FeedContent::Item, "the default");
+    assert_eq!(c.aggregator.endpoint_id, "tributary:127.0.0.1:8080", "endpoint id from base_url");
+
+    // Lines: HEAD is 5 lines, so `[[source]]` is line 6.
+    assert_invalid(
+        &format!("{HEAD}[[source]]\nid = \"x\"\nurl = \"https://a/\"\nfeed = \"https://a/f\"\n"),
+        9,
+        "feed",
+        "not both",
+    );
+    assert_invalid(&format!("{HEAD}[[source]]\nid = \"x\"\n"), 6, "url", "`feed`");
+    assert_invalid(
+        &format!("{HEAD}[[source]]\nid = \"x\"\nfeed = \"https://a/f\"\nfeed_content = \"page\"\n"),
+        9,
+        "feed_content",
+        "item, enclosure, link",
+    );
+    assert_invalid(
+        &format!("{HEAD}[[source]]\nid = \"x\"\nurl = \"https://a/\"\nfeed_content = \"item\"\n"),
+        9,
+        "feed_content",
+        "feed sources",
+    );
+    assert_invalid(&format!("{HEAD}[[source]]\nid = \"x\"\nfeed = \"ftp://a/f\"\n"), 8, "feed", "");
+    let head = HEAD.replace("data_dir", "endpoint_id = \"tributary aggregator\"\ndata_dir");
+    assert_invalid(&format!("{head}[[source]]\nid = \"x\"\nurl = \"https://a/\"\n"), 4, "endpoint_id", "RFC 2141");
 }

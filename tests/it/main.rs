@@ -28,6 +28,7 @@ mod harvest;
 mod harvest_change_dump;
 mod harvest_failures;
 mod harvest_faults;
+mod harvest_feed;
 mod harvest_hosts;
 mod harvest_resource_dump;
 mod harvest_resume;

@@ -59,6 +59,9 @@ pub enum AuditError {
     /// The Source offers no Resource List to audit against.
     #[error("source `{0}` offers no Resource List to audit against")]
     NoResourceList(String),
+    /// The source is a feed: it has no Resource List to audit against.
+    #[error("source `{0}` is a feed; audit compares a ResourceSync Source's Resource List with the store")]
+    Feed(String),
     /// The HTTP client could not be built.
     #[error("cannot set up the HTTP client")]
     Client(#[from] crate::fetch::FetchError),
@@ -210,6 +213,14 @@ pub async fn audit_sources(
     let naming = Naming::new(&config.aggregator.base_url);
     let mut reports = Vec::new();
     for source in chosen {
+        // Named on purpose, a feed is an error; among all sources it is passed over.
+        if source.feed.is_some() && only.is_empty() {
+            tracing::info!(source.id = %source.id, "a feed source: not audited");
+            continue;
+        }
+        if source.feed.is_some() {
+            return Err(AuditError::Feed(source.id.clone()));
+        }
         let found = crate::harvest::discover::discover(
             &fetcher,
             &source.url,

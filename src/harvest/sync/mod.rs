@@ -20,6 +20,7 @@ mod baseline;
 mod change_dump;
 mod changes;
 mod dump;
+mod feed;
 mod incremental;
 mod plan;
 mod retry;
@@ -43,6 +44,9 @@ pub(crate) async fn synchronize(
     sets: &[String],
     mut state: SourceState,
 ) -> Result<SourceReport, HarvestError> {
+    if let Some(feed) = &source.feed {
+        return feed::harvest_feed(ctx, source, feed, sets, state).await;
+    }
     // `given`: the list the source's URL named, when discovery just fetched it; the first
     // baseline walks it instead of fetching it again.
     let (caps, mut given) = capabilities(ctx, source, &mut state).await?;

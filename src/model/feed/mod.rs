@@ -27,6 +27,29 @@ pub use merge::{
 pub use read::{FeedError, FeedLimits, read_feed};
 pub use write::{AtomWriter, FeedHead, SYNC_ID_URN_PREFIX, item_document};
 
+/// Reads back one item from a standalone item document, as [`item_document`] writes it
+/// (what the store keeps as a feed item's state); `document` names it in errors.
+///
+/// # Errors
+/// A [`FeedError`] when the bytes are not such a document.
+pub fn read_item(bytes: &[u8], document: &str) -> Result<FeedItem, FeedError> {
+    let malformed =
+        |detail: String| FeedError::Malformed { document: document.to_owned(), position: Default::default(), detail };
+    let text = std::str::from_utf8(bytes).map_err(|e| malformed(e.to_string()))?;
+    let body = match text.trim_start().strip_prefix("<?xml") {
+        Some(rest) => rest.split_once("?>").map_or("", |(_, b)| b),
+        None => text,
+    };
+    // The reader reads feeds: the item is read as the only one of a feed of its format.
+    let wrapped = if body.trim_start().starts_with("<item") {
+        format!("<rss version=\"2.0\"><channel>{body}</channel></rss>")
+    } else {
+        format!("<feed xmlns=\"{ATOM_NS}\">{body}</feed>")
+    };
+    let feed = read_feed(wrapped.as_bytes(), document, &FeedLimits::default())?;
+    feed.items.into_iter().next().ok_or_else(|| malformed("no item in the document".into()))
+}
+
 use super::W3cDateTime;
 
 /// The FeedSync namespace (§1.1).
@@ -177,4 +200,31 @@ pub struct History {
     pub when: Option<W3cDateTime>,
     /// The endpoint that made it.
     pub by: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FEED: &str = r#"<?xml version="1.0"?>
+<rss version="2.0" xmlns:sx="http://feedsync.org/2007/feedsync"><channel><title>t</title>
+<item><title>Buy groceries</title><x:extra xmlns:x="urn:x">kept</x:extra>
+<sx:sync id="item_1" updates="2"><sx:history sequence="2" when="2005-05-21T10:43:33Z" by="JEO2000"/>
+<sx:history sequence="1" when="2005-05-21T09:43:33Z" by="REO1750"/></sx:sync></item>
+<item><title>plain</title><guid>http://example.org/p</guid></item>
+</channel></rss>"#;
+
+    #[test]
+    fn read_item_reads_back_what_item_document_wrote() {
+        let feed = read_feed(FEED.as_bytes(), "feed", &FeedLimits::default()).unwrap();
+        for item in &feed.items {
+            let doc = item_document(item);
+            let back = read_item(&doc, "state").unwrap();
+            assert_eq!(back.sync, item.sync);
+            assert_eq!((back.title.as_deref(), back.identity()), (item.title.as_deref(), item.identity()));
+            assert_eq!(item_document(&back), doc, "stable: the same state writes the same bytes");
+        }
+        assert!(String::from_utf8(item_document(&feed.items[0])).unwrap().contains("kept"), "foreign markup survives");
+        assert!(read_item(b"<html/>", "state").is_err());
+    }
 }

@@ -1,0 +1,192 @@
+//! Feeds as upstream sources, end to end on 127.0.0.1: a FeedSync Atom feed and a plain RSS
+//! feed served by the test, harvested into a real store. Each item is a resource; an update
+//! merged by FeedSync writes one change event, a tombstone deletes, reading the same feed
+//! again changes nothing, a partial feed never deletes, and a feed that breaks a FeedSync
+//! rule is refused whole.
+
+use std::sync::{Arc, Mutex};
+
+use crate::support::harness::{Harness, UNLIMITED, config_text};
+use crate::support::upstream::{Reply, Upstream};
+
+/// What the test serves, by path; changed between polls.
+type Site = Arc<Mutex<Vec<(String, String)>>>;
+
+async fn serve(site: &Site) -> Upstream {
+    let s = site.clone();
+    Upstream::start(move |hit, _| match s.lock().unwrap().iter().find(|(p, _)| *p == hit.path) {
+        Some((p, body)) if p.ends_with(".rss") => Reply::ok(body.clone()).header("Content-Type", "application/rss+xml"),
+        Some((_, body)) => Reply::ok(body.clone()).header("Content-Type", "application/atom+xml"),
+        None => Reply::status(404),
+    })
+    .await
+}
+
+fn set(site: &Site, path: &str, body: String) {
+    let mut s = site.lock().unwrap();
+    s.retain(|(p, _)| p != path);
+    s.push((path.to_owned(), body));
+}
+
+/// A source `a` reading the feed at `url`.
+fn harness(url: &str, extra: &str) -> Harness {
+    Harness::new(|dir| {
+        format!(
+            "{}[[source]]\nid = \"a\"\nfeed = \"{url}\"\nallow_private = true\n{extra}\n",
+            config_text(dir, "", UNLIMITED, &[])
+        )
+    })
+}
+
+/// An Atom entry with FeedSync history `(sequence, when, by)`, most recent first.
+fn entry(sync_id: &str, title: &str, updates: u32, deleted: bool, history: &[(u32, &str, &str)]) -> String {
+    let hist: String =
+        history.iter().map(|(s, w, b)| format!("<sx:history sequence=\"{s}\" when=\"{w}\" by=\"{b}\"/>")).collect();
+    let del = if deleted { " deleted=\"true\"" } else { "" };
+    format!(
+        "<entry><title>{title}</title><id>urn:uuid:{sync_id}</id><link href=\"http://example.org/items/{sync_id}\"/>\
+         <updated>{}</updated><content>{title} body</content>\
+         <sx:sync id=\"{sync_id}\" updates=\"{updates}\"{del}>{hist}</sx:sync></entry>\n",
+        history[0].1
+    )
+}
+
+fn atom(self_url: &str, complete: Option<&str>, since_until: (&str, &str), entries: &[String]) -> String {
+    let related = complete.map_or(String::new(), |c| format!("<sx:related link=\"{c}\" type=\"complete\"/>"));
+    format!(
+        "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<feed xmlns=\"http://www.w3.org/2005/Atom\" \
+         xmlns:sx=\"http://feedsync.org/2007/feedsync\"><title>To Do</title><id>urn:uuid:feed</id>\
+         <updated>2026-01-01T00:00:00Z</updated><link rel=\"self\" href=\"{self_url}\"/>\
+         <sx:sharing since=\"{}\" until=\"{}\">{related}</sx:sharing>\n{}</feed>\n",
+        since_until.0,
+        since_until.1,
+        entries.concat()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn feedsync_items_merge_update_and_delete_once_each() {
+    let site = Site::default();
+    let up = serve(&site).await;
+    let (partial, complete) = (up.url("/partial.atom").to_string(), up.url("/all.atom").to_string());
+    let v1 = [
+        entry("item1", "Buy groceries", 1, false, &[(1, "2026-01-01T09:00:00Z", "REO1750")]),
+        entry("item2", "Call Bob", 1, false, &[(1, "2026-01-01T09:10:00Z", "REO1750")]),
+        entry("item3", "Water plants", 1, false, &[(1, "2026-01-01T09:20:00Z", "REO1750")]),
+    ];
+    // The partial feed shows only the newest item; the complete one has all three.
+    set(&site, "/partial.atom", atom(&partial, Some(&complete), ("1", "3"), &v1[2..]));
+    set(&site, "/all.atom", atom(&complete, Some(&complete), ("1", "3"), &v1));
+    let h = harness(&partial, "");
+
+    let first = h.pass().await;
+    assert!(first.sources[0].error.is_none(), "{first}");
+    assert_eq!(up.count("/all.atom"), 1, "the first poll reads the complete feed");
+    assert_eq!(h.live("a").len(), 3, "{:?}", h.live("a"));
+    let uri = h.uri("a", &format!("{partial}?sx-item=item1"));
+    let record = h.store.record(&uri).unwrap().expect("item1 is a record");
+    assert_eq!(record.origin, "http://example.org/items/item1", "via points at the item's link");
+    let body = String::from_utf8(h.content("a", &format!("{partial}?sx-item=item1")).unwrap()).unwrap();
+    assert!(body.contains("sx:sync") && body.contains("item1") && body.contains("Buy groceries"), "{body}");
+
+    // item1 updated by another endpoint, item2 deleted, item3 as before.
+    let v2 = [
+        entry(
+            "item1",
+            "Buy groceries and bread",
+            2,
+            false,
+            &[(2, "2026-01-01T10:00:00Z", "JEO2000"), (1, "2026-01-01T09:00:00Z", "REO1750")],
+        ),
+        entry(
+            "item2",
+            "Call Bob",
+            2,
+            true,
+            &[(2, "2026-01-01T10:05:00Z", "JEO2000"), (1, "2026-01-01T09:10:00Z", "REO1750")],
+        ),
+        v1[2].clone(),
+    ];
+    set(&site, "/partial.atom", atom(&partial, Some(&complete), ("2", "5"), &v2));
+    let second = h.pass().await;
+    assert!(second.sources[0].error.is_none(), "{second}");
+    assert_eq!(up.count("/all.atom"), 1, "within the window: the partial feed is enough");
+    assert_eq!(h.live("a").len(), 2);
+    let body = String::from_utf8(h.content("a", &format!("{partial}?sx-item=item1")).unwrap()).unwrap();
+    assert!(body.contains("and bread") && body.contains("JEO2000"), "{body}");
+
+    // The same feed again, and an older version of item1 arriving late: nothing changes.
+    let third = h.pass().await;
+    assert!(third.sources[0].error.is_none(), "{third}");
+    set(&site, "/partial.atom", atom(&partial, Some(&complete), ("2", "6"), &v1[..1]));
+    let fourth = h.pass().await;
+    assert!(fourth.sources[0].error.is_none(), "{fourth}");
+    let mut changes: Vec<String> =
+        h.events("a").into_iter().map(|(c, u)| format!("{c} {}", u.rsplit('=').next().unwrap())).collect();
+    changes.sort();
+    assert_eq!(changes, ["Created item1", "Created item2", "Created item3", "Deleted item2", "Updated item1"]);
+
+    // The partial feed's window moved past the `until` kept (6): items were dropped unseen, so
+    // the complete feed is read again, and what vanished from it (item3) is deleted.
+    set(&site, "/all.atom", atom(&complete, Some(&complete), ("1", "9"), &v2[..2]));
+    set(&site, "/partial.atom", atom(&partial, Some(&complete), ("7", "9"), &v2[..1]));
+    let fifth = h.pass().await;
+    assert!(fifth.sources[0].error.is_none(), "{fifth}");
+    assert_eq!(up.count("/all.atom"), 2, "out of the window: the complete feed again");
+    assert_eq!(h.live("a").len(), 1, "{:?}", h.live("a"));
+    assert_eq!(h.events("a").len(), 6);
+}
+
+fn rss(items: &[(&str, &str)]) -> String {
+    let items: String = items
+        .iter()
+        .map(|(guid, date)| {
+            format!("<item><title>{guid}</title><guid>http://example.org/{guid}</guid><link>http://example.org/{guid}</link><pubDate>{date}</pubDate></item>")
+        })
+        .collect();
+    format!(
+        "<?xml version=\"1.0\"?><rss version=\"2.0\"><channel><title>News</title><link>http://example.org/</link><description>d</description>{items}</channel></rss>"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_rss_updates_by_date_and_a_partial_feed_never_deletes() {
+    let site = Site::default();
+    let up = serve(&site).await;
+    let url = up.url("/news.rss").to_string();
+    set(&site, "/news.rss", rss(&[("a1", "Mon, 05 Jan 2026 10:00:00 +0000"), ("a2", "Mon, 05 Jan 2026 11:00:00 GMT")]));
+    let h = harness(&url, "");
+    let first = h.pass().await;
+    assert!(first.sources[0].error.is_none(), "{first}");
+    assert_eq!(h.live("a").len(), 2);
+
+    // a1 is gone from the feed (a partial feed: no deletion), a2 has a newer date.
+    set(&site, "/news.rss", rss(&[("a2", "Mon, 05 Jan 2026 12:00:00 +0000")]));
+    let second = h.pass().await;
+    assert!(second.sources[0].error.is_none(), "{second}");
+    assert_eq!(h.live("a").len(), 2, "a partial feed never deletes");
+    let changes: Vec<String> = h.events("a").into_iter().map(|(c, _)| c).collect();
+    assert_eq!(changes, ["Created", "Created", "Updated"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_feed_breaking_feedsync_rules_is_refused_whole() {
+    let site = Site::default();
+    let up = serve(&site).await;
+    let url = up.url("/bad.atom").to_string();
+    let ok = entry("item1", "fine", 1, false, &[(1, "2026-01-01T09:00:00Z", "REO1750")]);
+    let twin = entry("item1", "same id", 1, false, &[(1, "2026-01-01T09:05:00Z", "JEO2000")]);
+    set(&site, "/bad.atom", atom(&url, None, ("1", "1"), &[ok.clone(), twin]));
+    let h = harness(&url, "");
+    let pass = h.pass().await;
+    let error = pass.sources[0].error.clone().expect("a duplicate sync id refuses the feed");
+    assert!(error.contains("item1"), "{error}");
+    assert!(h.live("a").is_empty(), "nothing of the feed was applied");
+
+    let fractional = ok.replace("2026-01-01T09:00:00Z\" by", "2026-01-01T09:00:00.5Z\" by");
+    set(&site, "/bad.atom", atom(&url, None, ("1", "1"), &[fractional]));
+    let pass = h.pass().await;
+    let error = pass.sources[0].error.clone().expect("a fractional `when` refuses the feed");
+    assert!(error.contains("item1"), "{error}");
+    assert!(h.live("a").is_empty());
+}
