@@ -112,6 +112,19 @@ impl Naming {
         }
     }
 
+    /// A set's recent changes as a FeedSync Atom feed.
+    pub fn set_feed(&self, set: &str) -> String {
+        format!("{}sets/{set}/feed.atom", self.base)
+    }
+
+    /// Page `page` of a set's complete feed (`None`: the first, or the only one).
+    pub fn set_complete_feed(&self, set: &str, page: Option<u64>) -> String {
+        match page {
+            None => format!("{}sets/{set}/feed-complete.atom", self.base),
+            Some(n) => format!("{}sets/{set}/feed-complete-{n}.atom", self.base),
+        }
+    }
+
     /// The provenance endpoint.
     pub fn provenance(&self) -> String {
         format!("{}provenance", self.base)
@@ -183,13 +196,23 @@ impl Naming {
             "changelist.xml" => SetDocument::ChangeList,
             "resourcedump.xml" => SetDocument::ResourceDump,
             "changedump.xml" => SetDocument::ChangeDump,
+            "feed.atom" => SetDocument::Feed,
+            "feed-complete.atom" => SetDocument::CompleteFeed(None),
             other => part(other, "resourcelist-")
                 .map(SetDocument::ResourceListPart)
                 .or_else(|| part(other, "changelist-").map(SetDocument::ChangeListPart))
+                .or_else(|| feed_page(other))
                 .or_else(|| dump_file(other))
                 .or_else(|| change_dump_file(other))?,
         })
     }
+}
+
+/// `feed-complete-{n}.atom`.
+fn feed_page(file: &str) -> Option<SetDocument> {
+    let n = file.strip_prefix("feed-complete-")?.strip_suffix(".atom")?;
+    let n = n.bytes().all(|b| b.is_ascii_digit()).then(|| n.parse::<u64>().ok()).flatten()?;
+    Some(SetDocument::CompleteFeed(Some(n)))
 }
 
 /// `resourcedump-{seq}-{n}.zip` or `resourcedump-{seq}-{n}-manifest.xml`.
@@ -256,6 +279,10 @@ pub enum SetDocument {
     ChangeDumpPackage(u64, Option<u64>),
     /// That package's manifest.
     ChangeDumpManifest(u64, Option<u64>),
+    /// The set's recent changes as a FeedSync Atom feed.
+    Feed,
+    /// A page of the set's complete FeedSync feed (`None`: the first).
+    CompleteFeed(Option<u64>),
 }
 
 #[cfg(test)]

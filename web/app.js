@@ -69,7 +69,7 @@
         el("td", { class: "num" }, fmt(s.resources)),
         el("td", { class: "num" }, fmt(s.changes)),
         el("td", {}, ago(s.last_change)),
-        el("td", {}, uriLink(s.capability_list, "capabilitylist.xml"))));
+        el("td", {}, uriLink(s.capability_list, "capabilitylist.xml"), " ", uriLink(s.feed, "feed.atom"))));
     replaceRows($("sets-body"), rows);
   }
 

@@ -23,6 +23,7 @@ mod describe;
 mod dumps;
 mod entries;
 mod error;
+mod feed;
 pub mod links;
 mod plan;
 pub mod provenance;
@@ -37,6 +38,7 @@ pub use changes::{ChangeListDoc, OpenChangeList};
 pub use describe::{SetSummary, SourceSummary};
 pub use dumps::{DumpFile, DumpLimits, DumpPackage, ResourceDump};
 pub use error::PublishError;
+pub use feed::{FeedOptions, FeedPage, RECENT_EVENTS};
 pub use links::{LinkPolicies, LinkPolicy};
 pub use resources::{ListJob, ResourceListDoc};
 

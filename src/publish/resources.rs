@@ -36,9 +36,9 @@ pub enum ResourceListDoc {
 /// A Resource List (whole or one part) to stream: which set and which range of URIs.
 #[derive(Debug, Clone)]
 pub struct ListJob {
-    set: String,
-    range: KeyRange,
-    part: bool,
+    pub(super) set: String,
+    pub(super) range: KeyRange,
+    pub(super) part: bool,
 }
 
 impl Publisher {
@@ -167,7 +167,7 @@ impl Publisher {
 
     /// The current layout, after revalidating when stale. Scans run one at a time per set and
     /// outside the plan's lock, so part requests are never held up by a scan.
-    fn validated_layout(&self, view: &SetView) -> Result<Layout, PublishError> {
+    pub(super) fn validated_layout(&self, view: &SetView) -> Result<Layout, PublishError> {
         let _scan = lock(&view.plan_scan);
         let seq = self.store.set_info(&view.config.id)?.map_or(0, |i| i.visible_seq);
         let now = Instant::now();

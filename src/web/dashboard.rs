@@ -110,6 +110,8 @@ struct SetRow {
     changes: u64,
     last_change: Option<String>,
     capability_list: String,
+    /// The set's FeedSync Atom feed.
+    feed: String,
     page: String,
 }
 
@@ -172,6 +174,7 @@ fn status(p: &Publisher) -> Result<Status, StoreError> {
             changes: info.as_ref().map_or(0, |i| i.visible_seq),
             last_change: text(info.and_then(|i| i.last_change)),
             capability_list: n.capability_list(&s.id),
+            feed: n.set_feed(&s.id),
             page: n.set_page(&s.id),
             sources: s.sources.clone(),
             id: s.id.clone(),

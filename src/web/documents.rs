@@ -98,7 +98,24 @@ pub(crate) async fn set_document(
         SetDocument::ChangeDumpManifest(n, last) => {
             super::dumps::change_file(st, set, (n, last), true, method, req).await
         }
+        SetDocument::Feed => {
+            let (name, opts) = (st.shared.publisher.naming().set_feed(&set), st.shared.feed.clone());
+            Ok(atom(streamed(st, name, move |p, w| p.write_recent_feed(&set, &opts, w)).await))
+        }
+        SetDocument::CompleteFeed(n) => {
+            let name = st.shared.publisher.naming().set_complete_feed(&set, n);
+            let missing = format!("no page {n:?} of the complete feed of set {set:?}");
+            let page = blocking(st, move |p| p.complete_feed_page(&set, n)?.ok_or(WebError::NotFound(missing))).await?;
+            let opts = st.shared.feed.clone();
+            Ok(atom(streamed(st, name, move |p, w| p.write_complete_feed(&page, &opts, w)).await))
+        }
     }
+}
+
+/// Atom feeds say so, for feed readers that go by the type.
+fn atom(mut r: Response) -> Response {
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/atom+xml"));
+    r
 }
 
 async fn resource_list(st: &WebState, set: String) -> Result<Response, WebError> {

@@ -46,7 +46,7 @@ use crate::config::{Config, Settings};
 use crate::fetch::{Fetcher, FetcherOptions};
 use crate::naming::Naming;
 use crate::provenance::OriginChecker;
-use crate::publish::{Limits, LinkPolicies, PublishError, Publisher, SetConfig};
+use crate::publish::{FeedOptions, Limits, LinkPolicies, PublishError, Publisher, SetConfig};
 use crate::store::Store;
 
 /// Bytes of closed Change Lists kept in memory.
@@ -70,6 +70,8 @@ struct Shared {
     verify_slots: Semaphore,
     /// Streaming responses producing at once (see `body`).
     streams: Arc<Semaphore>,
+    /// What the FeedSync feeds say of the aggregator (see `publish::feed`).
+    feed: FeedOptions,
 }
 
 impl WebState {
@@ -94,7 +96,10 @@ impl WebState {
         let fetcher = Fetcher::new(FetcherOptions::new(agent))
             .map_err(|e| PublishError::Config(crate::error::chain(&e).to_string()))?;
         let checker = OriginChecker::new(fetcher, Settings::default());
-        Ok(WebState::build(Arc::new(publisher), base_path, checker))
+        let host = url::Url::parse(publisher.naming().base()).ok().and_then(|u| u.host_str().map(str::to_owned));
+        let endpoint = format!("tributary:{}", host.as_deref().unwrap_or("localhost").trim_matches(['[', ']']));
+        let feed = FeedOptions { endpoint, upstream: Vec::new() };
+        Ok(WebState::build(Arc::new(publisher), base_path, checker, feed))
     }
 
     /// The state `tributary run` and `serve` use: every set, link policy and limit of
@@ -108,10 +113,18 @@ impl WebState {
         let sets = SetConfig::from_config(config);
         let state =
             WebState::new(store.clone(), naming, sets, LinkPolicies::from_config(config), Limits::from_config(config))?;
+        let upstream = config.sources.iter().filter(|s| s.feed.is_some()).map(|s| (s.id.clone(), s.url.to_string()));
+        let feed = FeedOptions { endpoint: config.aggregator.endpoint_id.clone(), upstream: upstream.collect() };
+        let state = WebState::build(
+            state.shared.publisher.clone(),
+            state.shared.base_path.clone(),
+            state.shared.checker.clone(),
+            feed,
+        );
         Ok(state.with_origin_checker(OriginChecker::for_config(fetcher.clone(), config)))
     }
 
-    fn build(publisher: Arc<Publisher>, base_path: String, checker: OriginChecker) -> WebState {
+    fn build(publisher: Arc<Publisher>, base_path: String, checker: OriginChecker, feed: FeedOptions) -> WebState {
         WebState {
             shared: Arc::new(Shared {
                 publisher,
@@ -120,6 +133,7 @@ impl WebState {
                 checker,
                 verify_slots: Semaphore::new(VERIFY_SLOTS),
                 streams: Arc::new(Semaphore::new(body::MAX_STREAMS)),
+                feed,
             }),
         }
     }
@@ -128,7 +142,8 @@ impl WebState {
     /// and the configured sources' settings.
     #[must_use]
     pub fn with_origin_checker(self, checker: OriginChecker) -> WebState {
-        WebState::build(self.shared.publisher.clone(), self.shared.base_path.clone(), checker)
+        let s = &self.shared;
+        WebState::build(s.publisher.clone(), s.base_path.clone(), checker, s.feed.clone())
     }
 
     /// The publisher behind the server (for the CLI and tests).

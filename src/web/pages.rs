@@ -72,10 +72,12 @@ pub(crate) async fn set_page(st: &WebState, set: String) -> Result<Response, Web
     );
     let _ = writeln!(
         b,
-        "<p>Capability List: {}<br>Resource List: {}<br>Change List: {}</p>",
+        "<p>Capability List: {}<br>Resource List: {}<br>Change List: {}<br>FeedSync feed: {} (complete: {})</p>",
         link(&n.capability_list(&set)),
         link(&n.resource_list(&set)),
-        link(&n.change_list(&set))
+        link(&n.change_list(&set)),
+        link(&n.set_feed(&set)),
+        link(&n.set_complete_feed(&set, None))
     );
     b.push_str(
         "<table><tr><th>source</th><th>live</th><th>last change</th><th>last harvest</th><th>last error</th></tr>\n",

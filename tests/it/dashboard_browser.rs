@@ -113,6 +113,9 @@ async fn drive(c: &Client, s: &Service) -> Result<(), String> {
     assert_eq!(sets.len(), 2, "one set per source plus the merged set");
     let cap = c.find(Locator::Css("tr[data-set='all'] a.uri")).await.map_err(err)?;
     assert!(cap.attr("href").await.map_err(err)?.unwrap_or_default().ends_with("sets/all/capabilitylist.xml"));
+    let links = c.find_all(Locator::Css("tr[data-set='all'] a.uri")).await.map_err(err)?;
+    let feed = links.last().expect("the set's links").attr("href").await.map_err(err)?.unwrap_or_default();
+    assert!(feed.ends_with("sets/all/feed.atom"), "the dashboard advertises the set's feed: {feed}");
     let listed = eventually(Duration::from_secs(20), || async {
         c.find_all(Locator::Css("#changes-list li[data-seq]")).await.map(|v| !v.is_empty()).unwrap_or(false)
     });

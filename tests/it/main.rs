@@ -42,6 +42,7 @@ mod publish_bitstreams;
 mod publish_chain;
 mod publish_documents;
 mod publish_dumps;
+mod publish_feed;
 mod publish_links;
 mod publish_provenance;
 mod publish_resync;
