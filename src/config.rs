@@ -121,6 +121,10 @@ pub struct Source {
 /// How a feed source is harvested.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FeedSource {
+    /// The feeds, in the order each poll reads them; the first is the source's `url`. Several
+    /// (`feeds = [...]`) are copies of one item set — mirrors, or an aggregator and its
+    /// original — whose items are merged into one resource each.
+    pub urls: Vec<Url>,
     /// What each item's bitstream is.
     pub content: FeedContent,
 }

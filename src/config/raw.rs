@@ -105,6 +105,7 @@ settings_struct!(RawSource {
     url: Option<Spanned<String>>,
     capability_list: Option<Spanned<String>>,
     feed: Option<Spanned<String>>,
+    feeds: Option<Spanned<Vec<Spanned<String>>>>,
     feed_content: Option<Spanned<String>>,
 });
 
@@ -218,28 +219,57 @@ impl RawConfig {
 /// A source is a ResourceSync Source (`url`) or a feed (`feed`), never both.
 fn source_kind(raw: &Spanned<RawSource>, at: &Locator<'_>) -> Result<(Url, Option<FeedSource>)> {
     let s = raw.get_ref();
-    match (&s.url, &s.feed) {
+    let feeds = feed_urls(s, at)?;
+    match (&s.url, feeds) {
         (Some(u), None) => {
             if let Some(c) = &s.feed_content {
                 return Err(at.error(c.span(), "feed_content", "feed_content is for feed sources (`feed = ...`)"));
             }
             Ok((at.http_url(u, "url")?, None))
         }
-        (None, Some(f)) => {
+        (None, Some(urls)) => {
             if let Some(c) = &s.capability_list {
                 return Err(at.error(c.span(), "capability_list", "a feed source has no Capability List"));
             }
             let content = s.feed_content.as_ref().map(|c| at.value(c, "feed_content", parse_feed_content));
-            Ok((at.http_url(f, "feed")?, Some(FeedSource { content: content.transpose()?.unwrap_or_default() })))
+            let content = content.transpose()?.unwrap_or_default();
+            Ok((urls[0].clone(), Some(FeedSource { urls, content })))
         }
-        (Some(_), Some(f)) => {
-            Err(at.error(f.span(), "feed", "a source has either `url` (ResourceSync) or `feed`, not both"))
+        (Some(_), Some(_)) => {
+            let span = s.feed.as_ref().map(Spanned::span).or_else(|| s.feeds.as_ref().map(Spanned::span));
+            let why = "a source has either `url` (ResourceSync) or `feed`, not both";
+            Err(at.error(span.unwrap_or_else(|| raw.span()), "feed", why))
         }
         (None, None) => Err(at.error(
             raw.span(),
             "url",
             "a source needs `url` (a ResourceSync Source) or `feed` (an Atom or RSS feed)",
         )),
+    }
+}
+
+/// `feed = URL` or `feeds = [URL, …]` (at least one, each once), or neither.
+fn feed_urls(s: &RawSource, at: &Locator<'_>) -> Result<Option<Vec<Url>>> {
+    match (&s.feed, &s.feeds) {
+        (Some(f), None) => Ok(Some(vec![at.http_url(f, "feed")?])),
+        (None, Some(list)) => {
+            let mut urls: Vec<Url> = Vec::new();
+            for f in list.get_ref() {
+                let u = at.http_url(f, "feeds")?;
+                if urls.contains(&u) {
+                    return Err(at.error(f.span(), "feeds", format!("{u} is listed twice")));
+                }
+                urls.push(u);
+            }
+            if urls.is_empty() {
+                return Err(at.error(list.span(), "feeds", "lists no feed"));
+            }
+            Ok(Some(urls))
+        }
+        (Some(_), Some(list)) => {
+            Err(at.error(list.span(), "feeds", "use `feed` for one feed or `feeds` for several, not both"))
+        }
+        (None, None) => Ok(None),
     }
 }
 

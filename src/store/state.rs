@@ -49,9 +49,9 @@ pub struct SourceState {
     /// The last Change Dump package applied in full (its URL): passed over at the next poll
     /// even when its `until` is the second of `changes_through`.
     pub change_dump_package: Option<String>,
-    /// A feed source's `sx:sharing until` at the last poll (FeedSync §4.1): a feed whose
-    /// `since` is past it has dropped items this subscriber never saw.
-    pub feed_until: Option<String>,
+    /// A feed source's `sx:sharing until` per feed URL at the last poll (FeedSync §4.1): a
+    /// feed whose `since` is past it has dropped items this subscriber never saw.
+    pub feed_until: BTreeMap<String, String>,
     /// Dashboard status.
     pub status: SourceStatus,
 }

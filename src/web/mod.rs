@@ -113,7 +113,10 @@ impl WebState {
         let sets = SetConfig::from_config(config);
         let state =
             WebState::new(store.clone(), naming, sets, LinkPolicies::from_config(config), Limits::from_config(config))?;
-        let upstream = config.sources.iter().filter(|s| s.feed.is_some()).map(|s| (s.id.clone(), s.url.to_string()));
+        let upstream = config
+            .sources
+            .iter()
+            .flat_map(|s| s.feed.iter().flat_map(|f| f.urls.iter().map(|u| (s.id.clone(), u.to_string()))));
         let feed = FeedOptions { endpoint: config.aggregator.endpoint_id.clone(), upstream: upstream.collect() };
         let state = WebState::build(
             state.shared.publisher.clone(),

@@ -284,6 +284,22 @@ fn feed_sources_take_feed_instead_of_url() {
         "feed sources",
     );
     assert_invalid(&format!("{HEAD}[[source]]\nid = \"x\"\nfeed = \"ftp://a/f\"\n"), 8, "feed", "");
+    let c = parse(&format!("{HEAD}[[source]]\nid = \"x\"\nfeeds = [\"https://a/f\", \"https://b/f\"]\n")).unwrap();
+    let urls: Vec<&str> = c.sources[0].feed.as_ref().unwrap().urls.iter().map(|u| u.as_str()).collect();
+    assert_eq!((urls, c.sources[0].url.as_str()), (vec!["https://a/f", "https://b/f"], "https://a/f"));
+    assert_invalid(
+        &format!("{HEAD}[[source]]\nid = \"x\"\nfeeds = [\"https://a/f\", \"https://a/f\"]\n"),
+        8,
+        "feeds",
+        "twice",
+    );
+    assert_invalid(&format!("{HEAD}[[source]]\nid = \"x\"\nfeeds = []\n"), 8, "feeds", "no feed");
+    assert_invalid(
+        &format!("{HEAD}[[source]]\nid = \"x\"\nfeed = \"https://a/f\"\nfeeds = [\"https://b/f\"]\n"),
+        9,
+        "feeds",
+        "not both",
+    );
     let head = HEAD.replace("data_dir", "endpoint_id = \"tributary aggregator\"\ndata_dir");
     assert_invalid(&format!("{head}[[source]]\nid = \"x\"\nurl = \"https://a/\"\n"), 4, "endpoint_id", "RFC 2141");
 }

@@ -28,13 +28,11 @@ fn set(site: &Site, path: &str, body: String) {
     s.push((path.to_owned(), body));
 }
 
-/// A source `a` reading the feed at `url`.
+/// A source `a` reading the feed at `url` (with `url` empty, `extra` names the feeds).
 fn harness(url: &str, extra: &str) -> Harness {
+    let feed = if url.is_empty() { String::new() } else { format!("feed = \"{url}\"\n") };
     Harness::new(|dir| {
-        format!(
-            "{}[[source]]\nid = \"a\"\nfeed = \"{url}\"\nallow_private = true\n{extra}\n",
-            config_text(dir, "", UNLIMITED, &[])
-        )
+        format!("{}[[source]]\nid = \"a\"\n{feed}allow_private = true\n{extra}\n", config_text(dir, "", UNLIMITED, &[]))
     })
 }
 
@@ -189,4 +187,74 @@ async fn a_feed_breaking_feedsync_rules_is_refused_whole() {
     let error = pass.sources[0].error.clone().expect("a fractional `when` refuses the feed");
     assert!(error.contains("item1"), "{error}");
     assert!(h.live("a").is_empty());
+}
+
+/// A FeedSync source of several feeds: the same item updated independently on two endpoints
+/// (FeedSync's usage model, §1.3) reaches Tributary through both feeds. Whatever the order in
+/// which the feeds are read, the item converges to the same state — one winner, the other
+/// version kept as its conflict — and reading both again changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copies_of_an_item_from_two_feeds_converge_whatever_the_order() {
+    let site = Site::default();
+    let up = serve(&site).await;
+    let (a, b) = (up.url("/a.atom").to_string(), up.url("/b.atom").to_string());
+    let origin = (1, "2026-01-01T09:00:00Z", "ORIGIN");
+    let on_a = [
+        entry("item1", "milk, eggs and bread", 2, false, &[(2, "2026-01-01T10:00:00Z", "ENDA"), origin]),
+        entry("item2", "only on A", 1, false, &[(1, "2026-01-01T09:30:00Z", "ENDA")]),
+    ];
+    let on_b = [
+        entry("item1", "milk, eggs and rolls", 2, false, &[(2, "2026-01-01T10:05:00Z", "ENDB"), origin]),
+        entry("item3", "only on B", 1, false, &[(1, "2026-01-01T09:40:00Z", "ENDB")]),
+    ];
+    set(&site, "/a.atom", atom(&a, None, ("1", "2"), &on_a));
+    set(&site, "/b.atom", atom(&b, None, ("1", "2"), &on_b));
+    let forward = harness("", &format!("feeds = [\"{a}\", \"{b}\"]"));
+    let backward = harness("", &format!("feeds = [\"{b}\", \"{a}\"]"));
+    for h in [&forward, &backward] {
+        let pass = h.pass().await;
+        assert!(pass.sources[0].error.is_none(), "{pass}");
+        assert_eq!(h.live("a").len(), 3, "{:?}", h.live("a"));
+    }
+    let state = |h: &Harness| h.store.feed_item("a", "item1").unwrap().expect("item1's state");
+    assert_eq!(state(&forward), state(&backward), "the same state whatever the order");
+    let text = String::from_utf8(state(&forward)).unwrap();
+    assert!(text.contains("rolls") && text.contains("sx:conflicts") && text.contains("bread"), "{text}");
+    // The URIs differ (each source is named by its first feed); the items and bitstreams do not.
+    let by_item = |h: &Harness| -> std::collections::BTreeMap<String, String> {
+        h.live("a").into_iter().map(|(uri, sha)| (uri.rsplit('=').next().unwrap().to_owned(), sha)).collect()
+    };
+    assert_eq!(by_item(&forward), by_item(&backward), "the same bitstreams");
+
+    for h in [&forward, &backward] {
+        let before = h.events("a").len();
+        let again = h.pass().await;
+        assert!(again.sources[0].error.is_none(), "{again}");
+        assert_eq!(h.events("a").len(), before, "reading both feeds again changes nothing");
+    }
+}
+
+/// A feed over `max_document_bytes` is refused with the limit named, and nothing of it applied;
+/// the same feed within the limit is read in full.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_feed_is_refused_and_nothing_of_it_is_applied() {
+    let site = Site::default();
+    let up = serve(&site).await;
+    let url = up.url("/big.atom").to_string();
+    let entries: Vec<String> = (0..3000)
+        .map(|i| entry(&format!("big{i}"), &"x".repeat(300), 1, false, &[(1, "2026-01-01T09:00:00Z", "REO1750")]))
+        .collect();
+    let body = atom(&url, None, ("1", "1"), &entries);
+    assert!(body.len() > 1_000_000, "{} bytes", body.len());
+    set(&site, "/big.atom", body);
+    let h = harness(&url, "max_document_bytes = \"1MB\"");
+    let pass = h.pass().await;
+    let error = pass.sources[0].error.clone().expect("refused");
+    assert!(error.contains("big.atom") && error.contains("1000000"), "{error}");
+    assert!(h.live("a").is_empty(), "nothing half-applied");
+
+    let h = harness(&url, "max_document_bytes = \"4MB\"");
+    let pass = h.pass().await;
+    assert!(pass.sources[0].error.is_none(), "{pass}");
+    assert_eq!(h.live("a").len(), 3000);
 }

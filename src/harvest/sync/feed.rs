@@ -40,7 +40,7 @@ const BATCH: usize = 300;
 const ITEM_TYPE_ATOM: &str = "application/atom+xml;type=entry";
 const ITEM_TYPE_RSS: &str = "application/rss+xml";
 
-/// One poll of `source`, a feed.
+/// One poll of `source`: each of its feeds in turn, their items merged into one state.
 pub(crate) async fn harvest_feed(
     ctx: &Ctx,
     source: &Source,
@@ -49,36 +49,63 @@ pub(crate) async fn harvest_feed(
     mut state: SourceState,
 ) -> Result<SourceReport, HarvestError> {
     let mut report = SourceReport::new(&source.id);
-    let validators = state.documents.get(source.url.as_str()).map(Validators::from);
-    let Some((url, feed, new_validators)) = fetch_feed(ctx, source, &source.url, validators.as_ref()).await? else {
-        report.not_modified = true;
-        report.complete = true;
-        return Ok(report);
-    };
-    // §4.1: the `until` kept is the subscribed feed's, not the complete feed's.
-    let until = feed.sharing.as_ref().and_then(|s| s.until.clone());
-    let (feed, complete) = choose_complete(ctx, source, &state, &url, feed).await?;
-    for w in &feed.warnings {
-        tracing::warn!(source.id = %source.id, feed = %url, "{w}");
-    }
-    let seen = apply_items(ctx, source, feed_source, sets, &feed, &mut report).await?;
+    let mut modified = false;
     let mut batch = Batch::new();
-    if complete && source.settings.deletes {
-        // The state goes too: an item that comes back is new, whatever its `updated`.
-        for (identity, uri) in vanished_items(ctx, source, &seen)? {
-            batch.delete(&set_refs(sets), &uri);
-            batch.feed_item(&source.id, &identity, None);
+    for url in &feed_source.urls {
+        let Some((seen, complete)) = poll_one(ctx, source, feed_source, sets, url, &mut state, &mut report).await?
+        else {
+            continue;
+        };
+        modified = true;
+        // With several feeds (mirrors, or an aggregator and its original) an item missing from
+        // one may be in another: only a source of one feed deletes by absence.
+        if complete && source.settings.deletes && feed_source.urls.len() == 1 {
+            // The state goes too: an item that comes back is new, whatever its `updated`.
+            for (identity, uri) in vanished_items(ctx, source, &seen)? {
+                batch.delete(&set_refs(sets), &uri);
+                batch.feed_item(&source.id, &identity, None);
+            }
         }
     }
-    state.documents.insert(source.url.to_string(), (&new_validators).into());
-    state.feed_until = until;
+    report.not_modified = !modified;
     state.baselined = true;
     batch.source_state(&source.id, state);
     let applied = apply_blocking(&ctx.store, batch).await?;
     report.deleted += applied.ops.iter().filter(|o| o.outcome == crate::store::Outcome::Deleted).count() as u64;
     report.complete = true;
-    tracing::info!(source.id = %source.id, feed = %url, items = feed.items.len(), complete, "feed harvested");
     Ok(report)
+}
+
+/// Reads one feed of the source and merges its items; `None` when it answered 304, else the
+/// identities it listed and whether it was a complete feed.
+async fn poll_one(
+    ctx: &Ctx,
+    source: &Source,
+    feed_source: &FeedSource,
+    sets: &[String],
+    url: &Url,
+    state: &mut SourceState,
+    report: &mut SourceReport,
+) -> Result<Option<(HashSet<String>, bool)>, HarvestError> {
+    let validators = state.documents.get(url.as_str()).map(Validators::from);
+    let Some((final_url, feed, new_validators)) = fetch_feed(ctx, source, url, validators.as_ref()).await? else {
+        return Ok(None);
+    };
+    // §4.1: the `until` kept is the subscribed feed's, not the complete feed's.
+    let until = feed.sharing.as_ref().and_then(|s| s.until.clone());
+    let kept = state.feed_until.get(url.as_str()).cloned();
+    let (feed, complete) = choose_complete(ctx, source, (state.baselined, kept.as_deref()), &final_url, feed).await?;
+    for w in &feed.warnings {
+        tracing::warn!(source.id = %source.id, feed = %url, "{w}");
+    }
+    let seen = apply_items(ctx, source, feed_source, sets, &feed, report).await?;
+    state.documents.insert(url.to_string(), (&new_validators).into());
+    match until {
+        Some(u) => state.feed_until.insert(url.to_string(), u),
+        None => state.feed_until.remove(url.as_str()),
+    };
+    tracing::info!(source.id = %source.id, feed = %url, items = feed.items.len(), complete, "feed harvested");
+    Ok(Some((seen, complete)))
 }
 
 fn set_refs(sets: &[String]) -> Vec<&str> {
@@ -130,7 +157,7 @@ async fn fetch_feed(
 async fn choose_complete(
     ctx: &Ctx,
     source: &Source,
-    state: &SourceState,
+    (baselined, kept_until): (bool, Option<&str>),
     url: &Url,
     feed: Feed,
 ) -> Result<(Feed, bool), HarvestError> {
@@ -144,8 +171,8 @@ async fn choose_complete(
         return Ok((feed, true));
     }
     let since = feed.sharing.as_ref().and_then(|s| s.since.as_deref());
-    let out_of_window = matches!((since, state.feed_until.as_deref()), (Some(s), Some(u)) if s > u);
-    if state.baselined && !out_of_window {
+    let out_of_window = matches!((since, kept_until), (Some(s), Some(u)) if s > u);
+    if baselined && !out_of_window {
         return Ok((feed, false));
     }
     match fetch_feed(ctx, source, &link, None).await? {
