@@ -38,8 +38,9 @@ pub const RECENT_EVENTS: u64 = 100;
 pub struct FeedOptions {
     /// The aggregator's FeedSync endpoint id (`by` of its own history entries).
     pub endpoint: String,
-    /// `(source id, feed URL)` of each feed source, announced as `sx:related type="aggregated"`
-    /// in the feeds of the sets that include it.
+    /// `(source id, URL)` of each upstream — every feed of a feed source, a ResourceSync
+    /// Source's configured URL — announced as `sx:related type="aggregated"` in the feeds of
+    /// the sets that include it (seed §2.3.1).
     pub upstream: Vec<(String, String)>,
 }
 

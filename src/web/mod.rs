@@ -113,10 +113,11 @@ impl WebState {
         let sets = SetConfig::from_config(config);
         let state =
             WebState::new(store.clone(), naming, sets, LinkPolicies::from_config(config), Limits::from_config(config))?;
-        let upstream = config
-            .sources
-            .iter()
-            .flat_map(|s| s.feed.iter().flat_map(|f| f.urls.iter().map(|u| (s.id.clone(), u.to_string()))));
+        // Each feed of a feed source; a ResourceSync Source by the URL it is configured with.
+        let upstream = config.sources.iter().flat_map(|s| match &s.feed {
+            Some(f) => f.urls.iter().map(|u| (s.id.clone(), u.to_string())).collect::<Vec<_>>(),
+            None => vec![(s.id.clone(), s.url.to_string())],
+        });
         let feed = FeedOptions { endpoint: config.aggregator.endpoint_id.clone(), upstream: upstream.collect() };
         let state = WebState::build(
             state.shared.publisher.clone(),

@@ -258,3 +258,51 @@ async fn an_oversized_feed_is_refused_and_nothing_of_it_is_applied() {
     assert!(pass.sources[0].error.is_none(), "{pass}");
     assert_eq!(h.live("a").len(), 3000);
 }
+
+/// `feed_content = "enclosure"` stores each item's enclosure, verified against its declared
+/// length; an item without one, or whose enclosure is not the length it says, is counted as
+/// failed and retried at the next poll. `feed_content = "link"` stores the linked page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enclosures_and_linked_pages_as_bitstreams() {
+    let site = Site::default();
+    let up = serve(&site).await;
+    let url = up.url("/podcast.rss").to_string();
+    let media = |i: usize| format!("episode {i} audio").repeat(50);
+    for i in 0..2 {
+        set(&site, &format!("/media/{i}.mp3"), media(i));
+        set(&site, &format!("/page/{i}"), format!("<html>episode {i}</html>"));
+    }
+    let item = |i: usize, length: usize| {
+        format!(
+            "<item><title>ep {i}</title><guid>urn:ep:{i}</guid><link>{}</link>\
+             <enclosure url=\"{}\" length=\"{length}\" type=\"audio/mpeg\"/></item>",
+            up.url(&format!("/page/{i}")),
+            up.url(&format!("/media/{i}.mp3"))
+        )
+    };
+    let items =
+        [item(0, media(0).len()), item(1, 7), "<item><title>no media</title><guid>urn:ep:x</guid></item>".into()];
+    set(
+        &site,
+        "/podcast.rss",
+        format!(
+            "<?xml version=\"1.0\"?><rss version=\"2.0\"><channel><title>p</title>{}</channel></rss>",
+            items.concat()
+        ),
+    );
+
+    let h = harness(&url, "feed_content = \"enclosure\"");
+    let pass = h.pass().await;
+    let report = &pass.sources[0];
+    assert!(report.error.is_none(), "{pass}");
+    assert_eq!((report.fetched, report.failed), (1, 2), "{pass}");
+    assert_eq!(h.content("a", &format!("{url}?sx-item=urn%3Aep%3A0")).unwrap(), media(0).into_bytes());
+    let record = h.store.record(&h.uri("a", &format!("{url}?sx-item=urn%3Aep%3A0"))).unwrap().unwrap();
+    assert_eq!(record.media_type.as_deref(), Some("audio/mpeg"));
+    assert!(h.store.feed_item("a", "urn:ep:1").unwrap().is_none(), "a failed item keeps no state: retried next poll");
+
+    let h = harness(&url, "feed_content = \"link\"");
+    let pass = h.pass().await;
+    assert_eq!((pass.sources[0].fetched, pass.sources[0].failed), (2, 1), "{pass}");
+    assert_eq!(h.content("a", &format!("{url}?sx-item=urn%3Aep%3A1")).unwrap(), b"<html>episode 1</html>");
+}
