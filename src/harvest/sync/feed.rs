@@ -40,6 +40,15 @@ const BATCH: usize = 300;
 const ITEM_TYPE_ATOM: &str = "application/atom+xml;type=entry";
 const ITEM_TYPE_RSS: &str = "application/rss+xml";
 
+/// What every step of one poll works on.
+#[derive(Clone, Copy)]
+struct Poll<'a> {
+    ctx: &'a Ctx,
+    source: &'a Source,
+    feed: &'a FeedSource,
+    sets: &'a [String],
+}
+
 /// One poll of `source`: each of its feeds in turn, their items merged into one state.
 pub(crate) async fn harvest_feed(
     ctx: &Ctx,
@@ -51,9 +60,9 @@ pub(crate) async fn harvest_feed(
     let mut report = SourceReport::new(&source.id);
     let mut modified = false;
     let mut batch = Batch::new();
+    let poll = Poll { ctx, source, feed: feed_source, sets };
     for url in &feed_source.urls {
-        let Some((seen, complete)) = poll_one(ctx, source, feed_source, sets, url, &mut state, &mut report).await?
-        else {
+        let Some((seen, complete)) = poll_one(&poll, url, &mut state, &mut report).await? else {
             continue;
         };
         modified = true;
@@ -79,14 +88,12 @@ pub(crate) async fn harvest_feed(
 /// Reads one feed of the source and merges its items; `None` when it answered 304, else the
 /// identities it listed and whether it was a complete feed.
 async fn poll_one(
-    ctx: &Ctx,
-    source: &Source,
-    feed_source: &FeedSource,
-    sets: &[String],
+    p: &Poll<'_>,
     url: &Url,
     state: &mut SourceState,
     report: &mut SourceReport,
 ) -> Result<Option<(HashSet<String>, bool)>, HarvestError> {
+    let Poll { ctx, source, .. } = *p;
     let validators = state.documents.get(url.as_str()).map(Validators::from);
     let Some((final_url, feed, new_validators)) = fetch_feed(ctx, source, url, validators.as_ref()).await? else {
         return Ok(None);
@@ -98,7 +105,7 @@ async fn poll_one(
     for w in &feed.warnings {
         tracing::warn!(source.id = %source.id, feed = %url, "{w}");
     }
-    let seen = apply_items(ctx, source, feed_source, sets, &feed, report).await?;
+    let seen = apply_items(p, &feed, report).await?;
     state.documents.insert(url.to_string(), (&new_validators).into());
     match until {
         Some(u) => state.feed_until.insert(url.to_string(), u),
@@ -182,14 +189,8 @@ async fn choose_complete(
 }
 
 /// Merges every item into the store; returns the identities seen.
-async fn apply_items(
-    ctx: &Ctx,
-    source: &Source,
-    feed_source: &FeedSource,
-    sets: &[String],
-    feed: &Feed,
-    report: &mut SourceReport,
-) -> Result<HashSet<String>, HarvestError> {
+async fn apply_items(p: &Poll<'_>, feed: &Feed, report: &mut SourceReport) -> Result<HashSet<String>, HarvestError> {
+    let Poll { ctx, source, .. } = *p;
     let mut seen = HashSet::new();
     let mut batch = Batch::new();
     for item in &feed.items {
@@ -206,7 +207,7 @@ async fn apply_items(
             }
             Merged::New(m) | Merged::Changed(m) => m,
         };
-        stage(ctx, source, feed_source, sets, &identity, merged, &mut batch, report).await?;
+        stage(p, &identity, merged, &mut batch, report).await?;
         if batch.len() >= BATCH {
             count(&apply_blocking(&ctx.store, std::mem::take(&mut batch)).await?, report);
         }
@@ -231,17 +232,14 @@ fn count(applied: &crate::store::Applied, report: &mut SourceReport) {
 
 /// Adds the merged item's record (or deletion) and state to `batch`; an item whose bitstream
 /// cannot be had is counted as failed and its state is not saved, so the next poll retries.
-#[allow(clippy::too_many_arguments)]
 async fn stage(
-    ctx: &Ctx,
-    source: &Source,
-    feed_source: &FeedSource,
-    sets: &[String],
+    p: &Poll<'_>,
     identity: &str,
     item: FeedItem,
     batch: &mut Batch,
     report: &mut SourceReport,
 ) -> Result<(), HarvestError> {
+    let Poll { ctx, source, feed: feed_source, sets } = *p;
     let upstream = upstream_url(&source.url, identity);
     let Some(uri) = ctx.naming.resource_url(&source.id, &upstream) else {
         report.skipped += 1;
