@@ -40,4 +40,5 @@ pub use types::{
     RootFormat, SITEMAP_NS,
 };
 pub use validate::{Validator, validate};
+pub(crate) use writer::attr as push_attr;
 pub use writer::{DocumentWriter, escape_into, to_bytes, write_document};

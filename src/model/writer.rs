@@ -352,7 +352,9 @@ fn datetime_attr(out: &mut Vec<u8>, name: &str, t: &super::W3cDateTime) {
     out.push(b'"');
 }
 
-fn attr(out: &mut Vec<u8>, name: &str, value: &str) {
+/// ` name="value"`, escaped: for the hand-rendered XML elsewhere (the publisher's fast entry
+/// path, the feed writer), so every writer quotes and escapes attributes one way.
+pub(crate) fn attr(out: &mut Vec<u8>, name: &str, value: &str) {
     out.push(b' ');
     out.extend_from_slice(name.as_bytes());
     out.extend_from_slice(b"=\"");

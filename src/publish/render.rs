@@ -12,6 +12,7 @@
 use std::borrow::Cow;
 
 use crate::model::escape_into;
+use crate::model::push_attr as attr;
 use crate::store::{LinkView, RecordView};
 
 /// An inherited link that passed the policy: its (possibly reduced) `rel` and its (possibly
@@ -89,14 +90,6 @@ fn link(out: &mut Vec<u8>, k: &Kept<'_>) {
     opt(out, "encoding", l.encoding);
     opt(out, "path", l.path);
     out.extend_from_slice(b"/>");
-}
-
-fn attr(out: &mut Vec<u8>, name: &str, value: &str) {
-    out.push(b' ');
-    out.extend_from_slice(name.as_bytes());
-    out.extend_from_slice(b"=\"");
-    escape_into(out, value, true);
-    out.push(b'"');
 }
 
 fn opt(out: &mut Vec<u8>, name: &str, value: Option<&str>) {

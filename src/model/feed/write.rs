@@ -21,6 +21,7 @@ use quick_xml::events::{BytesStart, Event};
 use quick_xml::name::ResolveResult;
 
 use super::{ATOM_NS, FeedItem, FeedLink, RelatedKind, SX_NS, Sharing, Sync};
+use crate::model::push_attr as attr;
 use crate::model::{W3cDateTime, escape_into};
 
 /// The prefix of an Atom id made from a sync id, for an item that has no id of its own
@@ -474,14 +475,6 @@ fn text_element(out: &mut Vec<u8>, indent: &str, name: &str, value: &str) {
     out.extend_from_slice(b"</");
     out.extend_from_slice(name.as_bytes());
     out.extend_from_slice(b">\n");
-}
-
-fn attr(out: &mut Vec<u8>, name: &str, value: &str) {
-    out.push(b' ');
-    out.extend_from_slice(name.as_bytes());
-    out.extend_from_slice(b"=\"");
-    escape_into(out, value, true);
-    out.push(b'"');
 }
 
 fn opt_attr(out: &mut Vec<u8>, name: &str, value: Option<&str>) {
