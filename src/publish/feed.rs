@@ -28,7 +28,7 @@ use crate::model::W3cDateTime;
 use crate::model::feed::{
     AtomWriter, FeedHead, FeedItem, FeedLink, History, Related, RelatedKind, Sharing, Sync, read_item,
 };
-use crate::store::{Event, Record};
+use crate::store::{Event, Record, Store, StoreError};
 
 /// Entries of `feed.atom`: changes of the most recent this many events, one per resource.
 pub const RECENT_EVENTS: u64 = 100;
@@ -197,15 +197,26 @@ impl Publisher {
 
     /// The FeedSync state of a record harvested from a feed, if it is one.
     fn harvested_item(&self, rec: &Record) -> Result<Option<FeedItem>, PublishError> {
-        let Some(identity) = url::Url::parse(&rec.upstream)
-            .ok()
-            .and_then(|u| u.query_pairs().find(|(k, _)| k == "sx-item").map(|(_, v)| v.into_owned()))
-        else {
-            return Ok(None);
-        };
-        let Some(bytes) = self.store.feed_item(&rec.source, &identity)? else { return Ok(None) };
-        Ok(read_item(&bytes, &rec.uri).ok())
+        Ok(feed_item_state(&self.store, rec)?)
     }
+}
+
+/// The merged FeedSync state the store keeps for `rec` when it was harvested from a feed
+/// source: the item its upstream URL names (the harvester appends `?sx-item=<identity>` to
+/// the feed's URL, last). `None` for any other record, and for a state that cannot be read
+/// back (it is then as if the record had none).
+///
+/// # Errors
+/// [`StoreError`] when the store cannot be read.
+pub(crate) fn feed_item_state(store: &Store, rec: &Record) -> Result<Option<FeedItem>, StoreError> {
+    let Some(identity) = url::Url::parse(&rec.upstream)
+        .ok()
+        .and_then(|u| u.query_pairs().filter(|(k, _)| k == "sx-item").last().map(|(_, v)| v.into_owned()))
+    else {
+        return Ok(None);
+    };
+    let Some(bytes) = store.feed_item(&rec.source, &identity)? else { return Ok(None) };
+    Ok(read_item(&bytes, &rec.uri).ok())
 }
 
 /// One page of a complete feed, ready to write.

@@ -9,11 +9,20 @@
 //! The store's provenance indexes cover live records, so a deleted resource is found by its
 //! Tributary URI, or by its upstream URI (Tributary's URI is derived from it for each known
 //! source), but not by origin or hash.
+//!
+//! A resource harvested from a feed source (`feed = URL`) also shows the item's FeedSync
+//! state as the store keeps it ([`FeedProvenance`]): its sync id, update count, tombstone,
+//! `sx:history` (most recent first, as FeedSync orders it) and how many conflicts are kept.
+//! Its origin is the item's link (else the feed) and its upstream the feed's URL with
+//! `?sx-item=<identity>`, as the harvester names it. Other resources have no such section,
+//! and their JSON no `feed` member.
 
 use std::fmt;
 
 use serde::Serialize;
 
+use super::feed::feed_item_state;
+use crate::model::feed::FeedItem;
 use crate::model::{Change, HashAlgorithm, HashList, W3cDateTime};
 use crate::naming::Naming;
 use crate::store::{BlobId, Event, Record, Store, StoreError};
@@ -88,6 +97,9 @@ pub struct ResourceProvenance {
     pub state: CopyState,
     /// Its change events in Tributary, oldest first.
     pub history: Vec<HistoryEntry>,
+    /// For a resource harvested from a feed: the item's FeedSync state.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub feed: Option<FeedProvenance>,
     /// The live check, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verify: Option<Verification>,
@@ -138,6 +150,64 @@ pub struct CopyState {
     pub deleted: Option<String>,
 }
 
+/// A feed item's state, as merged from every version of it the harvester read.
+#[derive(Debug, Clone, Serialize)]
+pub struct FeedProvenance {
+    /// The item's identity in its feed: the `sx:sync` id, else the Atom id / RSS guid, else
+    /// its link.
+    pub item: String,
+    /// The item's `updated` (Atom) or `pubDate` (RSS).
+    pub updated: Option<String>,
+    /// Its `sx:sync`; `None` for an item of a feed without FeedSync (merged by `updated`).
+    pub sync: Option<FeedSyncState>,
+}
+
+/// An item's `sx:sync`.
+#[derive(Debug, Clone, Serialize)]
+pub struct FeedSyncState {
+    /// The sync id.
+    pub id: String,
+    /// Updates applied so far.
+    pub updates: u32,
+    /// A tombstone.
+    pub deleted: bool,
+    /// Conflicts are not kept for the item.
+    pub noconflicts: bool,
+    /// `sx:history`, most recent first.
+    pub history: Vec<FeedHistoryEntry>,
+    /// How many conflicting versions `sx:conflicts` keeps.
+    pub conflicts: usize,
+}
+
+/// One `sx:history` entry; at least one of `when` and `by` is present.
+#[derive(Debug, Clone, Serialize)]
+pub struct FeedHistoryEntry {
+    /// Its sequence number.
+    pub sequence: u32,
+    /// When the update was made.
+    pub when: Option<String>,
+    /// The endpoint that made it.
+    pub by: Option<String>,
+}
+
+impl FeedProvenance {
+    fn of(item: &FeedItem) -> Self {
+        let sync = item.sync.as_ref().map(|s| FeedSyncState {
+            id: s.id.clone(),
+            updates: s.updates,
+            deleted: s.deleted,
+            noconflicts: s.noconflicts,
+            history: s
+                .history
+                .iter()
+                .map(|h| FeedHistoryEntry { sequence: h.sequence, when: text(h.when), by: h.by.clone() })
+                .collect(),
+            conflicts: s.conflicts.len(),
+        });
+        FeedProvenance { item: item.identity().unwrap_or_default().to_owned(), updated: text(item.updated), sync }
+    }
+}
+
 /// One change, as recorded in every set it was logged in.
 #[derive(Debug, Clone, Serialize)]
 pub struct HistoryEntry {
@@ -170,7 +240,8 @@ pub fn lookup(store: &Store, naming: &Naming, query: &Query) -> Result<Provenanc
     let mut resources = Vec::with_capacity(found.len());
     for (how, rec) in found {
         let history = group_history(store.history(&rec.uri)?);
-        resources.push(describe(how, rec, history));
+        let feed = feed_item_state(store, &rec)?.map(|item| FeedProvenance::of(&item));
+        resources.push(describe(how, rec, history, feed));
     }
     Ok(Provenance { query: query.to_string(), resources })
 }
@@ -214,7 +285,12 @@ fn text(t: Option<W3cDateTime>) -> Option<String> {
     t.map(|t| t.to_string())
 }
 
-fn describe(how: &'static str, rec: Record, history: Vec<HistoryEntry>) -> ResourceProvenance {
+fn describe(
+    how: &'static str,
+    rec: Record,
+    history: Vec<HistoryEntry>,
+    feed: Option<FeedProvenance>,
+) -> ResourceProvenance {
     let mut chain = vec![ChainLink { role: "origin", uri: rec.origin.clone() }];
     if rec.upstream != rec.origin {
         chain.push(ChainLink { role: "upstream", uri: rec.upstream.clone() });
@@ -246,6 +322,7 @@ fn describe(how: &'static str, rec: Record, history: Vec<HistoryEntry>) -> Resou
         chain,
         state,
         history,
+        feed,
         verify: None,
     }
 }
@@ -388,8 +465,31 @@ fn write_resource(f: &mut fmt::Formatter<'_>, r: &ResourceProvenance) -> fmt::Re
             logged.join(" ")
         )?;
     }
+    if let Some(feed) = &r.feed {
+        write_feed(f, feed)?;
+    }
     if let Some(v) = &r.verify {
         writeln!(f, "verify     {}: {}", v.checked, v.summary)?;
+    }
+    Ok(())
+}
+
+fn write_feed(f: &mut fmt::Formatter<'_>, feed: &FeedProvenance) -> fmt::Result {
+    let updated = feed.updated.as_deref().unwrap_or("-");
+    writeln!(f, "feed item  {}  updated {updated}", feed.item)?;
+    let Some(s) = &feed.sync else { return writeln!(f, "           no sx:sync (merged by date)") };
+    writeln!(
+        f,
+        "feedsync   id {}  updates {}  {}  conflicts {}{}",
+        s.id,
+        s.updates,
+        if s.deleted { "deleted" } else { "live" },
+        s.conflicts,
+        if s.noconflicts { " (noconflicts)" } else { "" }
+    )?;
+    for h in &s.history {
+        let (when, by) = (h.when.as_deref().unwrap_or("-"), h.by.as_deref().unwrap_or("-"));
+        writeln!(f, "  sequence {:<4} {when}  by {by}", h.sequence)?;
     }
     Ok(())
 }

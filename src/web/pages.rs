@@ -148,6 +148,7 @@ fn resource_section(b: &mut String, r: &ResourceProvenance) {
         s.sha256
     );
     history_table(b, r);
+    feed_table(b, r);
     if let Some(v) = &r.verify {
         let _ = writeln!(b, "<h3>Live check</h3><p>{}: {}</p>", link(&v.checked), esc(&v.summary));
     }
@@ -173,6 +174,30 @@ fn origin_table(b: &mut String, r: &ResourceProvenance) {
     b.push_str("</table>\n");
 }
 
+/// A feed item's FeedSync state: its `sx:sync` and `sx:history`, most recent first.
+fn feed_table(b: &mut String, r: &ResourceProvenance) {
+    let Some(feed) = &r.feed else { return };
+    let _ = write!(b, "<h3>FeedSync</h3><p>Feed item <code>{}</code>, updated {}", esc(&feed.item), opt(&feed.updated));
+    let Some(s) = &feed.sync else {
+        b.push_str("; no <code>sx:sync</code> (merged by date).</p>\n");
+        return;
+    };
+    let _ = writeln!(
+        b,
+        "; sync id <code>{}</code>, {} update(s), {}, {} conflict(s) kept{}.</p>",
+        esc(&s.id),
+        s.updates,
+        if s.deleted { "deleted" } else { "live" },
+        s.conflicts,
+        if s.noconflicts { " (noconflicts)" } else { "" }
+    );
+    b.push_str("<table><tr><th>sequence</th><th>when</th><th>by</th></tr>");
+    for h in &s.history {
+        let _ = write!(b, "<tr><td>{}</td><td>{}</td><td>{}</td></tr>", h.sequence, opt(&h.when), opt(&h.by));
+    }
+    b.push_str("</table>\n");
+}
+
 fn history_table(b: &mut String, r: &ResourceProvenance) {
     b.push_str("<h3>History</h3><table><tr><th>datetime</th><th>change</th><th>length</th><th>sha-256</th><th>logged</th></tr>");
     for h in &r.history {
@@ -188,4 +213,66 @@ fn history_table(b: &mut String, r: &ResourceProvenance) {
         );
     }
     b.push_str("</table>\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::publish::provenance::{
+        CopyState, FeedHistoryEntry, FeedProvenance, FeedSyncState, Origin, ResourceProvenance,
+    };
+
+    fn resource(feed: Option<FeedProvenance>) -> ResourceProvenance {
+        ResourceProvenance {
+            matched_by: "tributary-uri",
+            uri: "http://agg.example/r".into(),
+            source: "a".into(),
+            sets: vec!["a".into()],
+            origin: Origin { href: "http://x.org/".into(), modified: None, hash: None, length: None, media_type: None },
+            upstream: "http://x.org/feed?sx-item=i".into(),
+            chain: Vec::new(),
+            state: CopyState {
+                status: "live",
+                sha256: String::new(),
+                md5: None,
+                length: 0,
+                media_type: None,
+                last_change: String::new(),
+                deleted: None,
+            },
+            history: Vec::new(),
+            feed,
+            verify: None,
+        }
+    }
+
+    #[test]
+    fn the_feedsync_section_escapes_what_the_feed_said() {
+        let mut b = String::new();
+        feed_table(&mut b, &resource(None));
+        assert!(b.is_empty(), "no section for a resource not from a feed");
+
+        let sync = FeedSyncState {
+            id: "<i>".into(),
+            updates: 2,
+            deleted: true,
+            noconflicts: false,
+            history: vec![
+                FeedHistoryEntry { sequence: 2, when: None, by: Some("<script>x</script>".into()) },
+                FeedHistoryEntry { sequence: 1, when: Some("2026-01-01T09:00:00Z".into()), by: None },
+            ],
+            conflicts: 1,
+        };
+        let feed = FeedProvenance { item: "a&b".into(), updated: None, sync: Some(sync) };
+        feed_table(&mut b, &resource(Some(feed)));
+        assert!(!b.contains("<script>") && !b.contains("<i>"), "{b}");
+        assert!(b.contains("&lt;script&gt;x&lt;/script&gt;") && b.contains("a&amp;b"), "{b}");
+        assert!(b.contains("2 update(s), deleted, 1 conflict(s)"), "{b}");
+        let rows: Vec<&str> = b.matches("<tr><td>").collect();
+        assert_eq!(rows.len(), 2, "{b}");
+
+        let mut plain = String::new();
+        feed_table(&mut plain, &resource(Some(FeedProvenance { item: "g".into(), updated: None, sync: None })));
+        assert!(plain.contains("no <code>sx:sync</code>") && !plain.contains("<table>"), "{plain}");
+    }
 }

@@ -43,6 +43,7 @@ mod publish_chain;
 mod publish_documents;
 mod publish_dumps;
 mod publish_feed;
+mod publish_feed_provenance;
 mod publish_links;
 mod publish_provenance;
 mod publish_resync;

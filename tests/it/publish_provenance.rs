@@ -69,6 +69,7 @@ async fn lookup_by_every_name_with_history() {
     assert_eq!(history[0]["change"], "created");
     assert_eq!(history[1]["change"], "updated");
     assert_eq!(history[1]["logged"], serde_json::json!([["agg", 3], ["all", 3]]));
+    assert!(r.get("feed").is_none(), "not from a feed: no FeedSync section: {r}");
 
     let (_, j) = get_json(&s.client, &q("uri", "http://aggregator.test/b.txt")).await;
     assert_eq!(j["resources"][0]["matched_by"], "upstream-uri");
