@@ -216,7 +216,15 @@ pub(crate) fn feed_item_state(store: &Store, rec: &Record) -> Result<Option<Feed
         return Ok(None);
     };
     let Some(bytes) = store.feed_item(&rec.source, &identity)? else { return Ok(None) };
-    Ok(read_item(&bytes, &rec.uri).ok())
+    match read_item(&bytes, &rec.uri) {
+        Ok(item) => Ok(Some(item)),
+        Err(e) => {
+            // Written by the harvester from a parsed item, so only a damaged row: the entry is
+            // then made as for a ResourceSync resource rather than failing the whole feed.
+            tracing::warn!(uri = %rec.uri, error = %e, "stored feed item state is unreadable");
+            Ok(None)
+        }
+    }
 }
 
 /// One page of a complete feed, ready to write.

@@ -199,7 +199,12 @@ async fn apply_items(p: &Poll<'_>, feed: &Feed, report: &mut SourceReport) -> Re
             tracing::warn!(source.id = %source.id, item = %identity, "item listed twice in one feed; the first is kept");
             continue;
         }
-        let local = ctx.store.feed_item(&source.id, &identity)?.and_then(|bytes| read_item(&bytes, &identity).ok());
+        let local = ctx.store.feed_item(&source.id, &identity)?.and_then(|bytes| {
+            // Only a damaged row: the incoming item then replaces it, as if new.
+            read_item(&bytes, &identity)
+                .inspect_err(|e| tracing::warn!(source.id = %source.id, item = %identity, error = %e, "stored item state unreadable"))
+                .ok()
+        });
         let merged = match merge(local.as_ref(), item) {
             Merged::Unchanged => {
                 report.unchanged += 1;
