@@ -6,18 +6,27 @@
 
 use std::sync::{Arc, Mutex};
 
+use crate::support::digest::sha256_hex;
 use crate::support::harness::{Harness, UNLIMITED, config_text};
 use crate::support::upstream::{Reply, Upstream};
 
 /// What the test serves, by path; changed between polls.
 type Site = Arc<Mutex<Vec<(String, String)>>>;
 
+/// Serves the site with an `ETag` per body, answering `304` to a matching `If-None-Match`,
+/// as feed servers do: an unchanged feed costs nothing.
 async fn serve(site: &Site) -> Upstream {
     let s = site.clone();
-    Upstream::start(move |hit, _| match s.lock().unwrap().iter().find(|(p, _)| *p == hit.path) {
-        Some((p, body)) if p.ends_with(".rss") => Reply::ok(body.clone()).header("Content-Type", "application/rss+xml"),
-        Some((_, body)) => Reply::ok(body.clone()).header("Content-Type", "application/atom+xml"),
-        None => Reply::status(404),
+    Upstream::start(move |hit, _| {
+        let Some((path, body)) = s.lock().unwrap().iter().find(|(p, _)| *p == hit.path).cloned() else {
+            return Reply::status(404);
+        };
+        let etag = format!("\"{}\"", &sha256_hex(body.as_bytes())[..16]);
+        if hit.headers.get("if-none-match") == Some(&etag) {
+            return Reply::status(304).header("ETag", &etag);
+        }
+        let media = if path.ends_with(".rss") { "application/rss+xml" } else { "application/atom+xml" };
+        Reply::ok(body).header("Content-Type", media).header("ETag", &etag)
     })
     .await
 }
@@ -300,6 +309,11 @@ async fn enclosures_and_linked_pages_as_bitstreams() {
     let record = h.store.record(&h.uri("a", &format!("{url}?sx-item=urn%3Aep%3A0"))).unwrap().unwrap();
     assert_eq!(record.media_type.as_deref(), Some("audio/mpeg"));
     assert!(h.store.feed_item("a", "urn:ep:1").unwrap().is_none(), "a failed item keeps no state: retried next poll");
+    // The Source fixes episode 1's enclosure; the feed itself is unchanged (same bytes).
+    set(&site, "/media/1.mp3", "x".repeat(7));
+    let again = h.pass().await;
+    assert_eq!((again.sources[0].fetched, again.sources[0].failed, again.sources[0].unchanged), (1, 1, 1), "{again}");
+    assert_eq!(h.content("a", &format!("{url}?sx-item=urn%3Aep%3A1")).unwrap(), b"xxxxxxx");
 
     let h = harness(&url, "feed_content = \"link\"");
     let pass = h.pass().await;

@@ -105,8 +105,14 @@ async fn poll_one(
     for w in &feed.warnings {
         tracing::warn!(source.id = %source.id, feed = %url, "{w}");
     }
+    let failed_before = report.failed;
     let seen = apply_items(p, &feed, report).await?;
-    state.documents.insert(url.to_string(), (&new_validators).into());
+    // An item that failed is retried at the next poll only if the feed is read again in full,
+    // not answered 304: keep no validators for a feed with failures.
+    match report.failed == failed_before {
+        true => state.documents.insert(url.to_string(), (&new_validators).into()),
+        false => state.documents.remove(url.as_str()),
+    };
     match until {
         Some(u) => state.feed_until.insert(url.to_string(), u),
         None => state.feed_until.remove(url.as_str()),
