@@ -4,71 +4,17 @@
 //! again changes nothing, a partial feed never deletes, and a feed that breaks a FeedSync
 //! rule is refused whole.
 
-use std::sync::{Arc, Mutex};
-
-use crate::support::digest::sha256_hex;
-use crate::support::harness::{Harness, UNLIMITED, config_text};
-use crate::support::upstream::{Reply, Upstream};
-
-/// What the test serves, by path; changed between polls.
-type Site = Arc<Mutex<Vec<(String, String)>>>;
-
-/// Serves the site with an `ETag` per body, answering `304` to a matching `If-None-Match`,
-/// as feed servers do: an unchanged feed costs nothing.
-async fn serve(site: &Site) -> Upstream {
-    let s = site.clone();
-    Upstream::start(move |hit, _| {
-        let Some((path, body)) = s.lock().unwrap().iter().find(|(p, _)| *p == hit.path).cloned() else {
-            return Reply::status(404);
-        };
-        let etag = format!("\"{}\"", &sha256_hex(body.as_bytes())[..16]);
-        if hit.headers.get("if-none-match") == Some(&etag) {
-            return Reply::status(304).header("ETag", &etag);
-        }
-        let media = if path.ends_with(".rss") { "application/rss+xml" } else { "application/atom+xml" };
-        Reply::ok(body).header("Content-Type", media).header("ETag", &etag)
-    })
-    .await
-}
-
-fn set(site: &Site, path: &str, body: String) {
-    let mut s = site.lock().unwrap();
-    s.retain(|(p, _)| p != path);
-    s.push((path.to_owned(), body));
-}
+use crate::support::feeds::{Site, atom as atom_with, entry, feed_source, serve, set};
+use crate::support::harness::Harness;
 
 /// A source `a` reading the feed at `url` (with `url` empty, `extra` names the feeds).
 fn harness(url: &str, extra: &str) -> Harness {
-    let feed = if url.is_empty() { String::new() } else { format!("feed = \"{url}\"\n") };
-    Harness::new(|dir| {
-        format!("{}[[source]]\nid = \"a\"\n{feed}allow_private = true\n{extra}\n", config_text(dir, "", UNLIMITED, &[]))
-    })
+    feed_source("a", url, extra)
 }
 
-/// An Atom entry with FeedSync history `(sequence, when, by)`, most recent first.
-fn entry(sync_id: &str, title: &str, updates: u32, deleted: bool, history: &[(u32, &str, &str)]) -> String {
-    let hist: String =
-        history.iter().map(|(s, w, b)| format!("<sx:history sequence=\"{s}\" when=\"{w}\" by=\"{b}\"/>")).collect();
-    let del = if deleted { " deleted=\"true\"" } else { "" };
-    format!(
-        "<entry><title>{title}</title><id>urn:uuid:{sync_id}</id><link href=\"http://example.org/items/{sync_id}\"/>\
-         <updated>{}</updated><content>{title} body</content>\
-         <sx:sync id=\"{sync_id}\" updates=\"{updates}\"{del}>{hist}</sx:sync></entry>\n",
-        history[0].1
-    )
-}
-
+/// A FeedSync Atom feed with `sx:sharing` `since`/`until`.
 fn atom(self_url: &str, complete: Option<&str>, since_until: (&str, &str), entries: &[String]) -> String {
-    let related = complete.map_or(String::new(), |c| format!("<sx:related link=\"{c}\" type=\"complete\"/>"));
-    format!(
-        "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<feed xmlns=\"http://www.w3.org/2005/Atom\" \
-         xmlns:sx=\"http://feedsync.org/2007/feedsync\"><title>To Do</title><id>urn:uuid:feed</id>\
-         <updated>2026-01-01T00:00:00Z</updated><link rel=\"self\" href=\"{self_url}\"/>\
-         <sx:sharing since=\"{}\" until=\"{}\">{related}</sx:sharing>\n{}</feed>\n",
-        since_until.0,
-        since_until.1,
-        entries.concat()
-    )
+    atom_with(self_url, complete, Some(since_until), entries)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

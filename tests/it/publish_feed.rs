@@ -7,7 +7,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::support::harness::{Harness, UNLIMITED, config_text};
+use crate::support::feeds::feed_source;
 use crate::support::publish::{Res, bind, delete, start, upsert};
 use crate::support::store::temp_store;
 use crate::support::tools;
@@ -118,12 +118,7 @@ async fn a_second_tributary_follows_the_feed_and_republishes_its_sync_state() {
     let (_, a_feed) = get_feed(&a.client, &naming.set_feed("s")).await;
 
     let url = naming.set_feed("s");
-    let b = Harness::new(|dir| {
-        format!(
-            "{}[[source]]\nid = \"from-a\"\nfeed = \"{url}\"\nallow_private = true\n",
-            config_text(dir, "", UNLIMITED, &[])
-        )
-    });
+    let b = feed_source("from-a", &url, "");
     let pass = b.pass().await;
     assert!(pass.sources[0].error.is_none(), "{pass}");
     assert_eq!(b.live("from-a").len(), 2, "the tombstone is not a live record");

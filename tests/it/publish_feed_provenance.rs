@@ -5,46 +5,9 @@
 //! tombstone and `sx:history` (most recent first) — in JSON, on the HTML page and in the
 //! command's text.
 
-use std::sync::{Arc, Mutex};
-
-use crate::support::harness::{Harness, UNLIMITED, config_text};
+use crate::support::feeds::{Site, atom, entry, feed_source, serve, set};
 use crate::support::publish::{bind, get_json, spawn, urlencode};
-use crate::support::upstream::{Reply, Upstream};
 use reqwest::StatusCode;
-
-/// The feed the test serves at `/todo.atom`; changed between polls.
-type Site = Arc<Mutex<String>>;
-
-async fn serve(site: &Site) -> Upstream {
-    let s = site.clone();
-    Upstream::start(move |hit, _| match hit.path.as_str() {
-        "/todo.atom" => Reply::ok(s.lock().unwrap().clone()).header("Content-Type", "application/atom+xml"),
-        _ => Reply::status(404),
-    })
-    .await
-}
-
-/// An Atom entry with FeedSync history `(sequence, when, by)`, most recent first.
-fn entry(sync_id: &str, title: &str, updates: u32, deleted: bool, history: &[(u32, &str, &str)]) -> String {
-    let hist: String =
-        history.iter().map(|(s, w, b)| format!("<sx:history sequence=\"{s}\" when=\"{w}\" by=\"{b}\"/>")).collect();
-    let del = if deleted { " deleted=\"true\"" } else { "" };
-    format!(
-        "<entry><title>{title}</title><id>urn:uuid:{sync_id}</id><link href=\"http://example.org/items/{sync_id}\"/>\
-         <updated>{}</updated><content>{title} body</content>\
-         <sx:sync id=\"{sync_id}\" updates=\"{updates}\"{del}>{hist}</sx:sync></entry>\n",
-        history[0].1
-    )
-}
-
-fn atom(self_url: &str, entries: &[String]) -> String {
-    format!(
-        "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<feed xmlns=\"http://www.w3.org/2005/Atom\" \
-         xmlns:sx=\"http://feedsync.org/2007/feedsync\"><title>To Do</title><id>urn:uuid:feed</id>\
-         <updated>2026-01-01T00:00:00Z</updated><link rel=\"self\" href=\"{self_url}\"/>\n{}</feed>\n",
-        entries.concat()
-    )
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_feed_item_shows_its_link_and_feedsync_history() {
@@ -57,13 +20,8 @@ async fn a_feed_item_shows_its_link_and_feedsync_history() {
         entry("item2", "Call Bob", 1, false, &[(1, "2026-01-01T09:10:00Z", "REO1750")]),
         linkless(entry("item3", "Water plants", 1, false, &[(1, "2026-01-01T09:20:00Z", "REO1750")])),
     ];
-    *site.lock().unwrap() = atom(&url, &v1);
-    let h = Harness::new(|dir| {
-        format!(
-            "{}[[source]]\nid = \"a\"\nfeed = \"{url}\"\nallow_private = true\n",
-            config_text(dir, "", UNLIMITED, &[])
-        )
-    });
+    set(&site, "/todo.atom", atom(&url, None, None, &v1));
+    let h = feed_source("a", &url, "");
     let pass = h.pass().await;
     assert!(pass.sources[0].error.is_none(), "{pass}");
 
@@ -85,7 +43,7 @@ async fn a_feed_item_shows_its_link_and_feedsync_history() {
         ),
         v1[2].clone(),
     ];
-    *site.lock().unwrap() = atom(&url, &v2);
+    set(&site, "/todo.atom", atom(&url, None, None, &v2));
     let pass = h.pass().await;
     assert!(pass.sources[0].error.is_none(), "{pass}");
 

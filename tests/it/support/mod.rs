@@ -4,6 +4,7 @@
 
 pub(crate) mod cli;
 pub(crate) mod digest;
+pub(crate) mod feeds;
 pub(crate) mod fetcher;
 pub(crate) mod harness;
 pub(crate) mod http;
