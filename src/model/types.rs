@@ -69,11 +69,17 @@ pub enum Capability {
     ResourceDumpArchive,
     /// `changedump-archive` (ResourceSync Archives)
     ChangeDumpArchive,
+    /// `change-notification`: a notification channel in a Capability List, and the payload of
+    /// a change notification (ResourceSync Change Notification 1.0.1, §3 and §5)
+    ChangeNotification,
+    /// `framework-notification`: the channel and payload of framework notifications
+    /// (ResourceSync Framework Notification 1.0.1)
+    FrameworkNotification,
 }
 
 impl Capability {
     /// Every value, for parsing and tests.
-    pub const ALL: [Capability; 12] = [
+    pub const ALL: [Capability; 14] = [
         Capability::Description,
         Capability::CapabilityList,
         Capability::ResourceList,
@@ -86,6 +92,8 @@ impl Capability {
         Capability::ChangeListArchive,
         Capability::ResourceDumpArchive,
         Capability::ChangeDumpArchive,
+        Capability::ChangeNotification,
+        Capability::FrameworkNotification,
     ];
 
     /// The attribute value.
@@ -103,6 +111,8 @@ impl Capability {
             Capability::ChangeListArchive => "changelist-archive",
             Capability::ResourceDumpArchive => "resourcedump-archive",
             Capability::ChangeDumpArchive => "changedump-archive",
+            Capability::ChangeNotification => "change-notification",
+            Capability::FrameworkNotification => "framework-notification",
         }
     }
 

@@ -223,7 +223,13 @@ impl Validator {
         };
         let allowed = matches!(
             c,
-            Capability::ResourceList | Capability::ChangeList | Capability::ResourceDump | Capability::ChangeDump
+            Capability::ResourceList
+                | Capability::ChangeList
+                | Capability::ResourceDump
+                | Capability::ChangeDump
+                // notification channels, ResourceSync Change Notification 1.0.1 §5
+                | Capability::ChangeNotification
+                | Capability::FrameworkNotification
         ) || c.is_archive();
         if !allowed {
             self.error(pos, "9", format!("capability `{c}` cannot be listed in a Capability List"));
