@@ -210,9 +210,9 @@ impl Store {
         let taken = inner.take_pending()?;
         let mut unflushed = inner.unflushed.lock().unwrap_or_else(|p| p.into_inner());
         let t = &inner.trees;
-        // Up to seven rows per op: the record, three index entries (or a blob row) and their
+        // Up to five rows per op: the record, two index entries (or a blob row) and their
         // removal on an update; chunks and counters are per set, blob rows per blob.
-        let mut w = Overlay::with_capacity(batch.ops.len() * 7 + 8 + taken.len());
+        let mut w = Overlay::with_capacity(batch.ops.len() * 5 + 8 + taken.len());
         taken.write_into(t, &mut w)?;
         let mut tx = Tx {
             t,
@@ -367,9 +367,8 @@ impl Tx<'_> {
             _ => self.w.insert(&t.by_sha, &keys::by_sha(&rec.sha256, &rec.uri), Vec::new()),
         }
         // A record fetched from its origin is found by its name instead (see `record`).
-        if let Some(upstream) = row::upstream_row(rec) {
+        if row::via_aggregator(rec) {
             self.w.insert(&t.by_origin, &keys::by_origin(&rec.origin, &rec.uri), Vec::new());
-            self.w.insert(&t.by_upstream, upstream.as_bytes(), rec.uri.clone().into_bytes());
         }
         Ok(())
     }
@@ -385,13 +384,8 @@ impl Tx<'_> {
             }
             _ => self.w.remove(&t.by_sha, &keys::by_sha(&rec.sha256, &rec.uri)),
         }
-        if let Some(upstream) = row::upstream_row(rec) {
+        if row::via_aggregator(rec) {
             self.w.remove(&t.by_origin, &keys::by_origin(&rec.origin, &rec.uri));
-            // Another record may have claimed the upstream URI since; only remove our own entry.
-            let owner = self.w.get(&t.by_upstream, upstream.as_bytes())?;
-            if owner.is_some_and(|v| v.as_ref() == rec.uri.as_bytes()) {
-                self.w.remove(&t.by_upstream, upstream.as_bytes());
-            }
         }
         Ok(())
     }

@@ -71,7 +71,7 @@ pub use writer::BlobWriter;
 pub const INLINE_MAX: usize = 8 * 1024;
 
 /// The store format this build reads and writes (the `FORMAT` file and `meta/format_version`).
-pub const FORMAT_VERSION: u32 = 6;
+pub const FORMAT_VERSION: u32 = 7;
 
 /// An open store. Cheap to clone; all clones share one database. `Send + Sync`: the harvester
 /// may write from several threads, the publisher read from others.
@@ -89,7 +89,6 @@ struct Trees {
     records: table::Table,
     by_origin: table::Table,
     by_sha: table::Table,
-    by_upstream: table::Table,
     /// The change log; a resource's history is chained through it (see [`history`]). Prefix
     /// `e`, the history index up to format 3, is not reused.
     log: table::Table,

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use fs2::FileExt;
 
 use super::error::StoreError;
-use super::table::Table;
+use super::table::{Overlay, Table};
 use super::{FORMAT_VERSION, Inner, Trees, log};
 
 /// How to open a store. The defaults suit the long-running service.
@@ -61,12 +61,17 @@ impl StoreOptions {
     }
 }
 
-/// The older format this build upgrades in place when it opens it. A format 5 store is a
+/// The older formats this build upgrades in place when it opens them. A format 5 store is a
 /// valid format 6 store: format 6 lets a blob row name one of the records that refer to it,
 /// instead of listing all of them in the sha-256 index, and a row without that field names
-/// none. Only the version marks change, and an older build then refuses the store, as it must:
-/// it would not see those referrers, and its gc would remove content still in use.
-const UPGRADES_FROM: u32 = 5;
+/// none. Format 7 drops the upstream index (table `u`), whose answers a record's name already
+/// gives; the upgrade deletes its rows. An older build then refuses the store, as it must: it
+/// would not see the referrers (its gc would remove content still in use) nor find the
+/// records harvested through an aggregator without their upstream rows.
+const UPGRADES_FROM: [u32; 2] = [5, 6];
+
+/// The prefix of the upstream index that formats up to 6 kept; see [`UPGRADES_FROM`].
+const RETIRED_BY_UPSTREAM: u8 = b'u';
 
 const FORMAT_FILE: &str = "FORMAT";
 const FORMAT_MAGIC: &str = "tributary-store";
@@ -88,8 +93,8 @@ pub(super) fn open(path: &Path, options: &StoreOptions) -> Result<Inner, StoreEr
     let db = open_db(&root, options)?;
     let trees = open_trees(&db)?;
     let meta = check_meta(&root, &trees.meta)?;
-    if found == Some(UPGRADES_FROM) || meta == UPGRADES_FROM {
-        upgrade(&root, &db, &trees.meta)?;
+    if found.is_some_and(|v| UPGRADES_FROM.contains(&v)) || UPGRADES_FROM.contains(&meta) {
+        upgrade(&root, &db, &trees)?;
     }
     for dir in ["blobs", "tmp"] {
         fs::create_dir_all(root.join(dir)).map_err(|e| StoreError::io(root.join(dir), e))?;
@@ -146,7 +151,7 @@ fn inspect(root: &Path, create: bool) -> Result<Option<u32>, StoreError> {
 fn check_format_text(root: &Path, text: &str) -> Result<u32, StoreError> {
     let found = text.trim();
     let version = found.strip_prefix(FORMAT_MAGIC).map(str::trim).and_then(|v| v.parse::<u32>().ok());
-    if let Some(v @ (FORMAT_VERSION | UPGRADES_FROM)) = version {
+    if let Some(v) = version.filter(|v| *v == FORMAT_VERSION || UPGRADES_FROM.contains(v)) {
         return Ok(v);
     }
     Err(StoreError::IncompatibleFormat { path: root.to_path_buf(), found: found.to_owned(), supported: FORMAT_VERSION })
@@ -178,14 +183,33 @@ fn lock(root: &Path) -> Result<fs::File, StoreError> {
     }
 }
 
-/// Marks a format 5 store as format 6: the database first, durably, then `FORMAT`. An open
-/// that finds either still at 5 finishes the job.
-fn upgrade(root: &Path, db: &sled::Db, meta: &Table) -> Result<(), StoreError> {
-    meta.insert(FORMAT_KEY, &FORMAT_VERSION.to_be_bytes())?;
+/// Upgrades a format 5 or 6 store to this format: the retired upstream index removed, then
+/// the database marked, durably, then `FORMAT`. Every step can be repeated, so an open that
+/// finds either mark still old finishes the job, whatever the moment of an interruption.
+fn upgrade(root: &Path, db: &sled::Db, trees: &Trees) -> Result<(), StoreError> {
+    let removed = remove_retired_rows(&trees.main, &Table::new(&trees.main, RETIRED_BY_UPSTREAM))?;
+    trees.meta.insert(FORMAT_KEY, &FORMAT_VERSION.to_be_bytes())?;
     db.flush()?;
     write_format(root)?;
-    tracing::info!(store = %root.display(), from = UPGRADES_FROM, to = FORMAT_VERSION, "store format upgraded");
+    tracing::info!(store = %root.display(), to = FORMAT_VERSION, removed, "store format upgraded");
     Ok(())
+}
+
+/// Deletes every row of a retired table, a bounded batch at a time; returns how many.
+fn remove_retired_rows(main: &sled::Tree, table: &Table) -> Result<u64, StoreError> {
+    let mut removed = 0;
+    loop {
+        let keys: Vec<_> = table.iter().keys().take(10_000).collect::<Result<_, _>>()?;
+        if keys.is_empty() {
+            return Ok(removed);
+        }
+        let mut w = Overlay::with_capacity(keys.len());
+        for k in &keys {
+            w.remove(table, k);
+        }
+        w.commit(main)?;
+        removed += keys.len() as u64;
+    }
 }
 
 fn write_format(root: &Path) -> Result<(), StoreError> {
@@ -266,7 +290,6 @@ fn open_trees(db: &sled::Db) -> Result<Trees, StoreError> {
         records: t(b'r'),
         by_origin: t(b'o'),
         by_sha: t(b'h'),
-        by_upstream: t(b'u'),
         log: t(b'l'),
         sets: t(b's'),
         sources: t(b'S'),
@@ -283,7 +306,7 @@ fn check_meta(root: &Path, meta: &Table) -> Result<u32, StoreError> {
         return Ok(FORMAT_VERSION);
     };
     match <[u8; 4]>::try_from(v.as_ref()).map(u32::from_be_bytes) {
-        Ok(version @ (FORMAT_VERSION | UPGRADES_FROM)) => Ok(version),
+        Ok(version) if version == FORMAT_VERSION || UPGRADES_FROM.contains(&version) => Ok(version),
         found => {
             let found = found.map_or_else(|_| format!("{v:?}"), |n| n.to_string());
             Err(StoreError::IncompatibleFormat { path: root.into(), found, supported: FORMAT_VERSION })
@@ -328,9 +351,13 @@ mod tests {
             let v5 = codec::encode(&(row.length, row.md5, row.sha1, row.created, row.place)).unwrap();
             t.blobs.insert(id.0, v5).unwrap();
         }
-        t.meta.insert(FORMAT_KEY, &UPGRADES_FROM.to_be_bytes()).unwrap();
+        mark(store, 5);
+    }
+
+    fn mark(store: &Store, version: u32) {
+        store.inner.trees.meta.insert(FORMAT_KEY, &version.to_be_bytes()).unwrap();
         store.flush().unwrap();
-        fs::write(store.path().join(FORMAT_FILE), format!("{FORMAT_MAGIC} {UPGRADES_FROM}\n")).unwrap();
+        fs::write(store.path().join(FORMAT_FILE), format!("{FORMAT_MAGIC} {version}\n")).unwrap();
     }
 
     fn marks(path: &Path) -> (String, Vec<u8>) {
@@ -373,7 +400,35 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("store");
         drop(Store::open(&path).unwrap());
-        fs::write(path.join(FORMAT_FILE), format!("{FORMAT_MAGIC} {UPGRADES_FROM}\n")).unwrap();
+        fs::write(path.join(FORMAT_FILE), format!("{FORMAT_MAGIC} 6\n")).unwrap();
         assert_eq!(marks(&path), (format!("{FORMAT_MAGIC} {FORMAT_VERSION}\n"), FORMAT_VERSION.to_be_bytes().to_vec()));
+    }
+
+    /// Format 6 kept an upstream index row for every record harvested through an aggregator;
+    /// the upgrade deletes them all and the record is still found from its upstream URI.
+    #[test]
+    fn a_format_6_store_loses_its_upstream_index_and_still_finds_its_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store");
+        let store = Store::open(&path).unwrap();
+        let x = store.put(&b"x"[..], &Expected::none()).unwrap().id;
+        let (uri, upstream) = ("http://t/r/agg/http/agg/r/1", "http://agg/r/1");
+        let mut chained = record(uri, x);
+        chained.upstream = upstream.into();
+        store.apply(Batch::new().upsert(&["agg"], chained)).unwrap();
+        // As format 6 wrote them, plus enough strays to need more than one delete batch.
+        let retired = Table::new(&store.inner.trees.main, RETIRED_BY_UPSTREAM);
+        retired.insert(upstream.as_bytes(), uri.as_bytes()).unwrap();
+        for i in 0..12_345 {
+            retired.insert(format!("http://agg/gone/{i}").as_bytes(), uri.as_bytes()).unwrap();
+        }
+        mark(&store, 6);
+        drop((retired, store));
+
+        assert_eq!(marks(&path), (format!("{FORMAT_MAGIC} {FORMAT_VERSION}\n"), FORMAT_VERSION.to_be_bytes().to_vec()));
+        let store = Store::open(&path).unwrap();
+        assert_eq!(Table::new(&store.inner.trees.main, RETIRED_BY_UPSTREAM).iter().count(), 0);
+        assert!(store.verify().unwrap().is_clean());
+        assert_eq!(store.uri_by_upstream(upstream, &[uri.to_owned()]).unwrap().as_deref(), Some(uri));
     }
 }

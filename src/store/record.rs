@@ -234,16 +234,22 @@ impl Store {
     /// # Errors
     /// [`StoreError::Database`] / [`StoreError::Corrupt`].
     pub fn uri_by_upstream(&self, upstream: &str, named: &[String]) -> Result<Option<String>, StoreError> {
-        if let Some(v) = self.inner.trees.by_upstream.get(upstream.as_bytes())? {
-            return utf8("upstream index", &v).map(Some);
-        }
-        let mut found = None;
+        // Every record is named from its source and upstream URI, so the candidates are all
+        // in `named` (format 7 dropped the upstream index that held the same answer).
+        let mut best: Option<(bool, &String)> = None;
         for uri in named {
-            if found.is_none_or(|f: &String| uri < f) && self.fetched_from_origin(uri, upstream)? {
-                found = Some(uri);
+            let Some(rec) = self.inner.trees.records.get(uri.as_bytes())? else { continue };
+            let rec = row::decode_view(uri.as_bytes(), &rec)?;
+            if rec.is_deleted() || rec.upstream != upstream {
+                continue;
+            }
+            // `false` sorts first: a record fetched through an aggregator wins.
+            let key = (rec.upstream == rec.origin, uri);
+            if best.is_none_or(|b| key < b) {
+                best = Some(key);
             }
         }
-        Ok(found.cloned())
+        Ok(best.map(|(_, uri)| uri.clone()))
     }
 
     /// Whether `uri` is a live record fetched from its origin, `origin`.

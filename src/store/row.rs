@@ -260,11 +260,11 @@ pub(super) fn to_link(l: &LinkView<'_>) -> Result<Link, StoreError> {
     })
 }
 
-/// The key of the record's `by_upstream` row: its upstream URI, when that is not the origin.
-/// A record fetched from its origin has neither this row nor a `by_origin` one: it is found
-/// by its name (see [`super::record`]).
-pub(super) fn upstream_row(rec: &Record) -> Option<&str> {
-    (rec.upstream != rec.origin).then_some(rec.upstream.as_str())
+/// Whether the record was harvested through an aggregator (its upstream URI is not its
+/// origin): only such a record has a `by_origin` row. One fetched from its origin is found by
+/// its name (see [`super::record`]).
+pub(super) fn via_aggregator(rec: &Record) -> bool {
+    rec.upstream != rec.origin
 }
 
 #[cfg(test)]

@@ -200,7 +200,7 @@ impl Inner {
             _ => {}
         }
         let by_origin = self.trees.by_origin.contains_key(keys::by_origin(&rec.origin, &rec.uri))?;
-        if row::upstream_row(rec).is_none() {
+        if !row::via_aggregator(rec) {
             if by_origin {
                 r.problem("index by_origin", &rec.uri, "entry for a record fetched from its origin (found by name)");
             }
@@ -208,15 +208,6 @@ impl Inner {
         }
         if !by_origin {
             r.problem("index by_origin", &rec.uri, format!("no entry for origin {}", rec.origin));
-        }
-        let owner = self.trees.by_upstream.get(rec.upstream.as_bytes())?;
-        let claimed_by_live_peer = |uri: &[u8]| -> Result<bool, StoreError> {
-            let other = self.live_record(&String::from_utf8_lossy(uri))?;
-            Ok(other.is_some_and(|o| o.upstream == rec.upstream))
-        };
-        match owner {
-            Some(uri) if uri.as_ref() == rec.uri.as_bytes() || claimed_by_live_peer(&uri)? => {}
-            _ => r.problem("index by_upstream", &rec.uri, format!("no entry for upstream {}", rec.upstream)),
         }
         Ok(())
     }
@@ -245,13 +236,6 @@ impl Inner {
             let uri = String::from_utf8_lossy(uri);
             if self.live_record(&uri)?.is_none_or(|rec| rec.sha256.0 != sha) {
                 r.problem("index by_sha256", uri, format!("dangling entry for sha-256:{}", hex::encode(sha)));
-            }
-        }
-        for kv in self.trees.by_upstream.iter() {
-            let (k, v) = kv?;
-            let (upstream, uri) = (String::from_utf8_lossy(&k), String::from_utf8_lossy(&v));
-            if self.live_record(&uri)?.is_none_or(|rec| rec.upstream != upstream) {
-                r.problem("index by_upstream", uri, format!("dangling entry for upstream {upstream}"));
             }
         }
         Ok(())
