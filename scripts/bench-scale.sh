@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The metadata store at scale (issue #24's figures), over the real ingest path and real HTTP:
+#  1. N records (default 1,000,000) of one source written as the harvester writes them, without
+#     fetching (examples/ingest_bench.rs: put a small distinct bitstream, upsert, one durable
+#     batch per 1,000): records/s per tenth of the run (first vs last), the whole run's rate,
+#     bytes the metadata (sled's `db/`) takes per record, and peak RSS;
+#  2. that store served by the publisher (examples/publish_bench.rs serve): the Resource List
+#     index and all its parts streamed with curl, MB/s;
+#  3. provenance lookups by origin URI (`/provenance?uri=…`, JSON) of random records, one
+#     connection, for 10 s with wrk: median and 99th-percentile latency.
+#
+#   scripts/bench-scale.sh [RECORDS]
+#
+# Environment: CHAIN=1 (records harvested from another aggregator: upstream ≠ origin), PORT
+# (18095), WORK (keep the store there instead of a temporary directory; it takes ~3 KB per
+# record). Needs curl and wrk.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export LC_NUMERIC=C
+n=${1:-1000000}
+port=${PORT:-18095}
+base="http://127.0.0.1:$port/"
+command -v wrk >/dev/null || { echo "wrk not found (apt-get install -y wrk)"; exit 2; }
+work=${WORK:-$(mktemp -d)}
+server=""
+cleanup() {
+  [ -n "$server" ] && kill "$server" 2>/dev/null || true
+  [ -z "${WORK:-}" ] && rm -rf "$work"
+}
+trap cleanup EXIT
+
+cargo build --release --quiet --example ingest_bench --example publish_bench
+bin=${CARGO_TARGET_DIR:-target}/release/examples
+
+rm -rf "$work/store"
+echo "ingesting $n records ..."
+"$bin/ingest_bench" fill "$work/store" "$base" "$n"
+
+mkfifo "$work/stdin"
+"$bin/publish_bench" serve "$work/store" "$base" "127.0.0.1:$port" 50000 1000 < "$work/stdin" &
+server=$!
+exec 3> "$work/stdin"   # the server runs until this closes
+for _ in $(seq 100); do curl -sf -o /dev/null "${base}.well-known/resourcesync" && break; sleep 0.1; done
+
+# The first request of the index computes the set's partition (one walk of its records).
+start=$EPOCHREALTIME
+bytes=$(curl -s -o "$work/index.xml" -w '%{size_download}' "${base}sets/bench/resourcelist.xml")
+first=$(awk -v s="$start" -v e="$EPOCHREALTIME" 'BEGIN {printf "%.2f", e - s}')
+parts=$(grep -o '<loc>[^<]*' "$work/index.xml" | sed 's/<loc>//')
+start=$EPOCHREALTIME
+for part in $parts; do
+  b=$(curl -s -o /dev/null -w '%{size_download}' "$part")
+  bytes=$((bytes + b))
+done
+secs=$(awk -v s="$start" -v e="$EPOCHREALTIME" 'BEGIN {printf "%.2f", e - s}')
+echo "resource list: index in $first s (first request), then $(echo "$parts" | wc -l) parts; $bytes bytes in $secs s = $(awk -v b="$bytes" -v s="$secs" 'BEGIN {printf "%.0f", b / s / 1e6}') MB/s"
+
+cat > "$work/prov.lua" <<LUA
+math.randomseed(42)
+request = function()
+  local k = math.random(0, $n - 1)
+  return wrk.format("GET", string.format("/provenance?uri=https://provider.example.org/oai/record/%010d.xml", k))
+end
+LUA
+curl -sf -o /dev/null "${base}provenance?uri=https://provider.example.org/oai/record/0000000000.xml" \
+  || { echo "provenance lookup failed"; exit 1; }
+wrk -t1 -c1 -d10s --latency -s "$work/prov.lua" "$base" | grep -E "Latency|50%|99%|Requests/sec|Non-2xx"
