@@ -11,6 +11,7 @@
 //! Must not depend on the harvester or the store: they depend on it.
 
 mod raw;
+mod shard;
 mod simulate;
 mod values;
 
@@ -25,6 +26,7 @@ use url::Url;
 
 use crate::model::SITEMAP_MAX_ENTRIES;
 use raw::RawConfig;
+pub use shard::ShardDef;
 pub use simulate::SimulateDef;
 pub use values::{Rate, parse_rate, parse_size};
 
@@ -45,6 +47,9 @@ pub struct Config {
     pub sets: Vec<SetDef>,
     /// `[[simulate]]` tables: simulated Sources started by `run` and `harvest`.
     pub simulators: Vec<SimulateDef>,
+    /// `[shards.*]` tables, in name order: the instances one file deploys (see
+    /// [`Config::for_shard`]); empty for a single instance.
+    pub shards: Vec<ShardDef>,
 }
 
 /// The `[aggregator]` table.
@@ -116,6 +121,8 @@ pub struct Source {
     pub feed: Option<FeedSource>,
     /// Defaults merged with this source's overrides.
     pub settings: Settings,
+    /// The instance that harvests it (`shard = "NAME"`); `None` in a file without shards.
+    pub shard: Option<String>,
 }
 
 /// How a feed source is harvested.
@@ -263,6 +270,14 @@ pub enum ConfigError {
         key: String,
         /// What is wrong, and what is expected.
         message: String,
+    },
+    /// `--shard` is missing for a file with shards, or names none of them.
+    #[error("{message} (shards: {})", known.join(", "))]
+    Shard {
+        /// What is wrong.
+        message: String,
+        /// The shards the file defines.
+        known: Vec<String>,
     },
     /// A source id asked for (`--source`) names no configured source.
     #[error("no source {id:?} in the configuration (its sources: {})", known.join(", "))]

@@ -40,6 +40,10 @@ struct Global {
     /// Log as JSON lines (for log shippers) instead of readable text.
     #[arg(long, global = true)]
     log_json: bool,
+    /// Run as this instance of a file with `[shards.NAME]` tables: only its sources, with its
+    /// `base_url`, `listen` and `data_dir`.
+    #[arg(long, global = true, value_name = "NAME")]
+    shard: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -188,7 +192,7 @@ fn data_dir(global: &Global) -> anyhow::Result<PathBuf> {
     if !global.config.exists() {
         return Ok(PathBuf::from("store"));
     }
-    let config = tributary::config::Config::load(&global.config, None)?;
+    let config = tributary::config::Config::load(&global.config, None)?.for_shard(global.shard.as_deref(), None)?;
     Ok(config.aggregator.data_dir)
 }
 
@@ -281,7 +285,9 @@ fn run_store(cmd: StoreCommand, dir: PathBuf) -> anyhow::Result<ExitCode> {
 /// an id that names no configured source is an error before the store opens or anything is
 /// fetched.
 fn load_config(global: &Global, only: &[String]) -> anyhow::Result<tributary::config::Config> {
-    let config = tributary::config::Config::load(&global.config, global.data_dir.as_deref())?;
+    let config = tributary::config::Config::load(&global.config, global.data_dir.as_deref())?
+        .for_shard(global.shard.as_deref(), global.data_dir.as_deref())
+        .with_context(|| global.config.display().to_string())?;
     config.select(only).with_context(|| global.config.display().to_string())?;
     Ok(config)
 }

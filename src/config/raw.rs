@@ -107,6 +107,7 @@ settings_struct!(RawSource {
     feed: Option<Spanned<String>>,
     feeds: Option<Spanned<Vec<Spanned<String>>>>,
     feed_content: Option<Spanned<String>>,
+    shard: Option<Spanned<String>>,
 });
 
 #[derive(Debug, Deserialize)]
@@ -188,6 +189,8 @@ pub(super) struct RawConfig {
     set: Vec<Spanned<RawSet>>,
     #[serde(default)]
     simulate: Vec<Spanned<super::simulate::RawSimulate>>,
+    #[serde(default)]
+    shards: std::collections::BTreeMap<String, Spanned<super::shard::RawShard>>,
 }
 
 impl RawConfig {
@@ -198,6 +201,7 @@ impl RawConfig {
         let aggregator = validate_aggregator(agg, at)?;
         let publish = self.publish.validate(at)?;
         let defaults = self.defaults.apply(&Settings::default(), at)?;
+        let shards = super::shard::validate_all(&self.shards, at)?;
         let mut ids = HashSet::new();
         let mut sources = Vec::with_capacity(self.source.len());
         for raw in &self.source {
@@ -206,13 +210,14 @@ impl RawConfig {
             let (url, feed) = source_kind(raw, at)?;
             let capability_list = s.capability_list.as_ref().map(|c| at.http_url(c, "capability_list")).transpose()?;
             let settings = s.apply(&defaults, at)?;
-            sources.push(Source { id: s.id.get_ref().clone(), url, capability_list, feed, settings });
+            let shard = super::shard::check_member(s.shard.as_ref(), &s.id, "source", &shards, at)?;
+            sources.push(Source { id: s.id.get_ref().clone(), url, capability_list, feed, settings, shard });
         }
         let source_ids: HashSet<&str> = sources.iter().map(|s| s.id.as_str()).collect();
         let sets =
             self.set.iter().map(|raw| validate_set(raw.get_ref(), &source_ids, &mut ids, at)).collect::<Result<_>>()?;
-        let simulators = super::simulate::validate_all(&self.simulate, at)?;
-        Ok(Config { path: at.path.to_owned(), aggregator, publish, defaults, sources, sets, simulators })
+        let simulators = super::simulate::validate_all(&self.simulate, &shards, at)?;
+        Ok(Config { path: at.path.to_owned(), aggregator, publish, defaults, sources, sets, simulators, shards })
     }
 }
 
@@ -335,7 +340,7 @@ fn check_nss(text: &str) -> std::result::Result<String, String> {
 }
 
 /// The base URL's host and port: unique per aggregator, and already NSS characters.
-fn default_endpoint_id(base: &Url) -> String {
+pub(super) fn default_endpoint_id(base: &Url) -> String {
     let host = base.host_str().unwrap_or("tributary").trim_matches(['[', ']']);
     match base.port() {
         Some(p) => format!("tributary:{host}:{p}"),
@@ -461,7 +466,7 @@ impl Locator<'_> {
         }
     }
 
-    fn http_url(&self, v: &Spanned<String>, key: &str) -> Result<Url> {
+    pub(super) fn http_url(&self, v: &Spanned<String>, key: &str) -> Result<Url> {
         let url = Url::parse(v.get_ref().trim())
             .map_err(|e| self.error(v.span(), key, format!("invalid URL {:?}: {e}", v.get_ref())))?;
         if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {

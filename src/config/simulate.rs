@@ -52,6 +52,8 @@ pub struct SimulateDef {
     pub via_origin: Option<Url>,
     /// Add describedby/describes, canonical and collection links.
     pub links: bool,
+    /// The instance that starts it (`shard = "NAME"`, see [`super::ShardDef`]).
+    pub shard: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -72,18 +74,24 @@ pub(super) struct RawSimulate {
     dump: Option<bool>,
     via_origin: Option<Spanned<String>>,
     links: Option<bool>,
+    shard: Option<Spanned<String>>,
 }
 
 type Result<T> = std::result::Result<T, ConfigError>;
 
 /// Validates every `[[simulate]]` table: ids and listen addresses unique, addresses on
 /// loopback (a simulator is a demo and test fixture, never a public server).
-pub(super) fn validate_all(raw: &[Spanned<RawSimulate>], at: &Locator<'_>) -> Result<Vec<SimulateDef>> {
+pub(super) fn validate_all(
+    raw: &[Spanned<RawSimulate>],
+    shards: &[super::shard::ShardDef],
+    at: &Locator<'_>,
+) -> Result<Vec<SimulateDef>> {
     let mut ids = HashSet::new();
     let mut addrs = HashSet::new();
     let mut out = Vec::with_capacity(raw.len());
     for r in raw {
-        let def = r.get_ref().validate(at)?;
+        let mut def = r.get_ref().validate(at)?;
+        def.shard = super::shard::check_member(r.get_ref().shard.as_ref(), &r.get_ref().id, "simulator", shards, at)?;
         if !ids.insert(def.id.clone()) {
             return Err(at.error(r.get_ref().id.span(), "id", format!("duplicate simulator id {:?}", def.id)));
         }
@@ -133,6 +141,7 @@ impl RawSimulate {
             dump: self.dump.unwrap_or(false),
             via_origin: self.via_origin.as_ref().map(|v| via_origin(v, at)).transpose()?,
             links: self.links.unwrap_or(false),
+            shard: None,
         };
         if def.min_size > def.max_size {
             let span = self.min_size.as_ref().map_or(0..0, Spanned::span);

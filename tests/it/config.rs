@@ -303,3 +303,58 @@ fn feed_sources_take_feed_instead_of_url() {
     let head = HEAD.replace("data_dir", "endpoint_id = \"tributary aggregator\"\ndata_dir");
     assert_invalid(&format!("{head}[[source]]\nid = \"x\"\nurl = \"https://a/\"\n"), 4, "endpoint_id", "RFC 2141");
 }
+
+/// `[shards.NAME]`: each instance gets its sources, sets, simulators and addresses; a source or
+/// simulator that names no shard, or an unknown one, is an error at its line.
+#[test]
+fn shards_split_one_file_into_instances() {
+    let shards = "[shards.one]\nbase_url = \"http://10.0.0.1:8080\"\nlisten = \"0.0.0.0:8080\"\ndata_dir = \"one\"\n\
+                  [shards.top]\nbase_url = \"https://agg.example.org/\"\n";
+    let text = format!(
+        "{HEAD}{shards}[[source]]\nid = \"a\"\nurl = \"https://a.example.org/\"\nshard = \"one\"\n\
+         [[source]]\nid = \"b\"\nurl = \"https://b.example.org/\"\nshard = \"one\"\n\
+         [[source]]\nid = \"up\"\nurl = \"http://10.0.0.1:8080/\"\nshard = \"top\"\n\
+         [[set]]\nid = \"ab\"\nsources = [\"a\", \"b\"]\n[[set]]\nid = \"mixed\"\nsources = [\"a\", \"up\"]\n\
+         [[simulate]]\nid = \"sim\"\nlisten = \"127.0.0.1:0\"\nshard = \"one\"\n"
+    );
+    let whole = parse(&text).unwrap();
+    assert_eq!(whole.shards.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["one", "top"]);
+
+    let one = whole.clone().for_shard(Some("one"), None).unwrap();
+    assert_eq!(one.sources.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+    assert_eq!(
+        one.sets.iter().map(|s| (s.id.as_str(), s.sources.len())).collect::<Vec<_>>(),
+        [("ab", 2), ("mixed", 1)]
+    );
+    assert_eq!(one.simulators.len(), 1);
+    assert_eq!(one.aggregator.base_url.as_str(), "http://10.0.0.1:8080/");
+    assert_eq!(one.aggregator.listen.to_string(), "0.0.0.0:8080");
+    assert_eq!(one.aggregator.data_dir, Path::new("conf/one"));
+    assert_eq!(one.aggregator.endpoint_id, "tributary:10.0.0.1:8080", "a default endpoint id follows base_url");
+
+    let top = whole.clone().for_shard(Some("top"), Some(Path::new("/data"))).unwrap();
+    assert_eq!(top.sources.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(), ["up"]);
+    assert_eq!(top.sets.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(), ["mixed"], "ab has none of top's");
+    assert!(top.simulators.is_empty());
+    assert_eq!(top.aggregator.listen, whole.aggregator.listen, "not overridden: [aggregator]'s");
+    assert_eq!(top.aggregator.data_dir, Path::new("/data"), "--data-dir wins");
+
+    for (shard, needle) in [(None, "--shard NAME"), (Some("west"), "no shard \"west\"")] {
+        let err = whole.clone().for_shard(shard, None).unwrap_err().to_string();
+        assert!(err.contains(needle) && err.contains("one, top"), "{err}");
+    }
+    let plain = parse(&format!("{HEAD}[[source]]\nid = \"a\"\nurl = \"https://a.example.org/\"\n")).unwrap();
+    assert_eq!(plain.clone().for_shard(None, None).unwrap().sources.len(), 1, "no shards: the whole file");
+    assert!(plain.for_shard(Some("one"), None).is_err());
+
+    let head_lines = HEAD.lines().count();
+    let unsharded = format!("{HEAD}{shards}[[source]]\nid = \"a\"\nurl = \"https://a.example.org/\"\n");
+    assert_invalid(&unsharded, head_lines + 8, "shard", "has no `shard`");
+    let unknown = format!("{HEAD}{shards}[[source]]\nid = \"a\"\nurl = \"https://a.example.org/\"\nshard = \"west\"\n");
+    assert_invalid(&unknown, head_lines + 10, "shard", "no [shards.west] table");
+    let no_tables = format!("{HEAD}[[source]]\nid = \"a\"\nurl = \"https://a.example.org/\"\nshard = \"west\"\n");
+    assert_invalid(&no_tables, head_lines + 4, "shard", "needs a [shards.west] table");
+    let sim = format!("{HEAD}{shards}[[simulate]]\nid = \"s\"\nlisten = \"127.0.0.1:0\"\n");
+    assert_invalid(&sim, head_lines + 8, "shard", "simulator \"s\" has no `shard`");
+    assert_invalid(&format!("{HEAD}[shards.West]\n"), head_lines + 1, "shards.West", "invalid shard name");
+}

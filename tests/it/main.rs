@@ -15,6 +15,7 @@ mod cli_check;
 mod cli_harvest;
 mod cli_resume;
 mod cli_serve;
+mod cli_shard;
 mod config;
 mod dashboard_browser;
 mod discover;
