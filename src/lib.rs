@@ -31,3 +31,4 @@ pub mod publish;
 pub mod simulate;
 pub mod store;
 pub mod web;
+pub mod websub;
