@@ -10,6 +10,7 @@
 //!
 //! Must not depend on the harvester or the store: they depend on it.
 
+mod hub;
 mod raw;
 mod simulate;
 mod values;
@@ -25,6 +26,7 @@ use url::Url;
 
 use crate::model::SITEMAP_MAX_ENTRIES;
 use raw::RawConfig;
+pub use hub::{ExternalMode, HubSettings};
 pub use simulate::SimulateDef;
 pub use values::{Rate, parse_rate, parse_size};
 
@@ -45,6 +47,8 @@ pub struct Config {
     pub sets: Vec<SetDef>,
     /// `[[simulate]]` tables: simulated Sources started by `run` and `harvest`.
     pub simulators: Vec<SimulateDef>,
+    /// `[hub]`: Tributary's own change notifications and its built-in WebSub hub.
+    pub hub: HubSettings,
 }
 
 /// The `[aggregator]` table.
@@ -68,6 +72,9 @@ pub struct Aggregator {
     /// The aggregator's FeedSync endpoint id (`endpoint_id`; default `tributary:HOST[:PORT]`
     /// of `base_url`): the `by` of the history entries its own updates add to its feeds.
     pub endpoint_id: String,
+    /// An external WebSub hub (`hub`) that publishes Tributary's change notifications instead of
+    /// the built-in one at `{base_url}hub`.
+    pub hub: Option<Url>,
 }
 
 /// The `[publish]` table: the shape of the documents Tributary serves.

@@ -26,6 +26,7 @@ pub mod fetch;
 pub mod harvest;
 pub mod model;
 pub mod naming;
+pub mod notify;
 pub mod provenance;
 pub mod publish;
 pub mod simulate;
