@@ -25,8 +25,8 @@ use std::time::Duration;
 use url::Url;
 
 use crate::model::SITEMAP_MAX_ENTRIES;
-use raw::RawConfig;
 pub use hub::{ExternalMode, HubSettings};
+use raw::RawConfig;
 pub use simulate::SimulateDef;
 pub use values::{Rate, parse_rate, parse_size};
 

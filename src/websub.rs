@@ -41,7 +41,9 @@ impl Algorithm {
     }
 
     fn from_name(name: &str) -> Option<Self> {
-        [Algorithm::Sha1, Algorithm::Sha256, Algorithm::Sha384, Algorithm::Sha512].into_iter().find(|a| a.as_str() == name)
+        [Algorithm::Sha1, Algorithm::Sha256, Algorithm::Sha384, Algorithm::Sha512]
+            .into_iter()
+            .find(|a| a.as_str() == name)
     }
 }
 
@@ -131,6 +133,9 @@ mod tests {
 
     #[test]
     fn the_link_header_names_topic_and_hub() {
-        assert_eq!(link_header("http://t/n", "http://t/hub"), "<http://t/n>; rel=\"self\", <http://t/hub>; rel=\"hub\"");
+        assert_eq!(
+            link_header("http://t/n", "http://t/hub"),
+            "<http://t/n>; rel=\"self\", <http://t/hub>; rel=\"hub\""
+        );
     }
 }

@@ -59,8 +59,7 @@ impl Outbound {
     /// # Errors
     /// [`FetchError::Setup`] when the user agent is not a valid header value.
     pub fn new(opts: OutboundOptions) -> Result<Outbound, FetchError> {
-        let policy =
-            Arc::new(GuardPolicy { allow_private: opts.allow_private, allow_networks: opts.allow_networks });
+        let policy = Arc::new(GuardPolicy { allow_private: opts.allow_private, allow_networks: opts.allow_networks });
         let client = reqwest::Client::builder()
             .user_agent(opts.user_agent)
             .redirect(reqwest::redirect::Policy::none())

@@ -75,6 +75,8 @@ pub(crate) struct Worker {
     capacity: usize,
     wake: Notify,
     stopped: AtomicBool,
+    /// True while a notification is being delivered (or retried).
+    busy: AtomicBool,
     counts: Mutex<DeliveryCounts>,
 }
 
@@ -99,6 +101,7 @@ impl Worker {
             capacity: capacity.max(1),
             wake: Notify::new(),
             stopped: AtomicBool::new(false),
+            busy: AtomicBool::new(false),
             counts: Mutex::new(DeliveryCounts::default()),
         })
     }
@@ -133,6 +136,11 @@ impl Worker {
         *lock(&self.counts)
     }
 
+    /// Nothing queued and nothing being delivered.
+    pub(crate) fn is_idle(&self) -> bool {
+        !self.busy.load(Ordering::SeqCst) && lock(&self.queue).items.is_empty()
+    }
+
     fn is_stopped(&self) -> bool {
         self.stopped.load(Ordering::SeqCst)
     }
@@ -146,46 +154,62 @@ impl Worker {
             }
             let next = {
                 let mut q = lock(&self.queue);
-                q.items.pop_front().map(|p| (p, std::mem::take(&mut q.dropped)))
+                let next = q.items.pop_front().map(|p| (p, std::mem::take(&mut q.dropped)));
+                self.busy.store(next.is_some(), Ordering::SeqCst);
+                next
             };
             let Some((payload, dropped)) = next else {
                 self.wake.notified().await;
                 continue;
             };
-            if let Some(ended) = self.deliver(&out, &settings, &payload, dropped).await {
-                return ended;
+            let outcome = self.deliver(&out, &settings, &payload, dropped).await;
+            self.busy.store(false, Ordering::SeqCst);
+            match outcome {
+                Ok(()) => {}
+                // Still owed to the subscriber: told with the next delivery that succeeds.
+                Err(None) => lock(&self.queue).dropped += dropped,
+                Err(Some(ended)) => return ended,
             }
         }
     }
 
-    /// One notification, with its retries; `Some` when the worker must end.
-    async fn deliver(&self, out: &Outbound, s: &HubSettings, payload: &Payload, dropped: u64) -> Option<Ended> {
+    /// One notification, with its retries: `Ok` once delivered, `Err(None)` when given up,
+    /// `Err(Some(_))` when the worker must end.
+    async fn deliver(
+        &self,
+        out: &Outbound,
+        s: &HubSettings,
+        payload: &Payload,
+        dropped: u64,
+    ) -> Result<(), Option<Ended>> {
         let mut wait = s.retry_backoff;
         for attempt in 1..=s.delivery_attempts {
             if self.is_stopped() {
-                return Some(Ended::Stopped);
+                return Err(Some(Ended::Stopped));
             }
             let target = lock(&self.target).clone();
             match out.post(&target.callback, headers(&target, payload, dropped), payload.body.clone(), 1024).await {
                 Ok(r) if (200..300).contains(&r.status) => {
                     lock(&self.counts).delivered += 1;
                     metrics::counter!("tributary_hub_deliveries_total", "outcome" => "delivered").increment(1);
-                    return None;
+                    return Ok(());
                 }
-                Ok(r) if r.status == 410 => return Some(Ended::Gone),
+                Ok(r) if r.status == 410 => return Err(Some(Ended::Gone)),
                 Ok(r) => tracing::debug!(callback = %target.callback, status = r.status, attempt, "delivery refused"),
-                Err(e) => tracing::debug!(callback = %target.callback, error = %crate::error::chain(&e), attempt, "delivery failed"),
+                Err(e) => {
+                    tracing::debug!(callback = %target.callback, error = %crate::error::chain(&e), attempt, "delivery failed")
+                }
             }
             lock(&self.counts).failed_attempts += 1;
             metrics::counter!("tributary_hub_deliveries_total", "outcome" => "failed").increment(1);
             if attempt < s.delivery_attempts && self.pause(wait).await {
-                return Some(Ended::Stopped);
+                return Err(Some(Ended::Stopped));
             }
             wait = (wait * 2).min(s.max_retry_backoff);
         }
         lock(&self.counts).abandoned += 1;
         tracing::warn!(callback = %lock(&self.target).callback, attempts = s.delivery_attempts, "notification given up after every attempt failed");
-        None
+        Err(None)
     }
 
     /// Sleeps `d` unless stopped first; true when stopped.

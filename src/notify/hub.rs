@@ -23,8 +23,8 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 use url::Url;
 
-use super::error::NotifyError;
 use super::deliver::{DeliveryCounts, Ended, Payload, Target, Worker};
+use super::error::NotifyError;
 use super::request::{self, HubRequest, MAX_REQUEST_BYTES, Mode};
 use crate::config::HubSettings;
 use crate::fetch::Outbound;
@@ -327,6 +327,19 @@ impl Hub {
             .collect();
         out.sort_by(|a, b| a.0.cmp(&b.0));
         out
+    }
+
+    /// At shutdown: lets the queues empty for at most `limit`, so what was handed on before
+    /// the stop is delivered rather than lost with the process.
+    pub(crate) async fn drain(&self, limit: Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
+        // Bounded by the deadline.
+        while tokio::time::Instant::now() < deadline {
+            if lock(&self.active).values().all(|a| a.worker.is_idle()) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// Stops every delivery task (shutdown); the subscriptions stay saved.

@@ -42,6 +42,10 @@ use deliver::Payload;
 use external::ExternalHub;
 use hub::Hub;
 
+/// Longest a shutdown waits for the built-in hub's queues to empty: what the notifier handed
+/// on before the stop is delivered, unless a subscriber is slow (it then sees a gap).
+const DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Where payloads go.
 #[derive(Debug)]
 enum Sender {
@@ -192,6 +196,7 @@ impl Push {
             s.abort();
         }
         if let Sender::Builtin(hub) = &self.shared.sender {
+            hub.drain(DRAIN).await;
             hub.stop();
         }
         result

@@ -138,7 +138,9 @@ async fn hand_on(shared: &Arc<Shared>, n: &Notification, stop: &watch::Receiver<
             loop {
                 match ext.publish(&topic, &payload.link, &payload.body).await {
                     Ok(()) => return Ok(true),
-                    Err(e) => tracing::warn!(hub = %ext.url, error = %crate::error::chain(&e), "external hub did not take a notification; retrying"),
+                    Err(e) => {
+                        tracing::warn!(hub = %ext.url, error = %crate::error::chain(&e), "external hub did not take a notification; retrying")
+                    }
                 }
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => {}
@@ -155,4 +157,3 @@ async fn save(shared: &Arc<Shared>, set: &str, pos: NotifyPosition) -> Result<()
     tokio::task::spawn_blocking(move || s.publisher.save_notify_position(&set, pos)).await??;
     Ok(())
 }
-

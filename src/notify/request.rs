@@ -121,8 +121,11 @@ mod tests {
         s.finish().into_bytes()
     }
 
-    const OK: [(&str, &str); 3] =
-        [("hub.mode", "subscribe"), ("hub.topic", "http://t/sets/a/notifications"), ("hub.callback", "http://c/cb?x=1")];
+    const OK: [(&str, &str); 3] = [
+        ("hub.mode", "subscribe"),
+        ("hub.topic", "http://t/sets/a/notifications"),
+        ("hub.callback", "http://c/cb?x=1"),
+    ];
 
     #[test]
     fn a_subscription_request_is_read() {

@@ -21,8 +21,8 @@ use serde::{Deserialize, Serialize};
 
 use super::entries::change_entry;
 use super::{PublishError, Publisher};
-use crate::store::StoreError;
 use crate::model::{Capability, DocumentWriter, Entry, Header, Link, Md, RootFormat, W3cDateTime};
+use crate::store::StoreError;
 
 /// Entries per notification payload by default; a larger batch is split (§3 allows several
 /// payloads). Small enough that a subscriber never parses a large document, large enough that
@@ -126,7 +126,12 @@ impl Publisher {
         let (first, last) = (&events[0], &events[events.len() - 1]);
         let (first_seq, last_seq, until) = (first.seq, last.seq, last.datetime);
         let from = from.unwrap_or(first.datetime).min(first.datetime);
-        let md = Md { capability: Some(Capability::ChangeNotification), from: Some(from), until: Some(until), ..Md::default() };
+        let md = Md {
+            capability: Some(Capability::ChangeNotification),
+            from: Some(from),
+            until: Some(until),
+            ..Md::default()
+        };
         let mut header = Header::new(RootFormat::UrlSet, md);
         header.links.push(Link::new("up", self.naming.capability_list(set)));
         let mut w = DocumentWriter::new(Vec::new(), &header)?;

@@ -64,8 +64,8 @@ pub use record::{Listing, NewRecord, Record, RecordIter, Via};
 pub use report::{FailureReport, FailureRow, GcReport, Problem, SetStats, Stats, VerifyReport};
 pub use state::{DocumentValidators, HarvestState, KnownCapabilities, PassCounts, SourceState, SourceStatus};
 pub use subscriptions::Subscription;
-pub use watch::Listener;
 pub use view::{AttrView, LinkView, RawRecord, RawRecordIter, RecordView, ViaView};
+pub use watch::Listener;
 pub use writer::BlobWriter;
 
 /// Bitstreams up to this many bytes are appended to a pack rather than stored as files of

@@ -103,10 +103,10 @@ mod tests {
         }
         let store = Store::open_with(&path, &StoreOptions::small()).unwrap();
         let a = store.subscriptions(Some("http://t/a")).unwrap();
-        assert_eq!(a.iter().map(|s| (s.callback.as_str(), s.expires)).collect::<Vec<_>>(), [
-            ("http://cb/1", 99),
-            ("http://cb/2", 1)
-        ]);
+        assert_eq!(
+            a.iter().map(|s| (s.callback.as_str(), s.expires)).collect::<Vec<_>>(),
+            [("http://cb/1", 99), ("http://cb/2", 1)]
+        );
         assert_eq!(store.subscriptions(None).unwrap().len(), 3);
         assert!(store.remove_subscription("http://t/a", "http://cb/2").unwrap());
         assert!(!store.remove_subscription("http://t/a", "http://cb/2").unwrap());

@@ -16,8 +16,8 @@ use serde::Serialize;
 
 use super::WebState;
 use super::error::WebError;
-use crate::notify::Push;
 use crate::model::W3cDateTime;
+use crate::notify::Push;
 use crate::publish::Publisher;
 use crate::store::{Event, FailureReport, SourceState, Store, StoreError};
 

@@ -49,8 +49,8 @@ use tokio::sync::Semaphore;
 use crate::config::{Config, Settings};
 use crate::fetch::{Fetcher, FetcherOptions};
 use crate::naming::Naming;
-use crate::provenance::OriginChecker;
 use crate::notify::Push;
+use crate::provenance::OriginChecker;
 use crate::publish::{FeedOptions, Limits, LinkPolicies, PublishError, Publisher, SetConfig};
 use crate::store::Store;
 
@@ -127,8 +127,13 @@ impl WebState {
     pub fn from_config(config: &Config, store: &Store, fetcher: &Fetcher) -> Result<WebState, PublishError> {
         let naming = Naming::new(&config.aggregator.base_url);
         let sets = SetConfig::from_config(config);
-        let mut publisher =
-            Publisher::new(store.clone(), naming, sets, LinkPolicies::from_config(config), Limits::from_config(config))?;
+        let mut publisher = Publisher::new(
+            store.clone(),
+            naming,
+            sets,
+            LinkPolicies::from_config(config),
+            Limits::from_config(config),
+        )?;
         if config.hub.enabled {
             publisher = publisher.with_hub(Push::hub_url(config));
         }
