@@ -166,3 +166,89 @@ impl Publisher {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{HashList, ReadOptions, read_document};
+    use crate::naming::Naming;
+    use crate::publish::{Limits, LinkPolicies, SetConfig};
+    use crate::store::{Batch, Expected, Listing, NewRecord, Store, StoreOptions, Via};
+
+    /// A publisher of set `a` whose log holds `n` events, one batch each.
+    fn publisher(n: usize) -> (tempfile::TempDir, Publisher) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_with(&dir.path().join("s"), &StoreOptions::small()).unwrap();
+        let naming = Naming::new(&url::Url::parse("http://t.test/").unwrap());
+        for i in 0..n {
+            let info = store.put(format!("content {i}").as_bytes(), &Expected::none()).unwrap();
+            let upstream = format!("http://up.test/{i}");
+            let mut batch = Batch::new();
+            batch.upsert(
+                &["a"],
+                NewRecord {
+                    uri: naming.resource("a", &upstream).unwrap(),
+                    source: "a".into(),
+                    upstream: upstream.clone(),
+                    sha256: info.id,
+                    listing: Listing {
+                        origin: upstream,
+                        declared: HashList::default(),
+                        length: None,
+                        media_type: Some("text/plain".into()),
+                        lastmod: None,
+                        via: Via::default(),
+                        links: Vec::new(),
+                    },
+                },
+            );
+            store.apply(&batch).unwrap();
+        }
+        let p = Publisher::new(store, naming, vec![SetConfig::source("a")], LinkPolicies::default(), Limits::default())
+            .unwrap();
+        (dir, p.with_hub("http://hub.test/"))
+    }
+
+    #[test]
+    fn payloads_split_and_chain_and_carry_change_list_entries() {
+        let (_dir, p) = publisher(5);
+        let earlier: W3cDateTime = "2020-01-01T00:00:00Z".parse().unwrap();
+        let notes = p.notifications("a", 0, Some(earlier), 5, 2).unwrap();
+        assert_eq!(notes.iter().map(|n| (n.first, n.last)).collect::<Vec<_>>(), [(1, 2), (3, 4), (5, 5)]);
+        assert_eq!(notes[0].from, earlier, "the first payload continues the chain it was given");
+        for pair in notes.windows(2) {
+            assert_eq!(pair[1].from, pair[0].until);
+        }
+        let (doc, diagnostics) = read_document(&notes[1].body, ReadOptions::named("payload")).unwrap();
+        assert!(diagnostics.iter().all(|d| d.severity != crate::model::Severity::Error), "{diagnostics:?}");
+        let md = doc.header.md.unwrap();
+        assert_eq!(md.capability, Some(Capability::ChangeNotification));
+        assert_eq!((md.from, md.until), (Some(notes[1].from), Some(notes[1].until)));
+        assert_eq!(doc.header.links[0].href, "http://t.test/sets/a/capabilitylist.xml");
+        let events: Vec<_> = p.store.events_after("a", 2).unwrap().take(2).map(Result::unwrap).collect();
+        let expected: Vec<Entry> = events.into_iter().map(change_entry).collect();
+        assert_eq!(doc.entries, expected, "the Change List's entries, in log order");
+        // Nothing new, nothing to send; an unbroken chain from no position starts at the first event.
+        assert!(p.notifications("a", 5, None, 5, 2).unwrap().is_empty());
+        let first = p.notifications("a", 0, None, 1, 10).unwrap();
+        assert_eq!(first[0].from, first[0].until);
+        assert!(matches!(p.notifications("zz", 0, None, 1, 1), Err(PublishError::UnknownSet(_))));
+    }
+
+    #[test]
+    fn the_position_is_kept_and_the_channel_advertised() {
+        let (_dir, p) = publisher(0);
+        assert_eq!(p.notify_position("a").unwrap(), None);
+        let pos = NotifyPosition { seq: 7, until: Some("2024-05-01T10:00:00Z".parse().unwrap()) };
+        p.save_notify_position("a", pos).unwrap();
+        assert_eq!(p.notify_position("a").unwrap(), Some(pos));
+        let cap = String::from_utf8(p.capability_list("a").unwrap()).unwrap();
+        assert!(
+            cap.contains("<url><loc>http://t.test/sets/a/notifications</loc><rs:md capability=\"change-notification\"/><rs:ln rel=\"hub\" href=\"http://hub.test/\"/></url>"),
+            "{cap}"
+        );
+        let (doc, diagnostics) = read_document(cap.as_bytes(), ReadOptions::named("cap")).unwrap();
+        assert!(diagnostics.is_empty(), "{diagnostics:?}");
+        assert_eq!(doc.entries.len(), 5);
+    }
+}

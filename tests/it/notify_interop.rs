@@ -74,8 +74,9 @@ async fn flask_websub_subscribes_and_checks_the_signatures() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}\nlog:\n{}", s.log());
-    let report: serde_json::Value =
-        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
+    // Flask prints its banner on stdout too.
+    let line = stdout.lines().find_map(|l| l.strip_prefix("RESULT ")).unwrap_or_else(|| panic!("{stdout}\n{stderr}"));
+    let report: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}\n{stderr}"));
     assert_eq!(report["found"]["topic_url"], topic.as_str(), "discovered from the topic's Link header");
     assert_eq!(report["found"]["hub_url"], format!("{}hub", s.base).as_str());
     assert_eq!(report["errors"], serde_json::json!([]), "{stderr}");
