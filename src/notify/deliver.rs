@@ -242,3 +242,44 @@ fn headers(target: &Target, payload: &Payload, dropped: u64) -> HeaderMap {
     }
     h
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn payload(n: u8) -> Arc<Payload> {
+        Arc::new(Payload { body: Bytes::from(vec![n]), link: "<t>; rel=\"self\", <h>; rel=\"hub\"".into() })
+    }
+
+    fn target(secret: Option<&str>) -> Target {
+        Target { callback: Url::parse("http://c.test/cb").unwrap(), secret: secret.map(str::to_owned) }
+    }
+
+    #[test]
+    fn a_full_queue_drops_its_backlog_and_keeps_the_newest() {
+        let w = Worker::new(target(None), 2);
+        for n in 0..5 {
+            w.enqueue(payload(n));
+        }
+        // 0, 1 fill it; 2 drops both; 3 fills it; 4 drops 2 and 3.
+        let q = lock(&w.queue);
+        assert_eq!(q.items.iter().map(|p| p.body[0]).collect::<Vec<_>>(), [4]);
+        assert_eq!(q.dropped, 4);
+        drop(q);
+        assert_eq!(w.counts().dropped, 4);
+        assert!(!w.is_idle());
+    }
+
+    #[test]
+    fn deliveries_are_signed_only_with_a_secret_and_tell_of_drops() {
+        let p = payload(7);
+        let plain = headers(&target(None), &p, 0);
+        assert_eq!(plain[CONTENT_TYPE], "application/xml");
+        assert_eq!(plain[LINK], "<t>; rel=\"self\", <h>; rel=\"hub\"");
+        assert!(plain.get(SIGNATURE_HEADER).is_none() && plain.get(DROPPED_HEADER).is_none());
+        let signed = headers(&target(Some("k")), &p, 3);
+        let sig = signed[SIGNATURE_HEADER].to_str().unwrap();
+        assert_eq!(crate::websub::verify(b"k", &p.body, sig), Ok(crate::websub::Algorithm::Sha256));
+        assert_eq!(signed[DROPPED_HEADER], "3");
+    }
+}

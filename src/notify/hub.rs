@@ -27,7 +27,7 @@ use super::deliver::{DeliveryCounts, Ended, Payload, Target, Worker};
 use super::error::NotifyError;
 use super::request::{self, HubRequest, MAX_REQUEST_BYTES, Mode};
 use crate::config::HubSettings;
-use crate::fetch::Outbound;
+use crate::fetch::{FetchError, Outbound};
 use crate::model::W3cDateTime;
 use crate::naming::Naming;
 use crate::store::{Store, Subscription};
@@ -71,6 +71,27 @@ pub(crate) struct Hub {
     /// Requests accepted and not yet verified or denied, bounded with the active ones.
     pending: AtomicUsize,
     verify_slots: Semaphore,
+}
+
+/// One pending verification, counted down when dropped.
+struct Pending<'a>(&'a AtomicUsize);
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Why a callback is not contacted, for the subscriber: the fetching rule's reason without its
+/// hint for operators about sources.
+fn refusal(callback: &Url, e: &FetchError) -> String {
+    match e {
+        FetchError::Refused { reason, .. } => {
+            let reason = reason.split_once(" (set allow_private").map_or(reason.as_str(), |(r, _)| r);
+            format!("hub.callback {callback} is refused: {reason}; this hub calls back public addresses only")
+        }
+        other => format!("hub.callback {callback} is refused: {}", crate::error::chain(other)),
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -137,7 +158,7 @@ impl Hub {
             Err(e) => return HubAnswer::new(400, e.to_string()),
         };
         if let Err(e) = self.out.check(&req.callback) {
-            return HubAnswer::new(400, format!("hub.callback refused: {}", crate::error::chain(&e)));
+            return HubAnswer::new(400, refusal(&req.callback, &e));
         }
         if self.pending.load(Ordering::SeqCst) + lock(&self.active).len() >= self.settings.max_subscriptions {
             return HubAnswer::new(503, "this hub holds as many subscriptions as it may; try later");
@@ -145,9 +166,10 @@ impl Hub {
         self.pending.fetch_add(1, Ordering::SeqCst);
         let hub = self.clone();
         tokio::spawn(async move {
+            // Counted down however the verification ends, a panic included.
+            let _pending = Pending(&hub.pending);
             let _slot = hub.verify_slots.acquire().await;
             hub.verify(req).await;
-            hub.pending.fetch_sub(1, Ordering::SeqCst);
         });
         HubAnswer::new(202, "accepted; the callback will be asked to verify the intent")
     }
