@@ -10,6 +10,7 @@
 //!
 //! Must not depend on the harvester or the store: they depend on it.
 
+mod hub;
 mod raw;
 mod shard;
 mod simulate;
@@ -25,6 +26,7 @@ use std::time::Duration;
 use url::Url;
 
 use crate::model::SITEMAP_MAX_ENTRIES;
+pub use hub::{ExternalMode, HubSettings};
 use raw::RawConfig;
 pub use shard::ShardDef;
 pub use simulate::SimulateDef;
@@ -50,6 +52,8 @@ pub struct Config {
     /// `[shards.*]` tables, in name order: the instances one file deploys (see
     /// [`Config::for_shard`]); empty for a single instance.
     pub shards: Vec<ShardDef>,
+    /// `[hub]`: Tributary's own change notifications and its built-in WebSub hub.
+    pub hub: HubSettings,
 }
 
 /// The `[aggregator]` table.
@@ -73,6 +77,9 @@ pub struct Aggregator {
     /// The aggregator's FeedSync endpoint id (`endpoint_id`; default `tributary:HOST[:PORT]`
     /// of `base_url`): the `by` of the history entries its own updates add to its feeds.
     pub endpoint_id: String,
+    /// An external WebSub hub (`hub`) that publishes Tributary's change notifications instead of
+    /// the built-in one at `{base_url}hub`.
+    pub hub: Option<Url>,
 }
 
 /// The `[publish]` table: the shape of the documents Tributary serves.

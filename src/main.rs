@@ -355,24 +355,50 @@ fn run_service(global: &Global) -> anyhow::Result<ExitCode> {
     let stop = shutdown_requests(&rt)?;
     let (config, store, fetcher) = load(global, &[])?;
     let web = tributary::web::WebState::from_config(&config, &store, &fetcher)?;
+    let (web, push) = with_push(web, &config)?;
     rt.block_on(async {
         let listener = tokio::net::TcpListener::bind(config.aggregator.listen)
             .await
             .with_context(|| format!("cannot listen on {}", config.aggregator.listen))?;
         let simulators = start_simulators(&config).await?;
         tracing::info!(url = %config.aggregator.base_url, "serving the aggregate; the dashboard is at this URL");
-        // One signal listener for both, so a Ctrl-C is received and logged once.
-        let (server, harvester) = tokio::join!(
+        // One signal listener for all, so a Ctrl-C is received and logged once.
+        let (server, harvester, notifier) = tokio::join!(
             tributary::web::serve(listener, web, stopped(stop.clone())),
-            harvest::run(&config, &store, &fetcher, stopped(stop)),
+            harvest::run(&config, &store, &fetcher, stopped(stop.clone())),
+            notify(push, stopped(stop)),
         );
         // Upstreams stop last: the harvester may still be finishing a fetch from them.
         simulators.stop().await;
         server.context("web server")?;
         harvester?;
+        notifier.context("change notifications")?;
         anyhow::Ok(())
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The web state with change notifications, unless `[hub] enabled = false`.
+fn with_push(
+    web: tributary::web::WebState,
+    config: &tributary::config::Config,
+) -> anyhow::Result<(tributary::web::WebState, Option<tributary::notify::Push>)> {
+    let push = tributary::notify::Push::from_config(web.publisher().clone(), config)?;
+    Ok(match push {
+        Some(p) => (web.with_push(p.clone()), Some(p)),
+        None => (web, None),
+    })
+}
+
+/// Runs the notifier until shutdown (nothing when notifications are off).
+async fn notify(
+    push: Option<tributary::notify::Push>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), tributary::notify::NotifyError> {
+    match push {
+        Some(p) => p.run(shutdown).await,
+        None => Ok(()),
+    }
 }
 
 /// Starts the `[[simulate]]` Sources of the configuration (none: nothing to do).
@@ -388,12 +414,16 @@ fn run_serve(global: &Global) -> anyhow::Result<ExitCode> {
     let config = load_config(global, &[])?;
     let store = open_store(&config)?;
     let web = tributary::web::WebState::from_config(&config, &store, &Fetcher::from_config(&config)?)?;
+    let (web, push) = with_push(web, &config)?;
     rt.block_on(async {
         let listener = tokio::net::TcpListener::bind(config.aggregator.listen)
             .await
             .with_context(|| format!("cannot listen on {}", config.aggregator.listen))?;
         tracing::info!(url = %config.aggregator.base_url, "serving the aggregate");
-        tributary::web::serve(listener, web, stopped(stop)).await.context("web server")
+        let (server, notifier) =
+            tokio::join!(tributary::web::serve(listener, web, stopped(stop.clone())), notify(push, stopped(stop)));
+        notifier.context("change notifications")?;
+        server.context("web server")
     })?;
     Ok(ExitCode::SUCCESS)
 }

@@ -14,6 +14,8 @@
 //! {base}sets/{set}/resourcelist-{n}.xml      parts of the index
 //! {base}sets/{set}/changelist.xml            Change List Index
 //! {base}sets/{set}/changelist-{n}.xml        Change Lists (closed ones never change)
+//! {base}sets/{set}/notifications             the set's change-notification topic (WebSub)
+//! {base}hub                                  the built-in WebSub hub
 //! {base}r/{source}/{scheme}/{authority}{path}[?query]   a resource
 //! ```
 
@@ -125,6 +127,23 @@ impl Naming {
         }
     }
 
+    /// The set's change-notification channel: the WebSub topic its notifications are
+    /// published under (ResourceSync Change Notification 1.0.1 §2).
+    pub fn notification_topic(&self, set: &str) -> String {
+        format!("{}sets/{set}/notifications", self.base)
+    }
+
+    /// The set a notification topic URI names, if it is one of this base's.
+    pub fn parse_notification_topic(&self, topic: &str) -> Option<String> {
+        let set = topic.strip_prefix(&self.base)?.strip_prefix("sets/")?.strip_suffix("/notifications")?;
+        (!set.is_empty() && !set.contains('/')).then(|| set.to_owned())
+    }
+
+    /// The built-in WebSub hub.
+    pub fn hub(&self) -> String {
+        format!("{}hub", self.base)
+    }
+
     /// The provenance endpoint.
     pub fn provenance(&self) -> String {
         format!("{}provenance", self.base)
@@ -197,6 +216,7 @@ impl Naming {
             "resourcedump.xml" => SetDocument::ResourceDump,
             "changedump.xml" => SetDocument::ChangeDump,
             "feed.atom" => SetDocument::Feed,
+            "notifications" => SetDocument::Notifications,
             "feed-complete.atom" => SetDocument::CompleteFeed(None),
             other => part(other, "resourcelist-")
                 .map(SetDocument::ResourceListPart)
@@ -283,6 +303,8 @@ pub enum SetDocument {
     Feed,
     /// A page of the set's complete FeedSync feed (`None`: the first).
     CompleteFeed(Option<u64>),
+    /// The set's change-notification topic (its latest notification).
+    Notifications,
 }
 
 #[cfg(test)]

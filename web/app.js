@@ -69,7 +69,9 @@
         el("td", { class: "num" }, fmt(s.resources)),
         el("td", { class: "num" }, fmt(s.changes)),
         el("td", {}, ago(s.last_change)),
-        el("td", {}, uriLink(s.capability_list, "capabilitylist.xml"), " ", uriLink(s.feed, "feed.atom"))));
+        el("td", {}, uriLink(s.capability_list, "capabilitylist.xml"), " ", uriLink(s.feed, "feed.atom")),
+        el("td", { class: "num" }, s.notifications && s.notifications.subscribers !== null
+          ? fmt(s.notifications.subscribers) : (s.notifications ? "external hub" : "off"))));
     replaceRows($("sets-body"), rows);
   }
 

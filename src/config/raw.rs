@@ -120,6 +120,7 @@ pub(super) struct RawAggregator {
     store_cache_mb: Option<Spanned<i64>>,
     max_concurrent_sources: Option<Spanned<i64>>,
     endpoint_id: Option<Spanned<String>>,
+    hub: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -191,6 +192,7 @@ pub(super) struct RawConfig {
     simulate: Vec<Spanned<super::simulate::RawSimulate>>,
     #[serde(default)]
     shards: std::collections::BTreeMap<String, Spanned<super::shard::RawShard>>,
+    hub: super::hub::RawHub,
 }
 
 impl RawConfig {
@@ -217,7 +219,8 @@ impl RawConfig {
         let sets =
             self.set.iter().map(|raw| validate_set(raw.get_ref(), &source_ids, &mut ids, at)).collect::<Result<_>>()?;
         let simulators = super::simulate::validate_all(&self.simulate, &shards, at)?;
-        Ok(Config { path: at.path.to_owned(), aggregator, publish, defaults, sources, sets, simulators, shards })
+        let hub = self.hub.validate(at)?;
+        Ok(Config { path: at.path.to_owned(), aggregator, publish, defaults, sources, sets, simulators, shards, hub })
     }
 }
 
@@ -326,7 +329,8 @@ fn validate_aggregator(agg: &Spanned<RawAggregator>, at: &Locator<'_>) -> Result
         Some(v) => at.value(v, "endpoint_id", check_nss)?,
         None => default_endpoint_id(&base_url),
     };
-    Ok(Aggregator { base_url, listen, data_dir, user_agent, store_cache_mb, max_concurrent_sources, endpoint_id })
+    let hub = a.hub.as_ref().map(|h| at.http_url(h, "hub")).transpose()?;
+    Ok(Aggregator { base_url, listen, data_dir, user_agent, store_cache_mb, max_concurrent_sources, endpoint_id, hub })
 }
 
 /// FeedSync endpoint ids are the NSS part of a URN (seed `002_…` §2.1, RFC 2141).
@@ -433,11 +437,11 @@ impl Locator<'_> {
         parse(v.get_ref()).map_err(|m| self.error(v.span(), key, m))
     }
 
-    fn duration(&self, v: &Spanned<String>, key: &str) -> Result<Duration> {
+    pub(super) fn duration(&self, v: &Spanned<String>, key: &str) -> Result<Duration> {
         self.value(v, key, parse_duration)
     }
 
-    fn int(&self, v: &Spanned<i64>, key: &str, min: u32, max: u32) -> Result<u32> {
+    pub(super) fn int(&self, v: &Spanned<i64>, key: &str, min: u32, max: u32) -> Result<u32> {
         let n = *v.get_ref();
         u32::try_from(n)
             .ok()
@@ -475,7 +479,7 @@ impl Locator<'_> {
         Ok(url)
     }
 
-    fn networks(&self, v: &Spanned<Vec<String>>) -> Result<Vec<ipnet::IpNet>> {
+    pub(super) fn networks(&self, v: &Spanned<Vec<String>>) -> Result<Vec<ipnet::IpNet>> {
         let parse = |s: &String| {
             s.parse::<ipnet::IpNet>().or_else(|_| s.parse::<std::net::IpAddr>().map(ipnet::IpNet::from)).map_err(|_| {
                 self.error(

@@ -16,6 +16,8 @@
 //!   and refusing bombs; a body cut short is an error, never a shorter document.
 //! - `error`: [`FetchError`], one type for every way a request can fail.
 //! - `metrics`: which source a request counts for on `/metrics`.
+//! - `outbound`: requests to endpoints that asked for them (WebSub callbacks, an external
+//!   hub): the same SSRF guard, no robots.txt, no redirects, one deadline.
 //!
 //! Depends on [`crate::config`] (the per-source [`Settings`](crate::config::Settings)) only;
 //! knows nothing of ResourceSync, the store or the harvester.
@@ -26,6 +28,7 @@ mod error;
 mod guard;
 mod host;
 mod metrics;
+mod outbound;
 mod request;
 mod robots;
 
@@ -34,4 +37,5 @@ pub use error::{FetchError, Phase};
 pub use guard::non_public_reason;
 pub use host::{HostCounters, HostSnapshot};
 pub use metrics::{in_source, inherit};
+pub use outbound::{Outbound, OutboundOptions, Reply};
 pub use robots::RobotsStatus;

@@ -3,7 +3,8 @@
 //!
 //! Each configured set gets one Capability List in the Source Description, with a
 //! `describedby` link to its page; each Capability List has its mandatory `up` link and lists
-//! the set's Resource List and Change List. No `<lastmod>` is written: these documents do not
+//! the set's Resource List and Change List, and, when notifications are on, its
+//! change-notification channel (Change Notification 1.0.1 §5). No `<lastmod>` is written: these documents do not
 //! change when the lists they point to do (§8, §9).
 
 use serde::Serialize;
@@ -67,12 +68,13 @@ impl Publisher {
         let mut header = Header::new(RootFormat::UrlSet, md(Capability::CapabilityList));
         header.links.push(Link::new("describedby", self.naming.set_page(set)));
         header.links.push(Link::new("up", self.naming.source_description()));
-        let entries = vec![
+        let mut entries = vec![
             Entry { md: Some(md(Capability::ResourceList)), ..Entry::new(self.naming.resource_list(set)) },
             Entry { md: Some(md(Capability::ResourceDump)), ..Entry::new(self.naming.resource_dump(set)) },
             Entry { md: Some(md(Capability::ChangeList)), ..Entry::new(self.naming.change_list(set)) },
             Entry { md: Some(md(Capability::ChangeDump)), ..Entry::new(self.naming.change_dump(set)) },
         ];
+        entries.extend(self.notification_channel(set));
         Some(to_bytes(&Document { header, entries }))
     }
 

@@ -25,6 +25,7 @@ mod entries;
 mod error;
 mod feed;
 pub mod links;
+mod notify;
 mod plan;
 pub mod provenance;
 mod render;
@@ -40,6 +41,7 @@ pub use dumps::{DumpFile, DumpLimits, DumpPackage, ResourceDump};
 pub use error::PublishError;
 pub use feed::{FeedOptions, FeedPage, RECENT_EVENTS};
 pub use links::{LinkPolicies, LinkPolicy};
+pub use notify::{NOTIFICATION_ENTRIES, Notification, NotifyPosition};
 pub use resources::{ListJob, ResourceListDoc};
 
 use crate::model::SITEMAP_MAX_ENTRIES;
@@ -140,6 +142,8 @@ pub struct Publisher {
     by_id: HashMap<String, usize>,
     policies: LinkPolicies,
     limits: Limits,
+    /// The WebSub hub of the sets' notification channels; `None`: no channels advertised.
+    hub: Option<String>,
 }
 
 impl Publisher {
@@ -181,7 +185,7 @@ impl Publisher {
                 dump: Mutex::new(dumps::DumpState::default()),
             });
         }
-        Ok(Publisher { store, naming, sets: views, by_id, policies, limits })
+        Ok(Publisher { store, naming, sets: views, by_id, policies, limits, hub: None })
     }
 
     /// The store read from.

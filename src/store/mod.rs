@@ -38,11 +38,13 @@ mod record;
 mod report;
 mod row;
 mod state;
+mod subscriptions;
 mod table;
 #[cfg(test)]
 mod test_util;
 mod verify;
 mod view;
+mod watch;
 mod writer;
 
 use std::collections::HashMap;
@@ -61,7 +63,9 @@ pub use open::StoreOptions;
 pub use record::{Listing, NewRecord, Record, RecordIter, Via};
 pub use report::{FailureReport, FailureRow, GcReport, Problem, SetStats, Stats, VerifyReport};
 pub use state::{DocumentValidators, HarvestState, KnownCapabilities, PassCounts, SourceState, SourceStatus};
+pub use subscriptions::Subscription;
 pub use view::{AttrView, LinkView, RawRecord, RawRecordIter, RecordView, ViaView};
+pub use watch::Listener;
 pub use writer::BlobWriter;
 
 /// Bitstreams up to this many bytes are appended to a pack rather than stored as files of
@@ -98,6 +102,8 @@ struct Trees {
     failures: table::Table,
     /// The FeedSync state of feed sources' items (see [`feeds`]).
     feed_items: table::Table,
+    /// The built-in WebSub hub's subscriptions to Tributary's own topics (see [`subscriptions`]).
+    subscriptions: table::Table,
 }
 
 /// Shared state behind every [`Store`] clone and [`BlobWriter`].
@@ -123,6 +129,8 @@ struct Inner {
     packs: pack::Packs,
     /// Which blobs might be stored, so a put of new content need not read sled.
     known: known::Known,
+    /// Called whenever readers may see new change events (see [`watch`]).
+    listeners: watch::Listeners,
 }
 
 impl Store {
@@ -173,7 +181,11 @@ impl Store {
         self.inner.commit_pending()?;
         let snapshot = log::snapshot(&self.inner);
         self.inner.db.flush()?;
+        let revealed = !snapshot.is_empty();
         log::published(&self.inner, snapshot);
+        if revealed {
+            self.inner.listeners.call();
+        }
         Ok(())
     }
 }

@@ -113,6 +113,7 @@ pub(super) fn open(path: &Path, options: &StoreOptions) -> Result<Inner, StoreEr
         tmp_counter: AtomicU64::new(0),
         packs,
         known: Default::default(),
+        listeners: Default::default(),
     })
 }
 
@@ -295,6 +296,7 @@ fn open_trees(db: &sled::Db) -> Result<Trees, StoreError> {
         sources: t(b'S'),
         failures: t(b'f'),
         feed_items: t(b'x'),
+        subscriptions: t(b'w'),
         main,
     })
 }

@@ -17,6 +17,7 @@ use serde::Serialize;
 use super::WebState;
 use super::error::WebError;
 use crate::model::W3cDateTime;
+use crate::notify::Push;
 use crate::publish::Publisher;
 use crate::store::{Event, FailureReport, SourceState, Store, StoreError};
 
@@ -55,7 +56,8 @@ pub(crate) fn asset(file: &str) -> Option<Response> {
 /// the script policy does not let it run, `app.js` only reads it).
 pub(crate) async fn index(st: &WebState) -> Result<Response, WebError> {
     let p = st.shared.publisher.clone();
-    let s = tokio::task::spawn_blocking(move || status(&p)).await??;
+    let push = st.shared.push.clone();
+    let s = tokio::task::spawn_blocking(move || status(&p, push.as_ref())).await??;
     // `<` only occurs inside JSON strings, where \u003c means the same; so no `</script>`.
     let data = serde_json::to_string(&s).unwrap_or_default().replace('<', "\\u003c");
     let block = format!("<script type=\"application/json\" id=\"status-data\">{data}</script>");
@@ -113,6 +115,19 @@ struct SetRow {
     /// The set's FeedSync Atom feed.
     feed: String,
     page: String,
+    /// Its change-notification channel, when notifications are on.
+    notifications: Option<NotificationRow>,
+}
+
+/// A set's notification channel as the dashboard shows it.
+#[derive(Debug, Serialize)]
+struct NotificationRow {
+    topic: String,
+    hub: String,
+    /// Verified subscriptions whose lease runs (the built-in hub's; `None` for an external hub).
+    subscribers: Option<usize>,
+    /// Each of them, with its delivery counts.
+    subscriptions: Vec<crate::notify::SubscriberStatus>,
 }
 
 /// One change as the dashboard lists it.
@@ -143,7 +158,7 @@ pub(crate) fn source_ids(p: &Publisher) -> Vec<String> {
     p.sets().flat_map(|s| s.sources.iter()).filter(|id| seen.insert(id.as_str())).cloned().collect()
 }
 
-fn status(p: &Publisher) -> Result<Status, StoreError> {
+fn status(p: &Publisher, push: Option<&Push>) -> Result<Status, StoreError> {
     let store = p.store();
     let n = p.naming();
     let mut sources = Vec::new();
@@ -176,6 +191,12 @@ fn status(p: &Publisher) -> Result<Status, StoreError> {
             capability_list: n.capability_list(&s.id),
             feed: n.set_feed(&s.id),
             page: n.set_page(&s.id),
+            notifications: push.map(|push| NotificationRow {
+                topic: n.notification_topic(&s.id),
+                hub: push.hub().to_owned(),
+                subscribers: push.is_builtin().then(|| push.subscriber_count(&s.id)),
+                subscriptions: push.subscribers(&s.id),
+            }),
             sources: s.sources.clone(),
             id: s.id.clone(),
         });
@@ -192,7 +213,8 @@ fn status(p: &Publisher) -> Result<Status, StoreError> {
 /// `api/status`: every source's harvest status and every set's counters.
 pub(crate) async fn api_status(st: &WebState) -> Result<Response, WebError> {
     let p = st.shared.publisher.clone();
-    let s = tokio::task::spawn_blocking(move || status(&p)).await??;
+    let push = st.shared.push.clone();
+    let s = tokio::task::spawn_blocking(move || status(&p, push.as_ref())).await??;
     Ok(json(&s))
 }
 

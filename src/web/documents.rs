@@ -102,6 +102,7 @@ pub(crate) async fn set_document(
             let (name, opts) = (st.shared.publisher.naming().set_feed(&set), st.shared.feed.clone());
             Ok(atom(streamed(st, name, move |p, w| p.write_recent_feed(&set, &opts, w)).await))
         }
+        SetDocument::Notifications => super::hub::topic(st, &set),
         SetDocument::CompleteFeed(n) => {
             let name = st.shared.publisher.naming().set_complete_feed(&set, n);
             let missing = format!("no page {n:?} of the complete feed of set {set:?}");

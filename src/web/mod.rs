@@ -15,7 +15,10 @@
 //! `X-Content-Type-Options: nosniff`. Routes answer GET and HEAD; other methods get 405 with
 //! `Allow`, so a later POST endpoint is one more route with its own method.
 //!
-//! Depends on `publish`, `store`, `model`, `naming` and the application-level
+//! Each set's change-notification topic and the built-in WebSub hub (`POST hub`) are routed to
+//! [`crate::notify`] (`hub`).
+//!
+//! Depends on `publish`, `notify`, `store`, `model`, `naming` and the application-level
 //! [`crate::provenance`] (the live origin check). Must not depend on the harvester: the daemon
 //! runs both side by side over one store.
 
@@ -27,6 +30,7 @@ mod dashboard;
 mod documents;
 mod dumps;
 mod error;
+mod hub;
 mod metrics;
 mod pages;
 mod provenance;
@@ -45,6 +49,7 @@ use tokio::sync::Semaphore;
 use crate::config::{Config, Settings};
 use crate::fetch::{Fetcher, FetcherOptions};
 use crate::naming::Naming;
+use crate::notify::Push;
 use crate::provenance::OriginChecker;
 use crate::publish::{FeedOptions, Limits, LinkPolicies, PublishError, Publisher, SetConfig};
 use crate::store::Store;
@@ -72,6 +77,8 @@ struct Shared {
     streams: Arc<Semaphore>,
     /// What the FeedSync feeds say of the aggregator (see `publish::feed`).
     feed: FeedOptions,
+    /// Change notifications: the topics and the built-in hub (`None`: off).
+    push: Option<Push>,
 }
 
 impl WebState {
@@ -90,8 +97,17 @@ impl WebState {
         policies: LinkPolicies,
         limits: Limits,
     ) -> Result<WebState, PublishError> {
+        WebState::from_publisher(Publisher::new(store, naming, sets, policies, limits)?)
+    }
+
+    /// As [`WebState::new`], over a publisher built by the caller (e.g. one advertising a hub,
+    /// [`Publisher::with_hub`]).
+    ///
+    /// # Errors
+    /// [`PublishError::Config`] when the origin-check client cannot be built.
+    pub fn from_publisher(publisher: Publisher) -> Result<WebState, PublishError> {
+        let naming = publisher.naming();
         let base_path = url::Url::parse(naming.base()).map(|u| u.path().to_owned()).unwrap_or_else(|_| "/".into());
-        let publisher = Publisher::new(store, naming, sets, policies, limits)?;
         let agent = concat!("Tributary/", env!("CARGO_PKG_VERSION"), " (provenance check)");
         let fetcher = Fetcher::new(FetcherOptions::new(agent))
             .map_err(|e| PublishError::Config(crate::error::chain(&e).to_string()))?;
@@ -99,7 +115,7 @@ impl WebState {
         let host = url::Url::parse(publisher.naming().base()).ok().and_then(|u| u.host_str().map(str::to_owned));
         let endpoint = format!("tributary:{}", host.as_deref().unwrap_or("localhost").trim_matches(['[', ']']));
         let feed = FeedOptions { endpoint, upstream: Vec::new() };
-        Ok(WebState::build(Arc::new(publisher), base_path, checker, feed))
+        Ok(WebState::build(Arc::new(publisher), base_path, checker, feed, None))
     }
 
     /// The state `tributary run` and `serve` use: every set, link policy and limit of
@@ -111,8 +127,17 @@ impl WebState {
     pub fn from_config(config: &Config, store: &Store, fetcher: &Fetcher) -> Result<WebState, PublishError> {
         let naming = Naming::new(&config.aggregator.base_url);
         let sets = SetConfig::from_config(config);
-        let state =
-            WebState::new(store.clone(), naming, sets, LinkPolicies::from_config(config), Limits::from_config(config))?;
+        let mut publisher = Publisher::new(
+            store.clone(),
+            naming,
+            sets,
+            LinkPolicies::from_config(config),
+            Limits::from_config(config),
+        )?;
+        if config.hub.enabled {
+            publisher = publisher.with_hub(Push::hub_url(config));
+        }
+        let state = WebState::from_publisher(publisher)?;
         // Each feed of a feed source; a ResourceSync Source by the URL it is configured with.
         let upstream = config.sources.iter().flat_map(|s| match &s.feed {
             Some(f) => f.urls.iter().map(|u| (s.id.clone(), u.to_string())).collect::<Vec<_>>(),
@@ -124,11 +149,18 @@ impl WebState {
             state.shared.base_path.clone(),
             state.shared.checker.clone(),
             feed,
+            None,
         );
         Ok(state.with_origin_checker(OriginChecker::for_config(fetcher.clone(), config)))
     }
 
-    fn build(publisher: Arc<Publisher>, base_path: String, checker: OriginChecker, feed: FeedOptions) -> WebState {
+    fn build(
+        publisher: Arc<Publisher>,
+        base_path: String,
+        checker: OriginChecker,
+        feed: FeedOptions,
+        push: Option<Push>,
+    ) -> WebState {
         WebState {
             shared: Arc::new(Shared {
                 publisher,
@@ -138,6 +170,7 @@ impl WebState {
                 verify_slots: Semaphore::new(VERIFY_SLOTS),
                 streams: Arc::new(Semaphore::new(body::MAX_STREAMS)),
                 feed,
+                push,
             }),
         }
     }
@@ -147,7 +180,19 @@ impl WebState {
     #[must_use]
     pub fn with_origin_checker(self, checker: OriginChecker) -> WebState {
         let s = &self.shared;
-        WebState::build(s.publisher.clone(), s.base_path.clone(), checker, s.feed.clone())
+        WebState::build(s.publisher.clone(), s.base_path.clone(), checker, s.feed.clone(), s.push.clone())
+    }
+
+    /// Serves the topics and the built-in hub of `push` (built over this state's publisher).
+    #[must_use]
+    pub fn with_push(self, push: Push) -> WebState {
+        let s = &self.shared;
+        WebState::build(s.publisher.clone(), s.base_path.clone(), s.checker.clone(), s.feed.clone(), Some(push))
+    }
+
+    /// The change notifications served, if on.
+    pub fn push(&self) -> Option<&Push> {
+        self.shared.push.as_ref()
     }
 
     /// The publisher behind the server (for the CLI and tests).

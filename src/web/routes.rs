@@ -12,12 +12,12 @@ use axum::handler::Handler;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, Method, Uri};
 use axum::response::{Redirect, Response};
-use axum::routing::{MethodRouter, get};
+use axum::routing::{MethodRouter, get, post};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use super::error::WebError;
-use super::{WebState, bitstream, dashboard, documents, pages, provenance};
+use super::{WebState, bitstream, dashboard, documents, hub, pages, provenance};
 
 /// Where `/robots.txt` lives whatever the base path: crawlers only look at the host's root.
 const ROBOTS: &str = "/robots.txt";
@@ -36,6 +36,7 @@ pub(super) fn table(base: &str) -> Router<WebState> {
         .route(&at(".well-known/resourcesync"), read_only(source_description))
         .route(&at("provenance"), read_only(provenance_answer))
         .route(&at("r/{*resource}"), read_only(bitstream_at))
+        .route(&at("hub"), post(hub_request).fallback(hub_method))
         .route(&at("sets/{set}/"), read_only(set_document))
         .route(&at("sets/{set}/{doc}"), read_only(set_document))
         .fallback(not_found);
@@ -173,6 +174,14 @@ async fn provenance_answer(
     headers: HeaderMap,
 ) -> Result<Response, WebError> {
     provenance::provenance(&st, q.as_deref(), &headers).await
+}
+
+async fn hub_request(State(st): State<WebState>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+    hub::request(&st, &headers, &body)
+}
+
+async fn hub_method() -> Response {
+    hub::post_only()
 }
 
 async fn robots(State(st): State<WebState>) -> Response {

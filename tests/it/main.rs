@@ -38,6 +38,8 @@ mod model_hostile;
 mod model_roundtrip;
 mod model_spec_examples;
 mod model_split;
+mod notify_hub;
+mod notify_interop;
 mod operations;
 mod publish_bitstreams;
 mod publish_chain;

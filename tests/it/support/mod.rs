@@ -15,6 +15,7 @@ pub(crate) mod rs;
 pub(crate) mod service;
 pub(crate) mod sim;
 pub(crate) mod store;
+pub(crate) mod subscriber;
 pub(crate) mod tools;
 pub(crate) mod upstream;
 pub(crate) mod zipkit;

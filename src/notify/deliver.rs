@@ -1,0 +1,285 @@
+//! One subscriber's deliveries: a bounded queue and the task that empties it.
+//!
+//! Each subscription has its own queue and task, so a slow, failing or hanging callback holds
+//! up nobody else, and the notifier never waits: it only appends. The queue holds at most
+//! `queue` notifications; when a new one finds it full, the whole backlog is dropped (the
+//! subscriber has fallen too far behind for a few more deliveries to help) and only the new
+//! one is kept. The next notification it receives then starts (`from`) after a stretch it
+//! never saw — the gap a Change Notification subscriber is meant to detect and answer by
+//! pulling the Change List — and that delivery also carries `X-Tributary-Dropped: N`, for a
+//! subscriber that wants to know without comparing times.
+//!
+//! A delivery is one POST of the payload (`Content-Type: application/xml`, the `Link` header,
+//! `X-Hub-Signature` when the subscriber gave a secret), answered within `request_timeout`.
+//! 2xx is success; 410 Gone ends the subscription (WebSub §7); anything else, a redirect
+//! included, is a failure retried after `retry_backoff`, doubling up to `max_retry_backoff`,
+//! `delivery_attempts` times in all, after which that notification is given up (a gap, as
+//! above) and the next is tried.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue, LINK};
+use tokio::sync::Notify;
+use url::Url;
+
+use crate::config::HubSettings;
+use crate::fetch::Outbound;
+use crate::websub::{SIGNATURE_HEADER, sign};
+
+/// The header telling a subscriber how many notifications were dropped before this one.
+pub(crate) const DROPPED_HEADER: &str = "X-Tributary-Dropped";
+
+/// A notification as delivered: the payload and the `Link` header, shared by every queue.
+#[derive(Debug)]
+pub(crate) struct Payload {
+    pub(crate) body: Bytes,
+    pub(crate) link: String,
+}
+
+/// Where and how one subscriber is told; replaced as a whole when it renews.
+#[derive(Debug, Clone)]
+pub(crate) struct Target {
+    pub(crate) callback: Url,
+    pub(crate) secret: Option<String>,
+}
+
+#[derive(Debug, Default)]
+struct Queue {
+    items: VecDeque<Arc<Payload>>,
+    /// Notifications dropped since the last delivery, told with the next one.
+    dropped: u64,
+}
+
+/// What happened to a subscriber's notifications, for tests, metrics and the dashboard.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct DeliveryCounts {
+    /// Delivered (2xx).
+    pub delivered: u64,
+    /// Attempts that failed (each retry counts).
+    pub failed_attempts: u64,
+    /// Notifications given up after every attempt failed.
+    pub abandoned: u64,
+    /// Notifications dropped from a full queue.
+    pub dropped: u64,
+}
+
+/// One subscriber's queue and its delivery task's controls.
+#[derive(Debug)]
+pub(crate) struct Worker {
+    target: Mutex<Target>,
+    queue: Mutex<Queue>,
+    capacity: usize,
+    wake: Notify,
+    stopped: AtomicBool,
+    /// True while a notification is being delivered (or retried).
+    busy: AtomicBool,
+    counts: Mutex<DeliveryCounts>,
+}
+
+/// How a delivery ended.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Ended {
+    /// The worker was stopped (unsubscribed, expired, shut down).
+    Stopped,
+    /// The callback answered 410: the hub must forget the subscription.
+    Gone,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Worker {
+    pub(crate) fn new(target: Target, capacity: usize) -> Arc<Worker> {
+        Arc::new(Worker {
+            target: Mutex::new(target),
+            queue: Mutex::new(Queue::default()),
+            capacity: capacity.max(1),
+            wake: Notify::new(),
+            stopped: AtomicBool::new(false),
+            busy: AtomicBool::new(false),
+            counts: Mutex::new(DeliveryCounts::default()),
+        })
+    }
+
+    /// Renewal: a new secret (or none) from the next delivery on.
+    pub(crate) fn retarget(&self, target: Target) {
+        *lock(&self.target) = target;
+    }
+
+    /// Appends `payload`; never waits. A full queue is emptied first (see the module docs).
+    pub(crate) fn enqueue(&self, payload: Arc<Payload>) {
+        let mut q = lock(&self.queue);
+        if q.items.len() >= self.capacity {
+            let n = q.items.len() as u64;
+            q.items.clear();
+            q.dropped += n;
+            lock(&self.counts).dropped += n;
+            metrics::counter!("tributary_hub_notifications_dropped_total").increment(n);
+            tracing::warn!(callback = %lock(&self.target).callback, dropped = n, "subscriber too far behind: backlog dropped");
+        }
+        q.items.push_back(payload);
+        drop(q);
+        self.wake.notify_one();
+    }
+
+    pub(crate) fn stop(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+        self.wake.notify_one();
+    }
+
+    pub(crate) fn counts(&self) -> DeliveryCounts {
+        *lock(&self.counts)
+    }
+
+    /// Nothing queued and nothing being delivered.
+    pub(crate) fn is_idle(&self) -> bool {
+        !self.busy.load(Ordering::SeqCst) && lock(&self.queue).items.is_empty()
+    }
+
+    fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::SeqCst)
+    }
+
+    /// Delivers until stopped or told the subscription is gone.
+    pub(crate) async fn run(self: Arc<Self>, out: Outbound, settings: HubSettings) -> Ended {
+        // Each turn delivers one notification (or waits for one); ends when stopped.
+        loop {
+            if self.is_stopped() {
+                return Ended::Stopped;
+            }
+            let next = {
+                let mut q = lock(&self.queue);
+                let next = q.items.pop_front().map(|p| (p, std::mem::take(&mut q.dropped)));
+                self.busy.store(next.is_some(), Ordering::SeqCst);
+                next
+            };
+            let Some((payload, dropped)) = next else {
+                self.wake.notified().await;
+                continue;
+            };
+            let outcome = self.deliver(&out, &settings, &payload, dropped).await;
+            self.busy.store(false, Ordering::SeqCst);
+            match outcome {
+                Ok(()) => {}
+                // Still owed to the subscriber: told with the next delivery that succeeds.
+                Err(None) => lock(&self.queue).dropped += dropped,
+                Err(Some(ended)) => return ended,
+            }
+        }
+    }
+
+    /// One notification, with its retries: `Ok` once delivered, `Err(None)` when given up,
+    /// `Err(Some(_))` when the worker must end.
+    async fn deliver(
+        &self,
+        out: &Outbound,
+        s: &HubSettings,
+        payload: &Payload,
+        dropped: u64,
+    ) -> Result<(), Option<Ended>> {
+        let mut wait = s.retry_backoff;
+        for attempt in 1..=s.delivery_attempts {
+            if self.is_stopped() {
+                return Err(Some(Ended::Stopped));
+            }
+            let target = lock(&self.target).clone();
+            match out.post(&target.callback, headers(&target, payload, dropped), payload.body.clone(), 1024).await {
+                Ok(r) if (200..300).contains(&r.status) => {
+                    lock(&self.counts).delivered += 1;
+                    metrics::counter!("tributary_hub_deliveries_total", "outcome" => "delivered").increment(1);
+                    return Ok(());
+                }
+                Ok(r) if r.status == 410 => return Err(Some(Ended::Gone)),
+                Ok(r) => tracing::debug!(callback = %target.callback, status = r.status, attempt, "delivery refused"),
+                Err(e) => {
+                    tracing::debug!(callback = %target.callback, error = %crate::error::chain(&e), attempt, "delivery failed")
+                }
+            }
+            lock(&self.counts).failed_attempts += 1;
+            metrics::counter!("tributary_hub_deliveries_total", "outcome" => "failed").increment(1);
+            if attempt < s.delivery_attempts && self.pause(wait).await {
+                return Err(Some(Ended::Stopped));
+            }
+            wait = (wait * 2).min(s.max_retry_backoff);
+        }
+        lock(&self.counts).abandoned += 1;
+        tracing::warn!(callback = %lock(&self.target).callback, attempts = s.delivery_attempts, "notification given up after every attempt failed");
+        Err(None)
+    }
+
+    /// Sleeps `d` unless stopped first; true when stopped.
+    async fn pause(&self, d: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + d;
+        // Wakes for new notifications too; bounded by the deadline.
+        while tokio::time::Instant::now() < deadline {
+            if self.is_stopped() {
+                return true;
+            }
+            let _ = tokio::time::timeout_at(deadline, self.wake.notified()).await;
+        }
+        self.is_stopped()
+    }
+}
+
+fn headers(target: &Target, payload: &Payload, dropped: u64) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    h.insert(CONTENT_TYPE, HeaderValue::from_static("application/xml"));
+    if let Ok(v) = HeaderValue::from_str(&payload.link) {
+        h.insert(LINK, v);
+    }
+    if let Some(secret) = &target.secret
+        && let Ok(v) = HeaderValue::from_str(&sign(secret.as_bytes(), &payload.body))
+    {
+        h.insert(SIGNATURE_HEADER, v);
+    }
+    if dropped > 0 {
+        h.insert(DROPPED_HEADER, HeaderValue::from(dropped));
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn payload(n: u8) -> Arc<Payload> {
+        Arc::new(Payload { body: Bytes::from(vec![n]), link: "<t>; rel=\"self\", <h>; rel=\"hub\"".into() })
+    }
+
+    fn target(secret: Option<&str>) -> Target {
+        Target { callback: Url::parse("http://c.test/cb").unwrap(), secret: secret.map(str::to_owned) }
+    }
+
+    #[test]
+    fn a_full_queue_drops_its_backlog_and_keeps_the_newest() {
+        let w = Worker::new(target(None), 2);
+        for n in 0..5 {
+            w.enqueue(payload(n));
+        }
+        // 0, 1 fill it; 2 drops both; 3 fills it; 4 drops 2 and 3.
+        let q = lock(&w.queue);
+        assert_eq!(q.items.iter().map(|p| p.body[0]).collect::<Vec<_>>(), [4]);
+        assert_eq!(q.dropped, 4);
+        drop(q);
+        assert_eq!(w.counts().dropped, 4);
+        assert!(!w.is_idle());
+    }
+
+    #[test]
+    fn deliveries_are_signed_only_with_a_secret_and_tell_of_drops() {
+        let p = payload(7);
+        let plain = headers(&target(None), &p, 0);
+        assert_eq!(plain[CONTENT_TYPE], "application/xml");
+        assert_eq!(plain[LINK], "<t>; rel=\"self\", <h>; rel=\"hub\"");
+        assert!(plain.get(SIGNATURE_HEADER).is_none() && plain.get(DROPPED_HEADER).is_none());
+        let signed = headers(&target(Some("k")), &p, 3);
+        let sig = signed[SIGNATURE_HEADER].to_str().unwrap();
+        assert_eq!(crate::websub::verify(b"k", &p.body, sig), Ok(crate::websub::Algorithm::Sha256));
+        assert_eq!(signed[DROPPED_HEADER], "3");
+    }
+}

@@ -1,0 +1,373 @@
+//! The built-in WebSub hub (W3C WebSub §5–§7) for Tributary's own topics: one per set,
+//! `{base_url}sets/{set}/notifications`.
+//!
+//! A subscribe or unsubscribe request is checked (`request`), answered `202 Accepted`, and
+//! verified asynchronously: the hub GETs the callback with `hub.mode`, `hub.topic`,
+//! `hub.challenge` (random, 32 hex digits) and, on subscribe, `hub.lease_seconds`, and acts only
+//! if the answer is 2xx with exactly the challenge as its body (§5.3). A request for a topic
+//! that is not one of Tributary's is denied by a GET with `hub.mode=denied` (§5.2). A verified
+//! subscription is saved in the store (table `w`) before it takes effect, so it survives a
+//! restart; a renewal replaces the lease and the secret in one step (§5.1: no gap). Leases are
+//! clamped into `[lease_min, lease_max]`; an expired subscription gets no more deliveries and
+//! is removed by the next sweep or delivery attempt.
+//!
+//! Callbacks are held to the fetching address policy (`fetch::Outbound`): an IP-literal callback
+//! on a refused network is answered 400 at once; a name resolving to one fails its verification,
+//! so it never becomes a subscription.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+use url::Url;
+
+use super::deliver::{DeliveryCounts, Ended, Payload, Target, Worker};
+use super::error::NotifyError;
+use super::request::{self, HubRequest, MAX_REQUEST_BYTES, Mode};
+use crate::config::HubSettings;
+use crate::fetch::{FetchError, Outbound};
+use crate::model::W3cDateTime;
+use crate::naming::Naming;
+use crate::store::{Store, Subscription};
+
+/// Verifications (and denials) running at once; more wait their turn.
+const VERIFY_SLOTS: usize = 16;
+/// Bytes of a verification answer read: a challenge is 32 characters.
+const MAX_CHALLENGE_ANSWER: usize = 1024;
+
+/// The hub's answer to a request: a status and a short text body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HubAnswer {
+    /// 202 when accepted for verification; 4xx / 5xx otherwise.
+    pub status: u16,
+    /// Why, for people.
+    pub text: String,
+}
+
+impl HubAnswer {
+    fn new(status: u16, text: impl Into<String>) -> Self {
+        HubAnswer { status, text: text.into() }
+    }
+}
+
+/// A subscription in force, and the task delivering to it.
+#[derive(Debug)]
+struct Active {
+    sub: Subscription,
+    worker: Arc<Worker>,
+}
+
+/// The hub. Shared (`Arc`) by the web handler, the notifier and the tasks it spawns.
+#[derive(Debug)]
+pub(crate) struct Hub {
+    store: Store,
+    naming: Naming,
+    sets: Vec<String>,
+    settings: HubSettings,
+    out: Outbound,
+    active: Mutex<HashMap<(String, String), Active>>,
+    /// Requests accepted and not yet verified or denied, bounded with the active ones.
+    pending: AtomicUsize,
+    verify_slots: Semaphore,
+}
+
+/// One pending verification, counted down when dropped.
+struct Pending<'a>(&'a AtomicUsize);
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Why a callback is not contacted, for the subscriber: the fetching rule's reason without its
+/// hint for operators about sources.
+fn refusal(callback: &Url, e: &FetchError) -> String {
+    match e {
+        FetchError::Refused { reason, .. } => {
+            let reason = reason.split_once(" (set allow_private").map_or(reason.as_str(), |(r, _)| r);
+            format!("hub.callback {callback} is refused: {reason}; this hub calls back public addresses only")
+        }
+        other => format!("hub.callback {callback} is refused: {}", crate::error::chain(other)),
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn now() -> i64 {
+    W3cDateTime::now().unix_timestamp()
+}
+
+impl Hub {
+    pub(crate) fn new(
+        store: Store,
+        naming: Naming,
+        sets: Vec<String>,
+        settings: HubSettings,
+        out: Outbound,
+    ) -> Arc<Hub> {
+        Arc::new(Hub {
+            store,
+            naming,
+            sets,
+            settings,
+            out,
+            active: Mutex::new(HashMap::new()),
+            pending: AtomicUsize::new(0),
+            verify_slots: Semaphore::new(VERIFY_SLOTS),
+        })
+    }
+
+    /// Resumes every saved subscription whose lease has not ended (and forgets the others).
+    pub(crate) async fn resume(self: &Arc<Self>) -> Result<usize, NotifyError> {
+        let store = self.store.clone();
+        let saved = tokio::task::spawn_blocking(move || store.subscriptions(None)).await??;
+        let mut resumed = 0;
+        for sub in saved {
+            if sub.expires <= now() || self.set_of(&sub.topic).is_none() {
+                self.forget(&sub.topic, &sub.callback).await;
+                continue;
+            }
+            let Ok(callback) = Url::parse(&sub.callback) else { continue };
+            self.activate(sub, callback);
+            resumed += 1;
+        }
+        Ok(resumed)
+    }
+
+    /// The set a topic is the channel of, if it is one of ours.
+    fn set_of(&self, topic: &str) -> Option<String> {
+        self.naming.parse_notification_topic(topic).filter(|s| self.sets.contains(s))
+    }
+
+    /// Answers a POST to the hub (the body as received, and whether it was declared
+    /// form-encoded); verification goes on in the background.
+    pub(crate) fn handle(self: &Arc<Self>, form: bool, body: &[u8]) -> HubAnswer {
+        if !form {
+            return HubAnswer::new(415, "send hub requests as application/x-www-form-urlencoded");
+        }
+        if body.len() > MAX_REQUEST_BYTES {
+            return HubAnswer::new(413, format!("a hub request is at most {MAX_REQUEST_BYTES} bytes"));
+        }
+        let req = match request::parse(body) {
+            Ok(r) => r,
+            Err(e) => return HubAnswer::new(400, e.to_string()),
+        };
+        if let Err(e) = self.out.check(&req.callback) {
+            return HubAnswer::new(400, refusal(&req.callback, &e));
+        }
+        if self.pending.load(Ordering::SeqCst) + lock(&self.active).len() >= self.settings.max_subscriptions {
+            return HubAnswer::new(503, "this hub holds as many subscriptions as it may; try later");
+        }
+        self.pending.fetch_add(1, Ordering::SeqCst);
+        let hub = self.clone();
+        tokio::spawn(async move {
+            // Counted down however the verification ends, a panic included.
+            let _pending = Pending(&hub.pending);
+            let _slot = hub.verify_slots.acquire().await;
+            hub.verify(req).await;
+        });
+        HubAnswer::new(202, "accepted; the callback will be asked to verify the intent")
+    }
+
+    async fn verify(self: &Arc<Self>, req: HubRequest) {
+        if self.set_of(&req.topic).is_none() {
+            self.deny(&req, "not a topic of this hub").await;
+            return;
+        }
+        let lease = self.grant(req.lease);
+        let challenge = hex::encode(rand::random::<[u8; 16]>());
+        let mut url = req.callback.clone();
+        {
+            let mut q = url.query_pairs_mut();
+            q.append_pair("hub.mode", req.mode.as_str());
+            q.append_pair("hub.topic", &req.topic);
+            q.append_pair("hub.challenge", &challenge);
+            if req.mode == Mode::Subscribe {
+                q.append_pair("hub.lease_seconds", &lease.as_secs().to_string());
+            }
+        }
+        let confirmed = match self.out.get(&url, MAX_CHALLENGE_ANSWER).await {
+            Ok(r) => (200..300).contains(&r.status) && r.body == challenge.as_bytes(),
+            Err(e) => {
+                tracing::info!(callback = %req.callback, error = %crate::error::chain(&e), "intent verification failed");
+                false
+            }
+        };
+        if !confirmed {
+            tracing::info!(callback = %req.callback, topic = %req.topic, mode = req.mode.as_str(), "intent not verified; nothing changed");
+            return;
+        }
+        match req.mode {
+            Mode::Subscribe => self.subscribe(req, lease).await,
+            Mode::Unsubscribe => self.unsubscribe(&req).await,
+        }
+    }
+
+    fn grant(&self, asked: Option<Duration>) -> Duration {
+        let s = &self.settings;
+        asked.unwrap_or(s.lease_default).clamp(s.lease_min, s.lease_max)
+    }
+
+    async fn deny(&self, req: &HubRequest, reason: &str) {
+        let mut url = req.callback.clone();
+        url.query_pairs_mut()
+            .append_pair("hub.mode", "denied")
+            .append_pair("hub.topic", &req.topic)
+            .append_pair("hub.reason", reason);
+        if let Err(e) = self.out.get(&url, 0).await {
+            tracing::info!(callback = %req.callback, error = %crate::error::chain(&e), "could not send a denial");
+        }
+    }
+
+    async fn subscribe(self: &Arc<Self>, req: HubRequest, lease: Duration) {
+        let sub = Subscription {
+            topic: req.topic,
+            callback: req.callback.to_string(),
+            secret: req.secret,
+            lease_seconds: lease.as_secs(),
+            expires: now().saturating_add(i64::try_from(lease.as_secs()).unwrap_or(i64::MAX)),
+        };
+        let (store, saved) = (self.store.clone(), sub.clone());
+        match tokio::task::spawn_blocking(move || store.save_subscription(&saved)).await.map_err(NotifyError::from) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::error!(error = %crate::error::chain(&e), "could not save a verified subscription");
+                return;
+            }
+            Err(e) => {
+                tracing::error!(error = %crate::error::chain(&e), "could not save a verified subscription");
+                return;
+            }
+        }
+        tracing::info!(callback = %sub.callback, topic = %sub.topic, lease_seconds = sub.lease_seconds, "subscription verified");
+        self.activate(sub, req.callback);
+    }
+
+    /// Puts a subscription in force: a renewal keeps its queue and task, with the new secret.
+    fn activate(self: &Arc<Self>, sub: Subscription, callback: Url) {
+        let key = (sub.topic.clone(), sub.callback.clone());
+        let target = Target { callback, secret: sub.secret.clone() };
+        let mut active = lock(&self.active);
+        if let Some(a) = active.get_mut(&key) {
+            a.worker.retarget(target);
+            a.sub = sub;
+            return;
+        }
+        let worker = Worker::new(target, self.settings.queue);
+        active.insert(key.clone(), Active { sub, worker: worker.clone() });
+        drop(active);
+        let (hub, out, settings) = (self.clone(), self.out.clone(), self.settings.clone());
+        tokio::spawn(async move {
+            if worker.clone().run(out, settings).await == Ended::Gone {
+                tracing::info!(callback = %key.1, topic = %key.0, "callback answered 410 Gone: subscription ended");
+                hub.remove_if_same(&key, &worker).await;
+            }
+        });
+    }
+
+    async fn unsubscribe(&self, req: &HubRequest) {
+        self.forget(&req.topic, req.callback.as_str()).await;
+        tracing::info!(callback = %req.callback, topic = %req.topic, "unsubscribed");
+    }
+
+    /// Ends a subscription: its task stops, its row goes.
+    async fn forget(&self, topic: &str, callback: &str) {
+        if let Some(a) = lock(&self.active).remove(&(topic.to_owned(), callback.to_owned())) {
+            a.worker.stop();
+        }
+        let (store, topic, callback) = (self.store.clone(), topic.to_owned(), callback.to_owned());
+        let removed = tokio::task::spawn_blocking(move || store.remove_subscription(&topic, &callback)).await;
+        if let Ok(Err(e)) = removed {
+            tracing::error!(error = %crate::error::chain(&e), "could not remove a subscription");
+        }
+    }
+
+    /// Removes the subscription only if `worker` is still its task (it may have been renewed
+    /// by a new verification meanwhile, which then stands).
+    async fn remove_if_same(&self, key: &(String, String), worker: &Arc<Worker>) {
+        let same = lock(&self.active).get(key).is_some_and(|a| Arc::ptr_eq(&a.worker, worker));
+        if same {
+            self.forget(&key.0, &key.1).await;
+        }
+    }
+
+    /// Hands a notification of `set` to every subscriber of its topic whose lease runs.
+    pub(crate) async fn publish(&self, set: &str, payload: Arc<Payload>) {
+        let topic = self.naming.notification_topic(set);
+        let t = now();
+        let mut expired = Vec::new();
+        for ((top, callback), a) in lock(&self.active).iter() {
+            if *top != topic {
+                continue;
+            }
+            if a.sub.expires <= t {
+                expired.push(callback.clone());
+            } else {
+                a.worker.enqueue(payload.clone());
+            }
+        }
+        for callback in expired {
+            tracing::info!(callback = %callback, topic = %topic, "lease expired: subscription ended");
+            self.forget(&topic, &callback).await;
+        }
+    }
+
+    /// Removes every subscription whose lease has ended.
+    pub(crate) async fn sweep(&self) {
+        let t = now();
+        let expired: Vec<(String, String)> =
+            lock(&self.active).iter().filter(|(_, a)| a.sub.expires <= t).map(|(k, _)| k.clone()).collect();
+        for (topic, callback) in expired {
+            tracing::info!(callback = %callback, topic = %topic, "lease expired: subscription ended");
+            self.forget(&topic, &callback).await;
+        }
+    }
+
+    /// How often [`Hub::sweep`] should run: often enough that the shortest lease ends on time.
+    pub(crate) fn sweep_every(&self) -> Duration {
+        self.settings.lease_min.clamp(Duration::from_secs(1), Duration::from_secs(60))
+    }
+
+    /// Verified subscriptions whose lease runs, per set.
+    pub(crate) fn subscriber_count(&self, set: &str) -> usize {
+        let (topic, t) = (self.naming.notification_topic(set), now());
+        lock(&self.active).iter().filter(|((top, _), a)| *top == topic && a.sub.expires > t).count()
+    }
+
+    /// Each subscription of `set` in force: its callback, lease end and delivery counts.
+    pub(crate) fn subscribers(&self, set: &str) -> Vec<(String, i64, DeliveryCounts)> {
+        let topic = self.naming.notification_topic(set);
+        let mut out: Vec<_> = lock(&self.active)
+            .iter()
+            .filter(|((top, _), _)| *top == topic)
+            .map(|((_, cb), a)| (cb.clone(), a.sub.expires, a.worker.counts()))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// At shutdown: lets the queues empty for at most `limit`, so what was handed on before
+    /// the stop is delivered rather than lost with the process.
+    pub(crate) async fn drain(&self, limit: Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
+        // Bounded by the deadline.
+        while tokio::time::Instant::now() < deadline {
+            if lock(&self.active).values().all(|a| a.worker.is_idle()) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Stops every delivery task (shutdown); the subscriptions stay saved.
+    pub(crate) fn stop(&self) {
+        for a in lock(&self.active).values() {
+            a.worker.stop();
+        }
+    }
+}

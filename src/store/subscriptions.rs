@@ -1,0 +1,117 @@
+//! The built-in WebSub hub's subscriptions: who asked to be told about which of Tributary's
+//! topics, until when, and with which secret. Kept in the store (table `w`) so a restart keeps
+//! every verified subscription and its lease; the hub alone interprets them.
+//!
+//! Rows are JSON, like the source state, so fields can be added without a format change. The
+//! secret is stored as given: the hub needs it to sign every delivery (an HMAC key cannot be
+//! kept hashed), so the store directory must stay as private as the operator's own data.
+
+use serde::{Deserialize, Serialize};
+
+use super::Store;
+use super::codec::{check_key, pair_key, pair_prefix};
+use super::error::StoreError;
+
+/// One verified subscription.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Subscription {
+    /// The topic (one of Tributary's notification channels).
+    pub topic: String,
+    /// Where deliveries are POSTed.
+    pub callback: String,
+    /// The `hub.secret` deliveries are signed with, if any.
+    #[serde(default)]
+    pub secret: Option<String>,
+    /// The lease granted, in seconds.
+    pub lease_seconds: u64,
+    /// When the lease ends (Unix seconds).
+    pub expires: i64,
+}
+
+fn key(topic: &str, callback: &str) -> Result<Vec<u8>, StoreError> {
+    check_key("topic", topic)?;
+    check_key("callback", callback)?;
+    Ok(pair_key(topic.as_bytes(), callback.as_bytes()))
+}
+
+fn decode(bytes: &[u8]) -> Result<Subscription, StoreError> {
+    serde_json::from_slice(bytes).map_err(|e| StoreError::corrupt("subscription", e))
+}
+
+impl Store {
+    /// Saves (or replaces) the subscription of its callback to its topic, durably.
+    ///
+    /// # Errors
+    /// [`StoreError::InvalidKey`] for an empty topic or callback or one holding NUL;
+    /// [`StoreError::Database`].
+    pub fn save_subscription(&self, sub: &Subscription) -> Result<(), StoreError> {
+        let value = serde_json::to_vec(sub).map_err(|e| StoreError::corrupt("subscription", e))?;
+        self.inner.trees.subscriptions.insert(key(&sub.topic, &sub.callback)?, value)?;
+        self.flush()
+    }
+
+    /// Removes the subscription of `callback` to `topic`, durably; true when there was one.
+    ///
+    /// # Errors
+    /// As [`Store::save_subscription`].
+    pub fn remove_subscription(&self, topic: &str, callback: &str) -> Result<bool, StoreError> {
+        let removed = self.inner.trees.subscriptions.remove(key(topic, callback)?)?.is_some();
+        self.flush()?;
+        Ok(removed)
+    }
+
+    /// Every subscription of `topic` (every topic when `None`), by topic then callback.
+    ///
+    /// # Errors
+    /// [`StoreError::Database`]; [`StoreError::Corrupt`] for a row that does not decode.
+    pub fn subscriptions(&self, topic: Option<&str>) -> Result<Vec<Subscription>, StoreError> {
+        let rows = match topic {
+            Some(t) => self.inner.trees.subscriptions.scan_prefix(pair_prefix(t.as_bytes())),
+            None => self.inner.trees.subscriptions.iter(),
+        };
+        rows.map(|kv| decode(&kv?.1)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::StoreOptions;
+
+    fn sub(topic: &str, callback: &str) -> Subscription {
+        Subscription {
+            topic: topic.into(),
+            callback: callback.into(),
+            secret: Some("s".into()),
+            lease_seconds: 300,
+            expires: 1,
+        }
+    }
+
+    #[test]
+    fn subscriptions_are_kept_per_topic_and_callback_across_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        {
+            let store = Store::open_with(&path, &StoreOptions::small()).unwrap();
+            store.save_subscription(&sub("http://t/a", "http://cb/1")).unwrap();
+            store.save_subscription(&sub("http://t/a", "http://cb/2")).unwrap();
+            store.save_subscription(&sub("http://t/ab", "http://cb/1")).unwrap();
+            let mut renewed = sub("http://t/a", "http://cb/1");
+            renewed.expires = 99;
+            store.save_subscription(&renewed).unwrap();
+        }
+        let store = Store::open_with(&path, &StoreOptions::small()).unwrap();
+        let a = store.subscriptions(Some("http://t/a")).unwrap();
+        assert_eq!(
+            a.iter().map(|s| (s.callback.as_str(), s.expires)).collect::<Vec<_>>(),
+            [("http://cb/1", 99), ("http://cb/2", 1)]
+        );
+        assert_eq!(store.subscriptions(None).unwrap().len(), 3);
+        assert!(store.remove_subscription("http://t/a", "http://cb/2").unwrap());
+        assert!(!store.remove_subscription("http://t/a", "http://cb/2").unwrap());
+        assert_eq!(store.subscriptions(Some("http://t/a")).unwrap().len(), 1);
+        assert!(matches!(store.save_subscription(&sub("", "x")), Err(StoreError::InvalidKey { .. })));
+        assert!(store.verify().unwrap().is_clean(), "the hub's rows are not mistaken for anything else");
+    }
+}

@@ -1,0 +1,55 @@
+//! The HTTP face of Tributary's change notifications: each set's topic URI and the built-in
+//! hub's endpoint. The web layer only routes; [`crate::notify`] decides every answer.
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use super::WebState;
+use super::error::WebError;
+
+/// `sets/{set}/notifications` (Change Notification §4.1): 200, `application/xml`, the `Link`
+/// header naming topic and hub, and the set's latest payload (empty before the first one since
+/// start, with `Content-Length: 0`) — what a ping-model hub fetches.
+pub(super) fn topic(st: &WebState, set: &str) -> Result<Response, WebError> {
+    let Some(push) = &st.shared.push else {
+        return Err(WebError::NotFound(format!("set {set:?} has no notification channel (notifications are off)")));
+    };
+    let answer = push.topic(set);
+    let mut r = Body::from(answer.body).into_response();
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/xml"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    if let Ok(v) = HeaderValue::from_str(&answer.link) {
+        h.insert(header::LINK, v);
+    }
+    Ok(r)
+}
+
+/// `POST hub`: a WebSub subscribe or unsubscribe request.
+pub(super) fn request(st: &WebState, headers: &HeaderMap, body: &Bytes) -> Response {
+    let Some(push) = &st.shared.push else {
+        return text(StatusCode::NOT_FOUND, "notifications are off on this aggregator".into());
+    };
+    let form = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/x-www-form-urlencoded"));
+    let answer = push.hub_request(form, body);
+    text(StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), answer.text)
+}
+
+fn text(status: StatusCode, mut message: String) -> Response {
+    message.push('\n');
+    let mut r = (status, message).into_response();
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    r
+}
+
+/// Anything but POST at the hub.
+pub(super) fn post_only() -> Response {
+    let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "the hub takes POST requests (WebSub)".into());
+    r.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
+    r
+}
