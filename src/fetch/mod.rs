@@ -15,6 +15,7 @@
 //! - `body`: reading a body within its size, idle, throughput and total limits, decoding gzip
 //!   and refusing bombs; a body cut short is an error, never a shorter document.
 //! - `error`: [`FetchError`], one type for every way a request can fail.
+//! - `form`: form POSTs to a WebSub hub (subscribe, unsubscribe), under the same guard.
 //! - `metrics`: which source a request counts for on `/metrics`.
 //!
 //! Depends on [`crate::config`] (the per-source [`Settings`](crate::config::Settings)) only;
@@ -23,6 +24,7 @@
 mod body;
 mod client;
 mod error;
+mod form;
 mod guard;
 mod host;
 mod metrics;
@@ -31,6 +33,7 @@ mod robots;
 
 pub use client::{Document, FetchResponse, Fetched, Fetcher, FetcherOptions, MAX_REDIRECTS, Validators};
 pub use error::{FetchError, Phase};
+pub use form::FormAnswer;
 pub use guard::non_public_reason;
 pub use host::{HostCounters, HostSnapshot};
 pub use metrics::{in_source, inherit};

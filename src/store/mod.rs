@@ -38,6 +38,7 @@ mod record;
 mod report;
 mod row;
 mod state;
+mod subscription;
 mod table;
 #[cfg(test)]
 mod test_util;
@@ -60,7 +61,10 @@ pub use log::{Event, EventIter, SetInfo};
 pub use open::StoreOptions;
 pub use record::{Listing, NewRecord, Record, RecordIter, Via};
 pub use report::{FailureReport, FailureRow, GcReport, Problem, SetStats, Stats, VerifyReport};
-pub use state::{DocumentValidators, HarvestState, KnownCapabilities, PassCounts, SourceState, SourceStatus};
+pub use state::{
+    DocumentValidators, HarvestState, KnownCapabilities, NotificationChannel, PassCounts, SourceState, SourceStatus,
+};
+pub use subscription::{Lease, PendingRequest, Subscription};
 pub use view::{AttrView, LinkView, RawRecord, RawRecordIter, RecordView, ViaView};
 pub use writer::BlobWriter;
 
@@ -99,6 +103,8 @@ struct Trees {
     failures: table::Table,
     /// The FeedSync state of feed sources' items (see [`feeds`]).
     feed_items: table::Table,
+    /// WebSub subscriptions at upstream hubs (see [`subscription`]).
+    subscriptions: table::Table,
 }
 
 /// Shared state behind every [`Store`] clone and [`BlobWriter`].

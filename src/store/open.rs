@@ -272,6 +272,7 @@ fn open_trees(db: &sled::Db) -> Result<Trees, StoreError> {
         sources: t(b'S'),
         failures: t(b'f'),
         feed_items: t(b'x'),
+        subscriptions: t(b'p'),
         main,
     })
 }
