@@ -33,6 +33,8 @@ struct Files {
     /// Paths answered only after a minute (the test kills Tributary meanwhile).
     hang: Arc<Mutex<HashSet<String>>>,
     hits: Arc<Mutex<Vec<String>>>,
+    /// `Link` headers by path (a topic URI names itself and its hub, Change Notification §4.1).
+    links: Arc<Mutex<HashMap<String, String>>>,
 }
 
 impl Files {
@@ -54,8 +56,13 @@ async fn serve_file(State(f): State<Files>, uri: Uri) -> Response {
     let Some(body) = f.docs.lock().unwrap().get(&path).cloned() else {
         return StatusCode::NOT_FOUND.into_response();
     };
-    let ct = if path.ends_with(".xml") { "application/xml" } else { "application/octet-stream" };
-    ([("content-type", ct)], body).into_response()
+    let xml = path.ends_with(".xml") || f.links.lock().unwrap().contains_key(&path);
+    let ct = if xml { "application/xml" } else { "application/octet-stream" };
+    let mut r = ([("content-type", ct)], body).into_response();
+    if let Some(link) = f.links.lock().unwrap().get(&path) {
+        r.headers_mut().insert("link", link.parse().unwrap());
+    }
+    r
 }
 
 async fn listen(router: Router) -> u16 {
@@ -632,4 +639,81 @@ async fn a_subscription_survives_kill_9_mid_delivery_and_the_redelivery_brings_t
     assert_eq!(w.hub.state.refused_echoes.load(Ordering::Relaxed), 0, "every verification was echoed");
     let row = source_row(&svc, "other").await;
     assert_eq!(row["push"]["mode"], "polling");
+}
+
+/// Interop: flask-websub's hub (PyPI; run by Python with Celery in eager mode) between the
+/// Source and Tributary. It verifies Tributary's intent itself, and delivers what the Source
+/// publishes by the ping model — the Source serves its latest notification at the topic URI
+/// (with the `Link` headers §4.1 names), pings the hub with `hub.mode=publish`, and the hub
+/// fetches the topic and POSTs its body, signed with sha512, to Tributary's callback.
+#[tokio::test]
+async fn a_change_reaches_tributary_through_flask_websub_s_hub() {
+    let test = "push_subscribe::a_change_reaches_tributary_through_flask_websub_s_hub";
+    let Some(python) = crate::support::tools::flask_websub_python(test) else { return };
+    let scratch = tempfile::tempdir().unwrap();
+    let hub_port = free_port();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/websub/flask_hub.py");
+    let log = std::fs::File::create(scratch.path().join("hub.log")).unwrap();
+    let mut hub_cmd = python.command();
+    hub_cmd.arg(script).arg(hub_port.to_string()).arg(scratch.path().join("hub.sqlite3"));
+    let mut hub_process = KillOnDrop(hub_cmd.stdout(log.try_clone().unwrap()).stderr(log).spawn().unwrap());
+    let hub_url = format!("http://127.0.0.1:{hub_port}/hub");
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
+    let up = crate::support::net::eventually(LIMIT, || async {
+        // An empty form: the hub answers 400, which is enough to know it listens.
+        form_post(&client, &hub_url, &[("hub.mode", "")]).await.is_ok()
+    })
+    .await;
+    let hub_log = || std::fs::read_to_string(scratch.path().join("hub.log")).unwrap_or_default();
+    assert!(up && hub_process.0.try_wait().unwrap().is_none(), "flask-websub's hub did not start:\n{}", hub_log());
+
+    let files = Files::default();
+    let port = listen(Router::new().fallback(serve_file).with_state(files.clone())).await;
+    let mut source = Source::new(&files, port, "up", &hub_url, 2);
+    let topic_path = source.path("notify");
+    files
+        .links
+        .lock()
+        .unwrap()
+        .insert(topic_path.clone(), format!("<{}>; rel=\"self\", <{hub_url}>; rel=\"hub\"", source.topic()));
+    files.put(&topic_path, notification(source.at - 1, source.at, &[]));
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(free_port(), "", &[("up", &source.url("capabilitylist.xml"), "")]);
+    let svc = Service::start(dir.path(), &cfg, &[], &[]).await;
+    wait_changes(&svc, "up", 2).await;
+    svc.wait_until("flask-websub verified the subscription", LIMIT, |s| async move {
+        source_row(s, "up").await["push"]["mode"] == "subscribed"
+    })
+    .await;
+
+    let t1 = source.at + 10;
+    let entry = source.update(1, "up v2 of 1, through flask-websub", t1);
+    files.put(&topic_path, notification(source.at, t1, &[&entry]));
+    let ping = form_post(&client, &hub_url, &[("hub.mode", "publish"), ("hub.topic", source.topic().as_str())]).await;
+    assert_eq!(ping.map(|r| r.status().as_u16()).ok(), Some(202), "hub log:\n{}", hub_log());
+    wait_changes(&svc, "up", 3).await;
+    assert_eq!(content(&svc, "up", "/res1").await, "up v2 of 1, through flask-websub");
+    assert_eq!(
+        delivery_count(&svc, "applied").await,
+        1.0,
+        "delivered by the hub, signed with sha512; hub log:\n{}",
+        hub_log()
+    );
+    assert_eq!(delivery_count(&svc, "bad_signature").await, 0.0);
+}
+
+/// POSTs `pairs` form-encoded, as a publisher pings a hub.
+async fn form_post(client: &reqwest::Client, url: &str, pairs: &[(&str, &str)]) -> reqwest::Result<reqwest::Response> {
+    let body = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(pairs).finish();
+    client.post(url).header("content-type", "application/x-www-form-urlencoded").body(body).send().await
+}
+
+/// A child process killed when the test ends, however it ends.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
