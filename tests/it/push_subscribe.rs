@@ -199,6 +199,8 @@ enum HubMode {
     Verify,
     /// Accept (202) and never verify.
     Silent,
+    /// Send the subscriber on to another hub (307, WebSub §5.1.2).
+    Redirect,
 }
 
 #[derive(Clone, Debug)]
@@ -211,6 +213,8 @@ struct HubSub {
 
 struct HubState {
     mode: HubMode,
+    /// Where [`HubMode::Redirect`] sends subscribers.
+    redirect_to: Mutex<String>,
     requests: Mutex<Vec<HashMap<String, String>>>,
     verified: Mutex<Vec<HubSub>>,
     unsubscribed: Mutex<Vec<String>>,
@@ -225,18 +229,26 @@ struct Hub {
     client: reqwest::Client,
 }
 
-async fn hub_endpoint(State(hub): State<Hub>, Form(form): Form<HashMap<String, String>>) -> StatusCode {
+async fn hub_endpoint(State(hub): State<Hub>, Form(form): Form<HashMap<String, String>>) -> Response {
     hub.state.requests.lock().unwrap().push(form.clone());
-    if hub.state.mode == HubMode::Verify {
-        tokio::spawn(async move { hub.verify(form).await });
+    match hub.state.mode {
+        HubMode::Redirect => {
+            let to = hub.state.redirect_to.lock().unwrap().clone();
+            return (StatusCode::TEMPORARY_REDIRECT, [("location", to)]).into_response();
+        }
+        HubMode::Verify => {
+            tokio::spawn(async move { hub.verify(form).await });
+        }
+        HubMode::Silent => {}
     }
-    StatusCode::ACCEPTED
+    StatusCode::ACCEPTED.into_response()
 }
 
 impl Hub {
     async fn start(mode: HubMode) -> Hub {
         let state = Arc::new(HubState {
             mode,
+            redirect_to: Mutex::default(),
             requests: Mutex::default(),
             verified: Mutex::default(),
             unsubscribed: Mutex::default(),
@@ -639,6 +651,79 @@ async fn a_subscription_survives_kill_9_mid_delivery_and_the_redelivery_brings_t
     assert_eq!(w.hub.state.refused_echoes.load(Ordering::Relaxed), 0, "every verification was echoed");
     let row = source_row(&svc, "other").await;
     assert_eq!(row["push"]["mode"], "polling");
+}
+
+#[tokio::test]
+async fn leases_are_renewed_before_they_end_through_a_hub_that_redirects() {
+    let first = Hub::start(HubMode::Redirect).await;
+    let second = Hub::start(HubMode::Verify).await;
+    *first.state.redirect_to.lock().unwrap() = second.url.clone();
+    let files = Files::default();
+    let port = listen(Router::new().fallback(serve_file).with_state(files.clone())).await;
+    let mut source = Source::new(&files, port, "up", &first.url, 1);
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(free_port(), "push_lease = \"10s\"", &[("up", &source.url("capabilitylist.xml"), "")]);
+    let svc = Service::start(dir.path(), &cfg, &[], &[]).await;
+    wait_push_mode(&svc, "up", "subscribed").await;
+    assert_eq!(source_row(&svc, "up").await["push"]["hub"], second.url, "the hub redirected to");
+    let old = second.subscription().unwrap();
+    assert_eq!(old.lease, "10");
+    // Renewed at four fifths of the lease (8 s), at the advertised hub, which redirects again.
+    svc.wait_until("the lease was renewed", LIMIT, |_| async { second.state.challenges.load(Ordering::Relaxed) >= 2 })
+        .await;
+    svc.wait_until("the renewal is verified", LIMIT, |_| async {
+        second.subscription().is_some_and(|s| s.secret != old.secret)
+    })
+    .await;
+    assert!(first.requests("subscribe") >= 2 && second.requests("subscribe") >= 2);
+    let renewed = second.subscription().unwrap();
+    assert_eq!(renewed.callback, old.callback, "a renewal keeps the callback");
+    wait_push_mode(&svc, "up", "subscribed").await;
+    let t1 = source.at + 10;
+    let entry = source.update(1, "renewed", t1);
+    let n1 = notification(source.at, t1, &[&entry]);
+    assert_eq!(second.deliver(&n1, None).await, 204, "signed with the renewal's secret");
+    let late = sign_sha256(&old.secret, notification(t1, t1 + 1, &[]).as_bytes());
+    assert_eq!(
+        second.deliver(&notification(t1, t1 + 1, &[]), Some(late)).await,
+        204,
+        "the secret it replaced still checks"
+    );
+    assert_eq!(content(&svc, "up", "/res1").await, "renewed");
+
+    // Verification is answered only for a request Tributary made and still waits for.
+    let get = |url: String| {
+        let c = second.client.clone();
+        async move { c.get(url).send().await.unwrap().status().as_u16() }
+    };
+    let topic = urlencode(&source.topic());
+    let q =
+        |mode: &str, topic: &str| format!("?hub.mode={mode}&hub.topic={topic}&hub.challenge=abc&hub.lease_seconds=10");
+    assert_eq!(get(format!("{}{}", renewed.callback, q("subscribe", &topic))).await, 404, "nothing is pending");
+    assert_eq!(
+        get(format!("{}{}", renewed.callback, q("unsubscribe", &topic))).await,
+        404,
+        "no unsubscription asked for"
+    );
+    assert_eq!(
+        get(format!("{}{}", renewed.callback, q("subscribe", "http%3A%2F%2Fother%2F"))).await,
+        404,
+        "another topic"
+    );
+    let stranger = format!("{}websub/ffffffffffffffffffffffffffffffff{}", svc.base, q("subscribe", &topic));
+    assert_eq!(get(stranger).await, 404, "an unknown callback");
+    // A denial (WebSub §5.2) ends the subscription: the source polls again, and says why.
+    let denied =
+        format!("{}?hub.mode=denied&hub.topic={topic}&hub.reason=closed%20for%20maintenance", renewed.callback);
+    assert_eq!(get(denied).await, 200);
+    let row = source_row(&svc, "up").await;
+    assert_eq!(row["push"]["mode"], "polling", "{row}");
+    assert_eq!(row["push"]["last_error"], "denied by the hub: closed for maintenance");
+    assert_eq!(second.deliver(&n1, None).await, 404, "no verified subscription stands");
+}
+
+fn urlencode(s: &str) -> String {
+    url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }
 
 /// Interop: flask-websub's hub (PyPI; run by Python with Celery in eager mode) between the
