@@ -30,8 +30,9 @@ const LIMIT: Duration = Duration::from_secs(60);
 #[derive(Clone, Default)]
 struct Files {
     docs: Arc<Mutex<HashMap<String, Vec<u8>>>>,
-    /// Paths answered only after a minute (the test kills Tributary meanwhile).
+    /// Paths answered only once released (or after a minute).
     hang: Arc<Mutex<HashSet<String>>>,
+    release: Arc<tokio::sync::Notify>,
     hits: Arc<Mutex<Vec<String>>>,
     /// `Link` headers by path (a topic URI names itself and its hub, Change Notification §4.1).
     links: Arc<Mutex<HashMap<String, String>>>,
@@ -50,8 +51,12 @@ impl Files {
 async fn serve_file(State(f): State<Files>, uri: Uri) -> Response {
     let path = uri.path().to_owned();
     f.hits.lock().unwrap().push(path.clone());
-    if f.hang.lock().unwrap().contains(&path) {
-        tokio::time::sleep(Duration::from_secs(60)).await;
+    let hang = f.hang.lock().unwrap().contains(&path);
+    if hang {
+        tokio::select! {
+            _ = f.release.notified() => {}
+            _ = tokio::time::sleep(Duration::from_secs(60)) => {}
+        }
     }
     let Some(body) = f.docs.lock().unwrap().get(&path).cloned() else {
         return StatusCode::NOT_FOUND.into_response();
@@ -564,6 +569,39 @@ impl futures_core::Stream for Spaces {
         self.pulled.fetch_add(n, Ordering::Relaxed);
         std::task::Poll::Ready(Some(Ok(self.chunk.slice(..n as usize))))
     }
+}
+
+#[tokio::test]
+async fn a_flood_of_deliveries_is_bounded_answered_503_and_counted() {
+    let mut w = subscribed_world("").await;
+    let t1 = w.source.at + 10;
+    let entry = w.source.update(1, "up v2 of 1", t1);
+    let n1 = Arc::new(notification(w.source.at, t1, &[&entry]));
+    // The first delivery's fetch is held, so every delivery let in stays in.
+    w.files.hang.lock().unwrap().insert("/up/res1".into());
+    let fetches = w.files.hits("/up/res1");
+    let mut flood = tokio::task::JoinSet::new();
+    for _ in 0..40 {
+        let (hub, body) = (w.hub.clone(), n1.clone());
+        flood.spawn(async move { hub.deliver(&body, None).await });
+    }
+    w.svc
+        .wait_until("24 of 40 deliveries were turned away", LIMIT, |s| async move {
+            delivery_count(s, "busy").await >= 24.0
+        })
+        .await;
+    let files = &w.files;
+    assert!(crate::support::net::eventually(LIMIT, || async { files.hits("/up/res1") > fetches }).await);
+    w.files.hang.lock().unwrap().clear();
+    // One fetch is held; `notify_one` keeps the release for it even if it is not waiting yet.
+    w.files.release.notify_one();
+    let mut answers = HashMap::new();
+    while let Some(a) = flood.join_next().await {
+        *answers.entry(a.unwrap()).or_insert(0) += 1;
+    }
+    assert_eq!(answers, HashMap::from([(204, 16), (503, 24)]), "16 worked on at once, the rest told to retry");
+    assert_eq!(delivery_count(&w.svc, "busy").await, 24.0);
+    assert_eq!(events_for(&w.svc, "up", "/res1").await, ["created", "updated"], "applied once");
 }
 
 #[tokio::test]

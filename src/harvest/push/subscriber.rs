@@ -211,11 +211,14 @@ async fn overdue(push: &Push, source: &Source, t: Timing) {
     }
 }
 
-/// Unsubscribes every stored subscription whose source no longer subscribes.
+/// Unsubscribes every stored subscription whose source no longer subscribes, or that was being
+/// ended when the process stopped.
 pub(super) async fn end_orphans(push: Push, pushing: Vec<String>) {
     let Ok(all) = push.all().await else { return };
     let settings = push.inner.defaults.clone();
-    let orphans = all.into_iter().filter(|s| !pushing.contains(&s.source));
+    // Also those a restart interrupted while they were being ended (a replaced channel).
+    let ending = |s: &Subscription| s.pending.as_ref().is_some_and(|p| p.mode == "unsubscribe");
+    let orphans = all.into_iter().filter(|s| !pushing.contains(&s.source) || ending(s));
     let ends = orphans.map(|s| {
         let (push, settings) = (push.clone(), settings.clone());
         async move { end(&push, s, &settings).await }
