@@ -37,8 +37,9 @@ use axum::routing::get;
 use url::Url;
 
 use super::apply::{self, Outcome};
-use super::payload;
+use super::payload::{self, Notification};
 use super::{Push, count, unix_now};
+use crate::config::Source;
 use crate::store::{Lease, Subscription};
 use crate::websub::{self, SignatureError};
 
@@ -129,46 +130,73 @@ async fn deliver(State(push): State<Push>, Path(id): Path<String>, headers: Head
         r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         return r;
     };
-    let sub = match push.load(&id).await {
+    let (sub, lease, source, sets) = match admitted(&push, &id).await {
+        Ok(found) => found,
+        Err(refusal) => return refusal,
+    };
+    match read_checked(&sub, &lease, &source, &headers, body).await {
+        Ok(notification) => applied(&push, &sub, &source, &sets, notification).await,
+        Err(refusal) => refusal,
+    }
+}
+
+/// The verified subscription behind callback `id`, its lease, and its source with its sets.
+async fn admitted(push: &Push, id: &str) -> Result<(Subscription, Lease, Source, Vec<String>), Response> {
+    let sub = match push.load(id).await {
         Ok(Some(s)) => s,
-        Ok(None) => return counted("-", "unknown_callback", StatusCode::GONE, "no such subscription"),
-        Err(_) => return counted("-", "error", StatusCode::INTERNAL_SERVER_ERROR, "store error"),
+        Ok(None) => return Err(counted("-", "unknown_callback", StatusCode::GONE, "no such subscription")),
+        Err(_) => return Err(counted("-", "error", StatusCode::INTERNAL_SERVER_ERROR, "store error")),
     };
     let Some((source, sets)) = push.pushing(&sub.source).cloned() else {
-        return counted("-", "unknown_callback", StatusCode::GONE, "no such subscription");
+        return Err(counted("-", "unknown_callback", StatusCode::GONE, "no such subscription"));
     };
-    let id = source.id.as_str();
     let Some(lease) = sub.active.clone() else {
-        return counted(id, "unverified", StatusCode::NOT_FOUND, "the subscription is not verified");
+        return Err(counted(&source.id, "unverified", StatusCode::NOT_FOUND, "the subscription is not verified"));
     };
-    let max = source.settings.max_document_bytes;
+    Ok((sub, lease, source, sets))
+}
+
+/// The body, read within the source's `max_document_bytes`, its signature checked, parsed.
+async fn read_checked(
+    sub: &Subscription,
+    lease: &Lease,
+    source: &Source,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Notification, Response> {
+    let (id, max) = (source.id.as_str(), source.settings.max_document_bytes);
     let declared =
         headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    let too_large = || counted(id, "oversized", StatusCode::PAYLOAD_TOO_LARGE, "the payload is too large");
     if declared.is_some_and(|n| n > max) {
-        return counted(id, "oversized", StatusCode::PAYLOAD_TOO_LARGE, "the payload is too large");
+        return Err(too_large());
     }
     let Ok(bytes) = axum::body::to_bytes(body, usize::try_from(max).unwrap_or(usize::MAX)).await else {
-        return counted(id, "oversized", StatusCode::PAYLOAD_TOO_LARGE, "the payload is too large");
+        return Err(too_large());
     };
-    if let Err(e) = signed(&lease, &headers, &bytes) {
+    if let Err(e) = signed(lease, headers, &bytes) {
         tracing::warn!(source.id = %id, error = %e, "a delivery is ignored: its signature does not check");
         let outcome = if e == SignatureError::Missing { "unsigned" } else { "bad_signature" };
-        return counted(id, outcome, StatusCode::FORBIDDEN, "the signature does not check");
+        return Err(counted(id, outcome, StatusCode::FORBIDDEN, "the signature does not check"));
     }
     let name = sub.callback.clone();
-    let parsed = tokio::task::spawn_blocking(move || payload::parse(&bytes, &name, max)).await;
-    let notification = match parsed {
-        Ok(Ok(n)) => n,
+    match tokio::task::spawn_blocking(move || payload::parse(&bytes, &name, max)).await {
+        Ok(Ok(n)) => Ok(n),
         Ok(Err(e)) => {
             tracing::warn!(source.id = %id, error = %crate::error::chain(&e), "a delivery is refused");
-            return counted(id, "malformed", StatusCode::BAD_REQUEST, "not a change notification");
+            Err(counted(id, "malformed", StatusCode::BAD_REQUEST, "not a change notification"))
         }
-        Err(_) => return counted(id, "error", StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
-    };
+        Err(_) => Err(counted(id, "error", StatusCode::INTERNAL_SERVER_ERROR, "internal error")),
+    }
+}
+
+/// Applies a checked notification and answers once it is committed.
+async fn applied(push: &Push, sub: &Subscription, source: &Source, sets: &[String], n: Notification) -> Response {
+    let id = source.id.as_str();
     let (Some(ctx), Some(turn), Ok(topic)) = (push.ctx(), push.turn(id), Url::parse(&sub.topic)) else {
         return counted(id, "busy", StatusCode::SERVICE_UNAVAILABLE, "not harvesting yet");
     };
-    match apply::apply(ctx, turn, &source, &sets, &topic, notification).await {
+    match apply::apply(ctx, turn, source, sets, &topic, n).await {
         Ok(Outcome::Stale) => counted(id, "stale", StatusCode::NO_CONTENT, ""),
         Ok(Outcome::Applied { report, gap }) => {
             tracing::info!(source.id = %id, fetched = report.fetched, created = report.created, updated = report.updated,
