@@ -16,6 +16,7 @@ use url::Url;
 use super::lifecycle::{self, Next, Timing};
 use super::{Push, unix_now};
 use crate::config::{Settings, Source};
+use crate::harvest::ctx::Turn;
 use crate::store::{PendingRequest, Subscription};
 
 /// 307/308 redirects followed from one hub to another (WebSub §5.1.2) before giving up.
@@ -38,13 +39,7 @@ pub(super) async fn manage(push: Push, source: Source) {
         let now = unix_now();
         let channel = channel(&push, &source).await;
         let sub = mine(&push, &source.id).await;
-        let subscribed = lifecycle::subscribed(sub.as_ref(), now);
-        turn.subscribed.store(subscribed, Ordering::Release);
-        if was_subscribed && !subscribed {
-            tracing::warn!(source.id = %source.id, "no verified subscription stands any more; polling at the normal interval");
-            turn.poll_now.notify_one();
-        }
-        was_subscribed = subscribed;
+        was_subscribed = mark(&turn, &source.id, lifecycle::subscribed(sub.as_ref(), now), was_subscribed);
         let next = match &channel {
             None => Next::WaitUntil(now + NO_CHANNEL_RECHECK),
             Some((topic, hub)) => lifecycle::next(sub.as_ref(), topic.as_str(), hub.as_str(), now, timing),
@@ -54,6 +49,7 @@ pub(super) async fn manage(push: Push, source: Source) {
                 let wait = Duration::from_secs(u64::try_from(t - now).unwrap_or(0).max(1));
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => {}
+                    // A verification arrived, or a poll may have found a channel.
                     _ = turn.changed.notified() => {}
                     _ = turn.polled.notified() => {}
                     _ = shutdown.wait_for(|s| *s) => return,
@@ -77,6 +73,17 @@ pub(super) async fn manage(push: Push, source: Source) {
             Next::Overdue => overdue(&push, &source, timing).await,
         }
     }
+}
+
+/// Tells the poll loop whether a verified lease stands; one that just lapsed asks for a poll
+/// now, so the source is not left waiting for the slow safety interval. Returns `subscribed`.
+fn mark(turn: &Turn, source: &str, subscribed: bool, was: bool) -> bool {
+    turn.subscribed.store(subscribed, Ordering::Release);
+    if was && !subscribed {
+        tracing::warn!(source.id = %source, "no verified subscription stands any more; polling at the normal interval");
+        turn.poll_now.notify_one();
+    }
+    subscribed
 }
 
 /// After a failure, or a request the hub did not verify, the next request waits this long.
