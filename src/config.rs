@@ -80,6 +80,9 @@ pub struct Aggregator {
     /// An external WebSub hub (`hub`) that publishes Tributary's change notifications instead of
     /// the built-in one at `{base_url}hub`.
     pub hub: Option<Url>,
+    /// Where hubs reach this aggregator (`public_url`; default `base_url`): the prefix of the
+    /// WebSub callback URLs (`{public_url}websub/{id}`); always ends with `/`.
+    pub public_url: Url,
 }
 
 /// The `[publish]` table: the shape of the documents Tributary serves.
@@ -130,6 +133,28 @@ pub struct Source {
     pub settings: Settings,
     /// The instance that harvests it (`shard = "NAME"`); `None` in a file without shards.
     pub shard: Option<String>,
+    /// `push_hub` / `push_topic`: the notification channel, over what discovery finds.
+    pub push: PushChannel,
+}
+
+/// A source's change-notification channel as configured; what is `None` comes from the
+/// Source's Capability List.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PushChannel {
+    /// `push_hub`: the WebSub hub to subscribe at.
+    pub hub: Option<Url>,
+    /// `push_topic`: the topic (channel) URI to subscribe to.
+    pub topic: Option<Url>,
+}
+
+/// Whether Tributary subscribes to a Source's change notifications (`push`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PushMode {
+    /// Subscribe when the Source advertises a channel (or `push_hub` names one).
+    #[default]
+    Auto,
+    /// Poll only.
+    Off,
 }
 
 /// How a feed source is harvested.
@@ -216,6 +241,16 @@ pub struct Settings {
     pub allow_networks: Vec<ipnet::IpNet>,
     /// Harvest resources outside the Source's authority (other hosts, or above its path).
     pub allow_outside_authority: bool,
+    /// Subscribe to the Source's change notifications (`push`).
+    pub push: PushMode,
+    /// While subscribed, the source is polled this often (never more often than `poll`): a
+    /// safety net for what a hub loses.
+    pub push_poll: Duration,
+    /// The lease asked of the hub (`hub.lease_seconds`); renewed before it ends.
+    pub push_lease: Duration,
+    /// How long a subscription may wait for the hub's verification before the source falls
+    /// back to polling at `poll`.
+    pub push_verify_timeout: Duration,
 }
 
 impl Default for Settings {
@@ -247,6 +282,10 @@ impl Default for Settings {
             allow_private: false,
             allow_networks: Vec::new(),
             allow_outside_authority: false,
+            push: PushMode::Auto,
+            push_poll: s(6 * 3600),
+            push_lease: s(10 * 86_400),
+            push_verify_timeout: s(120),
         }
     }
 }

@@ -18,6 +18,7 @@
 //!   check; [`check`]: the `tributary check` command.
 //! - [`simulate`]: simulated Sources for the offline demo, tests and benchmarks.
 //! - [`error`]: printing an error with its causes, once.
+//! - [`websub`]: the HMAC signature of WebSub deliveries (no I/O), for both directions of push.
 
 pub mod check;
 pub mod config;

@@ -355,7 +355,10 @@ fn run_service(global: &Global) -> anyhow::Result<ExitCode> {
     let stop = shutdown_requests(&rt)?;
     let (config, store, fetcher) = load(global, &[])?;
     let web = tributary::web::WebState::from_config(&config, &store, &fetcher)?;
-    let (web, push) = with_push(web, &config)?;
+    let (web, notifications) = with_push(web, &config)?;
+    // Hubs call back on the same listener; the web server serves the routes without knowing
+    // the harvester.
+    let subscriber = harvest::Push::new(&config, &store, &fetcher);
     rt.block_on(async {
         let listener = tokio::net::TcpListener::bind(config.aggregator.listen)
             .await
@@ -364,9 +367,9 @@ fn run_service(global: &Global) -> anyhow::Result<ExitCode> {
         tracing::info!(url = %config.aggregator.base_url, "serving the aggregate; the dashboard is at this URL");
         // One signal listener for all, so a Ctrl-C is received and logged once.
         let (server, harvester, notifier) = tokio::join!(
-            tributary::web::serve(listener, web, stopped(stop.clone())),
-            harvest::run(&config, &store, &fetcher, stopped(stop.clone())),
-            notify(push, stopped(stop)),
+            tributary::web::serve_with(listener, web, subscriber.router(), stopped(stop.clone())),
+            harvest::run_with_push(&config, &store, &fetcher, Some(&subscriber), stopped(stop.clone())),
+            notify(notifications, stopped(stop)),
         );
         // Upstreams stop last: the harvester may still be finishing a fetch from them.
         simulators.stop().await;

@@ -1,100 +1,119 @@
-//! What both sides of WebSub share (W3C WebSub §7, ResourceSync Change Notification 1.0.1 §4):
-//! the `X-Hub-Signature` of a delivery, made by the hub with the subscriber's `hub.secret` and
-//! checked by the subscriber, and the `Link` header naming a notification's topic and hub.
+//! What both sides of WebSub share (W3C WebSub §5 and §7, ResourceSync Change Notification
+//! 1.0.1 §4): the `X-Hub-Signature` of a delivery — made by Tributary's own hub with a
+//! subscriber's `hub.secret`, checked by Tributary's push subscriber with its own — and the
+//! `Link` header naming a notification's topic and hub.
 //!
-//! Kept apart from both the publishing side (Tributary's own hub) and the subscribing side
-//! (Tributary subscribed to upstream hubs) so the two agree byte for byte. Pure: no I/O.
+//! The header is `method=signature`, the method one of `sha1`, `sha256`, `sha384`, `sha512`, the
+//! signature the hex HMAC of the raw body keyed with the secret. The comparison is constant-time
+//! (the RustCrypto `hmac` crate's `verify_slice`), so timing tells a forger nothing about how
+//! much of a guess was right. Kept apart from both sides so they agree byte for byte. Pure: no
+//! I/O; depends on hashing crates only.
 
 use hmac::{Hmac, KeyInit, Mac};
-use sha2::{Sha256, Sha384, Sha512};
 
-/// The header carrying a delivery's signature.
-pub const SIGNATURE_HEADER: &str = "X-Hub-Signature";
+/// The header a hub signs a delivery with.
+pub const SIGNATURE_HEADER: &str = "x-hub-signature";
 
 /// `hub.secret` must be shorter than this many bytes (WebSub §5.1).
 pub const MAX_SECRET_BYTES: usize = 200;
 
-/// The hash functions WebSub names for signatures (§7.1). Tributary's hub signs with sha256
-/// (WebSub asks for at least SHA-256 when the callback is not HTTPS); a subscriber checks
-/// whichever of the four its hub chose, most hubs still using sha1.
+/// The hash functions WebSub allows for the signature.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Algorithm {
-    /// `sha1`.
+pub enum Method {
+    /// `sha1` (what most hubs send; WebSub asks for at least sha256 over plain HTTP).
     Sha1,
-    /// `sha256` (what Tributary's hub sends).
+    /// `sha256`
     Sha256,
-    /// `sha384`.
+    /// `sha384`
     Sha384,
-    /// `sha512`.
+    /// `sha512`
     Sha512,
 }
 
-impl Algorithm {
-    /// The name in the header.
+impl Method {
+    /// The method's name in the header.
     pub fn as_str(self) -> &'static str {
         match self {
-            Algorithm::Sha1 => "sha1",
-            Algorithm::Sha256 => "sha256",
-            Algorithm::Sha384 => "sha384",
-            Algorithm::Sha512 => "sha512",
+            Method::Sha1 => "sha1",
+            Method::Sha256 => "sha256",
+            Method::Sha384 => "sha384",
+            Method::Sha512 => "sha512",
         }
     }
 
-    fn from_name(name: &str) -> Option<Self> {
-        [Algorithm::Sha1, Algorithm::Sha256, Algorithm::Sha384, Algorithm::Sha512]
-            .into_iter()
-            .find(|a| a.as_str() == name)
+    fn parse(s: &str) -> Option<Method> {
+        [Method::Sha1, Method::Sha256, Method::Sha384, Method::Sha512].into_iter().find(|m| m.as_str() == s)
     }
 }
 
-fn mac(algorithm: Algorithm, secret: &[u8], body: &[u8]) -> Vec<u8> {
-    fn run<M: Mac + KeyInit>(secret: &[u8], body: &[u8]) -> Vec<u8> {
-        // HMAC takes keys of any length, so this never fails.
-        let mut m = <M as KeyInit>::new_from_slice(secret).expect("HMAC accepts any key length");
-        m.update(body);
-        m.finalize().into_bytes().to_vec()
-    }
-    match algorithm {
-        Algorithm::Sha1 => run::<Hmac<sha1::Sha1>>(secret, body),
-        Algorithm::Sha256 => run::<Hmac<Sha256>>(secret, body),
-        Algorithm::Sha384 => run::<Hmac<Sha384>>(secret, body),
-        Algorithm::Sha512 => run::<Hmac<Sha512>>(secret, body),
-    }
-}
-
-/// The `X-Hub-Signature` value for `body`: `sha256=<hex HMAC>`.
-pub fn sign(secret: &[u8], body: &[u8]) -> String {
-    format!("{}={}", Algorithm::Sha256.as_str(), hex::encode(mac(Algorithm::Sha256, secret, body)))
-}
-
-/// Why a signature was not accepted.
+/// Why a delivery's signature is not accepted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SignatureError {
-    /// Not `<algorithm>=<hex>`.
-    #[error("malformed signature (expected <algorithm>=<hex digest>)")]
+    /// No `X-Hub-Signature` header.
+    #[error("the delivery carries no X-Hub-Signature")]
+    Missing,
+    /// The header is not `method=hex`.
+    #[error("X-Hub-Signature is not of the form method=hex")]
     Malformed,
-    /// An algorithm WebSub does not name.
-    #[error("signature algorithm {0:?} is not one of sha1, sha256, sha384, sha512")]
-    Algorithm(String),
-    /// The HMAC does not match the body.
-    #[error("signature does not match the body")]
+    /// A method WebSub does not name.
+    #[error("X-Hub-Signature uses {0:?}, not sha1, sha256, sha384 or sha512")]
+    UnknownMethod(String),
+    /// The signature is not the body's HMAC under the subscription's secret.
+    #[error("X-Hub-Signature does not match the body")]
     Mismatch,
 }
 
-/// Checks an `X-Hub-Signature` value against `body`, comparing in constant time.
+/// Checks `header` (the `X-Hub-Signature` value, if any) against `body` under `secret`;
+/// returns the method used.
 ///
 /// # Errors
-/// [`SignatureError`] when the value is malformed, names an algorithm not accepted, or does
-/// not match.
-pub fn verify(secret: &[u8], body: &[u8], header: &str) -> Result<Algorithm, SignatureError> {
-    let (name, digest) = header.trim().split_once('=').ok_or(SignatureError::Malformed)?;
-    let algorithm =
-        Algorithm::from_name(&name.to_ascii_lowercase()).ok_or_else(|| SignatureError::Algorithm(name.to_owned()))?;
-    let given = hex::decode(digest).map_err(|_| SignatureError::Malformed)?;
-    let expected = mac(algorithm, secret, body);
-    let same = given.len() == expected.len() && given.iter().zip(&expected).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0;
-    if same { Ok(algorithm) } else { Err(SignatureError::Mismatch) }
+/// [`SignatureError`] saying why the delivery must be ignored.
+pub fn verify(secret: &[u8], header: Option<&str>, body: &[u8]) -> Result<Method, SignatureError> {
+    let header = header.ok_or(SignatureError::Missing)?.trim();
+    let (name, hex_sig) = header.split_once('=').ok_or(SignatureError::Malformed)?;
+    let method = Method::parse(&name.trim().to_ascii_lowercase())
+        .ok_or_else(|| SignatureError::UnknownMethod(name.trim().chars().take(32).collect()))?;
+    let tag = hex::decode(hex_sig.trim()).map_err(|_| SignatureError::Malformed)?;
+    let ok = match method {
+        Method::Sha1 => check::<sha1::Sha1>(secret, body, &tag),
+        Method::Sha256 => check::<sha2::Sha256>(secret, body, &tag),
+        Method::Sha384 => check::<sha2::Sha384>(secret, body, &tag),
+        Method::Sha512 => check::<sha2::Sha512>(secret, body, &tag),
+    };
+    if ok { Ok(method) } else { Err(SignatureError::Mismatch) }
+}
+
+/// The `X-Hub-Signature` value for `body` under `secret` (what a hub sends).
+pub fn sign(method: Method, secret: &[u8], body: &[u8]) -> String {
+    let tag = match method {
+        Method::Sha1 => tag::<sha1::Sha1>(secret, body),
+        Method::Sha256 => tag::<sha2::Sha256>(secret, body),
+        Method::Sha384 => tag::<sha2::Sha384>(secret, body),
+        Method::Sha512 => tag::<sha2::Sha512>(secret, body),
+    };
+    format!("{}={}", method.as_str(), hex::encode(tag))
+}
+
+fn check<D>(secret: &[u8], body: &[u8], tag: &[u8]) -> bool
+where
+    D: hmac::EagerHash,
+    Hmac<D>: KeyInit + Mac,
+{
+    // HMAC takes keys of any length, so this never fails.
+    let Ok(mut mac) = <Hmac<D> as KeyInit>::new_from_slice(secret) else { return false };
+    mac.update(body);
+    mac.verify_slice(tag).is_ok()
+}
+
+fn tag<D>(secret: &[u8], body: &[u8]) -> Vec<u8>
+where
+    D: hmac::EagerHash,
+    Hmac<D>: KeyInit + Mac,
+{
+    let Ok(mut mac) = <Hmac<D> as KeyInit>::new_from_slice(secret) else { return Vec::new() };
+    mac.update(body);
+    mac.finalize().into_bytes().to_vec()
 }
 
 /// The `Link` header of a notification and of its topic: `<topic>; rel="self", <hub>; rel="hub"`
@@ -108,27 +127,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sha256_matches_rfc_4231_test_case_2() {
-        let sig = sign(b"Jefe", b"what do ya want for nothing?");
-        assert_eq!(sig, "sha256=5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
-        assert_eq!(verify(b"Jefe", b"what do ya want for nothing?", &sig), Ok(Algorithm::Sha256));
+    fn the_rfc_2202_and_4231_vectors_verify() {
+        // RFC 2202 test case 2 (sha1) and RFC 4231 test case 2 (sha256), key "Jefe".
+        let body = b"what do ya want for nothing?";
+        let sha1 = "sha1=effcdf6ae5eb2fa2d27416d5f184df9c259a7c79";
+        assert_eq!(verify(b"Jefe", Some(sha1), body), Ok(Method::Sha1));
+        let sha256 = "sha256=5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843";
+        assert_eq!(verify(b"Jefe", Some(sha256), body), Ok(Method::Sha256));
     }
 
     #[test]
-    fn bad_signatures_are_refused() {
-        let body = b"<urlset/>";
-        let good = sign(b"k", body);
-        assert_eq!(verify(b"other", body, &good), Err(SignatureError::Mismatch));
-        assert_eq!(verify(b"k", b"<urlset />", &good), Err(SignatureError::Mismatch));
-        assert_eq!(verify(b"k", body, "sha256"), Err(SignatureError::Malformed));
-        assert_eq!(verify(b"k", body, "sha256=zz"), Err(SignatureError::Malformed));
-        assert_eq!(verify(b"k", body, &good[..good.len() - 2]), Err(SignatureError::Mismatch));
-        assert!(matches!(verify(b"k", body, "md5=00"), Err(SignatureError::Algorithm(_))));
-        // RFC 2202 test case 2.
-        let sha1 = "sha1=effcdf6ae5eb2fa2d27416d5f184df9c259a7c79";
-        assert_eq!(verify(b"Jefe", b"what do ya want for nothing?", sha1), Ok(Algorithm::Sha1));
-        let sha512 = format!("sha512={}", hex::encode(mac(Algorithm::Sha512, b"k", body)));
-        assert_eq!(verify(b"k", body, &sha512), Ok(Algorithm::Sha512));
+    fn every_method_round_trips_and_a_changed_byte_fails() {
+        for m in [Method::Sha1, Method::Sha256, Method::Sha384, Method::Sha512] {
+            let h = sign(m, b"secret", b"<urlset/>");
+            assert_eq!(verify(b"secret", Some(&h), b"<urlset/>"), Ok(m));
+            assert_eq!(verify(b"secret", Some(&h), b"<urlset/ >"), Err(SignatureError::Mismatch));
+            assert_eq!(verify(b"other", Some(&h), b"<urlset/>"), Err(SignatureError::Mismatch));
+        }
+    }
+
+    #[test]
+    fn bad_headers_are_told_apart() {
+        assert_eq!(verify(b"s", None, b""), Err(SignatureError::Missing));
+        assert_eq!(verify(b"s", Some("abc"), b""), Err(SignatureError::Malformed));
+        assert_eq!(verify(b"s", Some("sha256=zz"), b""), Err(SignatureError::Malformed));
+        assert_eq!(verify(b"s", Some("md5=00"), b""), Err(SignatureError::UnknownMethod("md5".into())));
+        assert_eq!(verify(b"s", Some("sha256=00"), b""), Err(SignatureError::Mismatch), "a short tag");
     }
 
     #[test]

@@ -51,6 +51,8 @@
         el("td", {}, el("span", { class: "state state-" + s.state }, s.state.replace("_", " "))),
         el("td", {}, ago(s.last_success)),
         el("td", {}, ago(s.next_attempt)),
+        el("td", { "data-field": "push" }, pushCell(s.push)),
+        el("td", { "data-field": "freshness" }, ago(s.last_change)),
         el("td", { class: "num", "data-field": "resources" }, fmt(s.resources)),
         el("td", { class: "num", "data-field": "changes" }, fmt(s.changes)),
         el("td", { class: "num", "data-field": "failures" }, fmt(s.failures)),
@@ -58,7 +60,19 @@
           ? el("a", { href: "api/failures?source=" + encodeURIComponent(s.id) }, fmt(s.failing))
           : fmt(0)),
         el("td", { class: "err" }, s.last_error || "")));
-    replaceRows($("sources-body"), rows.length ? rows : [el("tr", {}, el("td", { colspan: 9 }, "No sources configured."))]);
+    replaceRows($("sources-body"), rows.length ? rows : [el("tr", {}, el("td", { colspan: 11 }, "No sources configured."))]);
+  }
+
+  // How the source is followed: by push (a verified WebSub lease, until when, at which hub),
+  // waiting for a hub's verification, or by polling (with why, when a subscription failed).
+  function pushCell(p) {
+    if (!p) return el("span", { class: "muted" }, "–");
+    const title = [p.hub ? "hub " + p.hub : "", p.lease_expires ? "lease until " + p.lease_expires : "", p.last_error || ""]
+      .filter((t) => t).join("\n");
+    const label = p.mode === "subscribed" ? "push" : p.mode === "pending" ? "push pending" : "polling";
+    const cell = el("span", { class: "push push-" + p.mode, title: title || null }, label);
+    if (p.mode === "subscribed" && p.lease_expires) return el("span", {}, cell, " ", el("span", { class: "muted" }, "lease "), ago(p.lease_expires));
+    return cell;
   }
 
   function renderSets(sets) {

@@ -13,7 +13,10 @@ use toml::Spanned;
 use url::Url;
 
 use super::values::{parse_duration, parse_rate, parse_size};
-use super::{Aggregator, Config, ConfigError, FeedContent, FeedSource, Locator, Publishing, SetDef, Settings, Source};
+use super::{
+    Aggregator, Config, ConfigError, FeedContent, FeedSource, Locator, Publishing, PushChannel, PushMode, SetDef,
+    Settings, Source,
+};
 use crate::model::SITEMAP_MAX_ENTRIES;
 
 type Result<T> = std::result::Result<T, ConfigError>;
@@ -56,6 +59,10 @@ macro_rules! settings_struct {
             allow_private: Option<bool>,
             allow_networks: Option<Spanned<Vec<String>>>,
             allow_outside_authority: Option<bool>,
+            push: Option<Spanned<String>>,
+            push_poll: Option<Spanned<String>>,
+            push_lease: Option<Spanned<String>>,
+            push_verify_timeout: Option<Spanned<String>>,
         }
 
         impl $name {
@@ -89,6 +96,12 @@ macro_rules! settings_struct {
                 if let Some(v) = self.allow_private { s.allow_private = v; }
                 if let Some(v) = &self.allow_networks { s.allow_networks = at.networks(v)?; }
                 if let Some(v) = self.allow_outside_authority { s.allow_outside_authority = v; }
+                if let Some(v) = &self.push { s.push = at.value(v, "push", parse_push)?; }
+                if let Some(v) = &self.push_poll { s.push_poll = at.duration(v, "push_poll")?; }
+                if let Some(v) = &self.push_lease { s.push_lease = at.lease(v)?; }
+                if let Some(v) = &self.push_verify_timeout {
+                    s.push_verify_timeout = at.duration(v, "push_verify_timeout")?;
+                }
                 check_links(&s, self.keep_links.as_ref().or(self.drop_links.as_ref()), at)?;
                 Ok(s)
             }
@@ -108,6 +121,8 @@ settings_struct!(RawSource {
     feeds: Option<Spanned<Vec<Spanned<String>>>>,
     feed_content: Option<Spanned<String>>,
     shard: Option<Spanned<String>>,
+    push_hub: Option<Spanned<String>>,
+    push_topic: Option<Spanned<String>>,
 });
 
 #[derive(Debug, Deserialize)]
@@ -121,6 +136,7 @@ pub(super) struct RawAggregator {
     max_concurrent_sources: Option<Spanned<i64>>,
     endpoint_id: Option<Spanned<String>>,
     hub: Option<Spanned<String>>,
+    public_url: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -192,6 +208,7 @@ pub(super) struct RawConfig {
     simulate: Vec<Spanned<super::simulate::RawSimulate>>,
     #[serde(default)]
     shards: std::collections::BTreeMap<String, Spanned<super::shard::RawShard>>,
+    #[serde(default)]
     hub: super::hub::RawHub,
 }
 
@@ -213,7 +230,8 @@ impl RawConfig {
             let capability_list = s.capability_list.as_ref().map(|c| at.http_url(c, "capability_list")).transpose()?;
             let settings = s.apply(&defaults, at)?;
             let shard = super::shard::check_member(s.shard.as_ref(), &s.id, "source", &shards, at)?;
-            sources.push(Source { id: s.id.get_ref().clone(), url, capability_list, feed, settings, shard });
+            let push = push_channel(s, feed.is_some(), at)?;
+            sources.push(Source { id: s.id.get_ref().clone(), url, capability_list, feed, settings, shard, push });
         }
         let source_ids: HashSet<&str> = sources.iter().map(|s| s.id.as_str()).collect();
         let sets =
@@ -281,6 +299,26 @@ fn feed_urls(s: &RawSource, at: &Locator<'_>) -> Result<Option<Vec<Url>>> {
     }
 }
 
+/// `push_hub` / `push_topic`: either may be given, each overriding what the Capability List
+/// says; a feed source has no notification channel.
+fn push_channel(s: &RawSource, feed: bool, at: &Locator<'_>) -> Result<PushChannel> {
+    let hub = s.push_hub.as_ref().map(|v| at.http_url(v, "push_hub")).transpose()?;
+    let topic = s.push_topic.as_ref().map(|v| at.http_url(v, "push_topic")).transpose()?;
+    if feed && let Some(v) = s.push_hub.as_ref().or(s.push_topic.as_ref()) {
+        let key = if s.push_hub.is_some() { "push_hub" } else { "push_topic" };
+        return Err(at.error(v.span(), key, "a feed source has no ResourceSync notification channel"));
+    }
+    Ok(PushChannel { hub, topic })
+}
+
+fn parse_push(text: &str) -> std::result::Result<PushMode, String> {
+    match text.trim() {
+        "auto" => Ok(PushMode::Auto),
+        "off" => Ok(PushMode::Off),
+        other => Err(format!("`{other}` is not one of auto, off")),
+    }
+}
+
 fn parse_feed_content(text: &str) -> std::result::Result<FeedContent, String> {
     match text {
         "item" => Ok(FeedContent::Item),
@@ -325,12 +363,35 @@ fn validate_aggregator(agg: &Spanned<RawAggregator>, at: &Locator<'_>) -> Result
         None => DEFAULT_CONCURRENT_SOURCES,
     };
     let user_agent = ua.get_ref().trim().to_owned();
+    let public_url = match &a.public_url {
+        Some(v) => with_slash(at.http_url(v, "public_url")?),
+        None => base_url.clone(),
+    };
     let endpoint_id = match &a.endpoint_id {
         Some(v) => at.value(v, "endpoint_id", check_nss)?,
         None => default_endpoint_id(&base_url),
     };
     let hub = a.hub.as_ref().map(|h| at.http_url(h, "hub")).transpose()?;
-    Ok(Aggregator { base_url, listen, data_dir, user_agent, store_cache_mb, max_concurrent_sources, endpoint_id, hub })
+    Ok(Aggregator {
+        base_url,
+        listen,
+        data_dir,
+        user_agent,
+        store_cache_mb,
+        max_concurrent_sources,
+        endpoint_id,
+        hub,
+        public_url,
+    })
+}
+
+/// A URL prefix always ends with `/`, so relative paths join under it.
+pub(super) fn with_slash(mut url: Url) -> Url {
+    if !url.path().ends_with('/') {
+        let path = format!("{}/", url.path());
+        url.set_path(&path);
+    }
+    url
 }
 
 /// FeedSync endpoint ids are the NSS part of a URN (seed `002_…` §2.1, RFC 2141).
@@ -439,6 +500,17 @@ impl Locator<'_> {
 
     pub(super) fn duration(&self, v: &Spanned<String>, key: &str) -> Result<Duration> {
         self.value(v, key, parse_duration)
+    }
+
+    /// A lease asked of a hub: Change Notification §4.2 recommends 300 s to a month; shorter
+    /// ones are allowed down to 10 s for tests, longer ones are refused (WebSub forbids
+    /// perpetual leases, and a hub caps what it grants anyway).
+    fn lease(&self, v: &Spanned<String>) -> Result<Duration> {
+        let d = self.duration(v, "push_lease")?;
+        if !(10..=2_678_400).contains(&d.as_secs()) {
+            return Err(self.error(v.span(), "push_lease", "must be between 10s and 31days (2678400 s)"));
+        }
+        Ok(d)
     }
 
     pub(super) fn int(&self, v: &Spanned<i64>, key: &str, min: u32, max: u32) -> Result<u32> {

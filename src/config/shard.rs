@@ -58,7 +58,7 @@ fn validate(name: &str, table: &Spanned<RawShard>, at: &Locator<'_>) -> Result<S
         return Err(at.error(table.span(), &key, msg));
     }
     let raw = table.get_ref();
-    let base_url = raw.base_url.as_ref().map(|b| at.http_url(b, "base_url").map(with_slash)).transpose()?;
+    let base_url = raw.base_url.as_ref().map(|b| at.http_url(b, "base_url").map(super::raw::with_slash)).transpose()?;
     let listen = raw
         .listen
         .as_ref()
@@ -71,14 +71,6 @@ fn validate(name: &str, table: &Spanned<RawShard>, at: &Locator<'_>) -> Result<S
         .transpose()?;
     let data_dir = raw.data_dir.as_deref().map(|d| at.relative_path(d));
     Ok(ShardDef { name: name.to_owned(), base_url, listen, data_dir })
-}
-
-fn with_slash(mut url: Url) -> Url {
-    if !url.path().ends_with('/') {
-        let path = format!("{}/", url.path());
-        url.set_path(&path);
-    }
-    url
 }
 
 /// Checks a `shard = "NAME"` of a source or simulator against the `[shards.*]` tables: it must
@@ -151,6 +143,10 @@ impl Config {
             // An endpoint id left to its default follows the instance's own base URL.
             if agg.endpoint_id == super::raw::default_endpoint_id(&agg.base_url) {
                 agg.endpoint_id = super::raw::default_endpoint_id(base);
+            }
+            // So does a public URL left to its default (`base_url`).
+            if agg.public_url == agg.base_url {
+                agg.public_url = base.clone();
             }
             agg.base_url = base.clone();
         }

@@ -15,6 +15,7 @@
 //! - `body`: reading a body within its size, idle, throughput and total limits, decoding gzip
 //!   and refusing bombs; a body cut short is an error, never a shorter document.
 //! - `error`: [`FetchError`], one type for every way a request can fail.
+//! - `form`: form POSTs to a WebSub hub (subscribe, unsubscribe), under the same guard.
 //! - `metrics`: which source a request counts for on `/metrics`.
 //! - `outbound`: requests to endpoints that asked for them (WebSub callbacks, an external
 //!   hub): the same SSRF guard, no robots.txt, no redirects, one deadline.
@@ -25,6 +26,7 @@
 mod body;
 mod client;
 mod error;
+mod form;
 mod guard;
 mod host;
 mod metrics;
@@ -34,6 +36,7 @@ mod robots;
 
 pub use client::{Document, FetchResponse, Fetched, Fetcher, FetcherOptions, MAX_REDIRECTS, Validators};
 pub use error::{FetchError, Phase};
+pub use form::FormAnswer;
 pub use guard::non_public_reason;
 pub use host::{HostCounters, HostSnapshot};
 pub use metrics::{in_source, inherit};

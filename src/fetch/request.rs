@@ -93,7 +93,7 @@ async fn send(
     Err(err)
 }
 
-pub(super) fn map_send_error(url: &Url, e: reqwest::Error) -> FetchError {
+pub(crate) fn map_send_error(url: &Url, e: reqwest::Error) -> FetchError {
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(&e);
     // Bounded: error chains are short.
     for _ in 0..10 {

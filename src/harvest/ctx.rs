@@ -73,6 +73,47 @@ pub(crate) struct Ctx {
     pub(crate) naming: Naming,
     pub(crate) shutdown: watch::Receiver<bool>,
     pub(crate) progress: Arc<dyn Progress>,
+    /// What polling and push share per source (empty outside `run`).
+    pub(crate) turns: Turns,
+}
+
+/// Per source, what its poll loop and its push subscriber share: the lock that keeps a poll
+/// and the application of a notification from interleaving (both load the source's state,
+/// change it and save it whole), the bell that asks for a poll now (a gap in the
+/// notifications, a subscription that failed), and whether a verified subscription stands
+/// (the poll loop then polls at the slow safety interval).
+#[derive(Default, Clone)]
+pub(crate) struct Turns {
+    per_source: Arc<std::collections::HashMap<String, Arc<Turn>>>,
+}
+
+/// One source's share of [`Turns`].
+#[derive(Default)]
+pub(crate) struct Turn {
+    pub(crate) lock: tokio::sync::Mutex<()>,
+    /// Rung to poll now.
+    pub(crate) poll_now: tokio::sync::Notify,
+    /// Rung after each poll (discovery may have found a channel).
+    pub(crate) polled: tokio::sync::Notify,
+    /// Rung when the subscription's state changed (a verification arrived).
+    pub(crate) changed: tokio::sync::Notify,
+    pub(crate) subscribed: std::sync::atomic::AtomicBool,
+}
+
+impl Turns {
+    pub(crate) fn new<'a>(sources: impl IntoIterator<Item = &'a str>) -> Turns {
+        let per_source = sources.into_iter().map(|s| (s.to_owned(), Arc::new(Turn::default()))).collect();
+        Turns { per_source: Arc::new(per_source) }
+    }
+
+    pub(crate) fn get(&self, source: &str) -> Option<&Arc<Turn>> {
+        self.per_source.get(source)
+    }
+
+    /// Whether `source` has a verified subscription standing.
+    pub(crate) fn subscribed(&self, source: &str) -> bool {
+        self.get(source).is_some_and(|t| t.subscribed.load(std::sync::atomic::Ordering::Acquire))
+    }
 }
 
 pub(crate) async fn load_state(ctx: &Ctx, id: &str) -> Result<SourceState, StoreError> {

@@ -19,7 +19,8 @@ use tokio::task::JoinSet;
 
 use super::report::{NoProgress, Progress, SourceReport, Summary};
 
-use super::ctx::{Ctx, HarvestError, join_error, load_state, save_state};
+use super::ctx::{Ctx, HarvestError, Turns, join_error, load_state, save_state};
+use super::push::Push;
 use crate::config::{Config, Source};
 use crate::fetch::Fetcher;
 use crate::model::W3cDateTime;
@@ -59,7 +60,7 @@ pub async fn harvest_once_until(
 ) -> Result<Summary, HarvestError> {
     let chosen = config.select(only)?;
     let started = Instant::now();
-    let ctx = context(config, store, fetcher, progress, shutdown);
+    let ctx = context(config, store, fetcher, progress, shutdown, Turns::default());
     let sem = Arc::new(Semaphore::new(config.aggregator.max_concurrent_sources));
     let mut tasks = JoinSet::new();
     for (i, source) in chosen.into_iter().enumerate() {
@@ -91,9 +92,28 @@ pub async fn run(
     fetcher: &Fetcher,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), HarvestError> {
-    let ctx = context(config, store, fetcher, Arc::new(NoProgress), shutdown);
+    run_with_push(config, store, fetcher, None, shutdown).await
+}
+
+/// As [`run`], with `push` subscribing to the sources' change notifications (its callback
+/// routes must be served by the web server for hubs to reach it).
+///
+/// # Errors
+/// As [`run`].
+pub async fn run_with_push(
+    config: &Config,
+    store: &Store,
+    fetcher: &Fetcher,
+    push: Option<&Push>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), HarvestError> {
+    let turns = push.map_or_else(|| Turns::new(config.sources.iter().map(|s| s.id.as_str())), Push::turns);
+    let ctx = context(config, store, fetcher, Arc::new(NoProgress), shutdown, turns);
     let sem = Arc::new(Semaphore::new(config.aggregator.max_concurrent_sources));
     let mut tasks = JoinSet::new();
+    if let Some(push) = push {
+        push.start(ctx.clone(), &mut tasks);
+    }
     for source in &config.sources {
         let (ctx, sem, source, sets) = (ctx.clone(), sem.clone(), source.clone(), sets_of(config, &source.id));
         tasks.spawn(async move { poll_loop(&ctx, &source, &sets, &sem).await });
@@ -115,6 +135,7 @@ fn context(
     fetcher: &Fetcher,
     progress: Arc<dyn Progress>,
     shutdown: impl Future<Output = ()> + Send + 'static,
+    turns: Turns,
 ) -> Arc<Ctx> {
     let (tx, rx) = watch::channel(false);
     tokio::spawn(async move {
@@ -129,7 +150,7 @@ fn context(
         }
     });
     let naming = Naming::new(&config.aggregator.base_url);
-    Arc::new(Ctx { store: store.clone(), fetcher: fetcher.clone(), naming, shutdown: rx, progress })
+    Arc::new(Ctx { store: store.clone(), fetcher: fetcher.clone(), naming, shutdown: rx, progress, turns })
 }
 
 fn sets_of(config: &Config, source: &str) -> Vec<String> {
@@ -140,19 +161,25 @@ fn sets_of(config: &Config, source: &str) -> Vec<String> {
 async fn poll_loop(ctx: &Ctx, source: &Source, sets: &[String], sem: &Semaphore) {
     let mut shutdown = ctx.shutdown.clone();
     let mut due = load_state(ctx, &source.id).await.ok().and_then(|s| s.status.next_attempt);
+    let turn = ctx.turns.get(&source.id).cloned().unwrap_or_default();
     // Ends at shutdown; each turn is one harvest.
     loop {
         let wait = due.map_or(Duration::ZERO, |d| until(&d));
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
+            // A gap in the notifications, or a subscription that fell through.
+            _ = turn.poll_now.notified() => {}
             _ = shutdown.wait_for(|stop| *stop) => return,
         }
         let permit = tokio::select! {
             p = sem.acquire() => p,
             _ = shutdown.wait_for(|stop| *stop) => return,
         };
+        let own_turn = turn.lock.lock().await;
         let report = harvest_source(ctx, source, sets).await;
+        drop(own_turn);
         drop(permit);
+        turn.polled.notify_one();
         due = load_state(ctx, &source.id).await.ok().and_then(|s| s.status.next_attempt);
         if due.is_none() && report.error.is_some() {
             due = Some(after(source.settings.poll));
@@ -221,9 +248,16 @@ async fn begin(ctx: &Ctx, source: &Source) -> Result<SourceState, StoreError> {
 async fn finish(ctx: &Ctx, source: &Source, report: &SourceReport) -> Result<(), StoreError> {
     let mut state = load_state(ctx, &source.id).await?;
     let resources = count_live(ctx, &source.id).await?;
-    update_status(&mut state.status, report, resources, source.settings.poll);
+    update_status(&mut state.status, report, resources, poll_interval(ctx, source));
     state.status.failing = count_failing(ctx, &source.id).await?;
     save_state(ctx, &source.id, state).await
+}
+
+/// The time to the next poll: `poll`, or while a verified push subscription stands, the slow
+/// safety interval `push_poll` (never shorter than `poll`).
+fn poll_interval(ctx: &Ctx, source: &Source) -> Duration {
+    let s = &source.settings;
+    if ctx.turns.subscribed(&source.id) { s.poll.max(s.push_poll) } else { s.poll }
 }
 
 /// Live resources of a source: the counter of its own set (one read), else a scan.

@@ -34,6 +34,17 @@ pub struct Capabilities {
     pub resourcedump: Option<Url>,
     /// Change Dump.
     pub changedump: Option<Url>,
+    /// The change-notification channel: its topic and hub (Change Notification §5).
+    pub change_notification: Option<Channel>,
+}
+
+/// A notification channel: a WebSub topic and the hub that publishes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Channel {
+    /// The topic URI (the channel entry's `<loc>`).
+    pub topic: Url,
+    /// The hub (the entry's `rs:ln rel="hub"`).
+    pub hub: Url,
 }
 
 /// How the Capability List (or the list the source gave) was reached.
@@ -184,6 +195,10 @@ fn from_capability_list(d: &FetchedDoc, s: &Settings) -> Result<Discovered> {
     let mut caps = Capabilities::default();
     for e in entries(d, s)? {
         let Some(cap) = e.md.as_ref().and_then(|m| m.capability) else { continue };
+        if cap == Capability::ChangeNotification {
+            caps.change_notification = caps.change_notification.take().or_else(|| channel(&d.doc.url, &e));
+            continue;
+        }
         let Some(slot) = slot(&mut caps, cap) else { continue };
         if slot.is_none() {
             *slot = d.doc.url.join(&e.loc).ok();
@@ -196,6 +211,19 @@ fn from_capability_list(d: &FetchedDoc, s: &Settings) -> Result<Discovered> {
         capabilities: caps,
         route: Route::Direct,
     })
+}
+
+/// A change-notification entry's topic and hub; `None` (with a warning) without a usable hub.
+fn channel(base: &Url, e: &crate::model::Entry) -> Option<Channel> {
+    let topic = base.join(e.loc.trim()).ok()?;
+    let hub = e.links.iter().find(|l| l.rel == "hub").and_then(|l| base.join(l.href.trim()).ok());
+    match hub.filter(|h| matches!(h.scheme(), "http" | "https")) {
+        Some(hub) => Some(Channel { topic, hub }),
+        None => {
+            tracing::warn!(topic = %topic, "a change-notification channel without an http(s) rs:ln rel=\"hub\" is ignored");
+            None
+        }
+    }
 }
 
 /// From a list, dump or index up to its Capability List (via `index` first, then `up`).

@@ -15,6 +15,8 @@
 //! - `resource`: one bitstream fetched, verified and stored as it streams in; `commit`: the
 //!   batched commits of records, change events and source state.
 //! - [`dump`]: reading Resource and Change Dump packages (spec §11, §13) into the store.
+//! - [`push`]: subscribing to the Sources' change notifications (WebSub) and applying them
+//!   through the same path as Change List entries.
 //! - `report`, `metrics`: what a pass did, for the caller, the dashboard and `/metrics`.
 //!
 //! Every request goes through [`crate::fetch`]. Depends on [`crate::model`],
@@ -31,15 +33,17 @@ pub mod dump;
 mod index;
 mod listed;
 mod metrics;
+mod push;
 mod report;
 mod resource;
 mod sync;
 
 pub use authority::within_authority;
 pub use ctx::HarvestError;
-pub use daemon::{harvest_once, harvest_once_until, run};
-pub use discover::{Capabilities, Discovered, Route, discover};
+pub use daemon::{harvest_once, harvest_once_until, run, run_with_push};
+pub use discover::{Capabilities, Channel, Discovered, Route, discover};
 pub use document::DiscoverError;
 pub use index::{IndexWalker, WalkLimits};
+pub use push::Push;
 pub use report::{NoProgress, Progress, ResourceOutcome, SourceReport, Summary};
 pub use sync::audit;

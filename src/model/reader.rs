@@ -669,6 +669,14 @@ impl<R: BufRead> Core<R> {
             return Some(c);
         }
         let folded = value.trim().to_ascii_lowercase();
+        // Change Notification 0.9 and 1.0 named the payload `changelist-notification`; 1.0.1
+        // made it `change-notification` everywhere. Sources written to the older text still
+        // push, so the old name is read as the new one.
+        if folded == "changelist-notification" {
+            let c = Capability::ChangeNotification;
+            self.warn_at(start, "7", format!("capability `{value}` (Change Notification 1.0) read as `{c}`"));
+            return Some(c);
+        }
         if let Some(c) = Capability::from_exact(&folded) {
             self.warn_at(start, "7", format!("capability `{value}` read as `{c}` (values are lowercase)"));
             return Some(c);

@@ -28,7 +28,7 @@ use url::Url;
 
 use crate::config::HubSettings;
 use crate::fetch::Outbound;
-use crate::websub::{SIGNATURE_HEADER, sign};
+use crate::websub::{Method, SIGNATURE_HEADER, sign};
 
 /// The header telling a subscriber how many notifications were dropped before this one.
 pub(crate) const DROPPED_HEADER: &str = "X-Tributary-Dropped";
@@ -233,7 +233,7 @@ fn headers(target: &Target, payload: &Payload, dropped: u64) -> HeaderMap {
         h.insert(LINK, v);
     }
     if let Some(secret) = &target.secret
-        && let Ok(v) = HeaderValue::from_str(&sign(secret.as_bytes(), &payload.body))
+        && let Ok(v) = HeaderValue::from_str(&sign(Method::Sha256, secret.as_bytes(), &payload.body))
     {
         h.insert(SIGNATURE_HEADER, v);
     }
@@ -279,7 +279,7 @@ mod tests {
         assert!(plain.get(SIGNATURE_HEADER).is_none() && plain.get(DROPPED_HEADER).is_none());
         let signed = headers(&target(Some("k")), &p, 3);
         let sig = signed[SIGNATURE_HEADER].to_str().unwrap();
-        assert_eq!(crate::websub::verify(b"k", &p.body, sig), Ok(crate::websub::Algorithm::Sha256));
+        assert_eq!(crate::websub::verify(b"k", Some(sig), &p.body), Ok(Method::Sha256));
         assert_eq!(signed[DROPPED_HEADER], "3");
     }
 }

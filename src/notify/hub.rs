@@ -30,7 +30,7 @@ use crate::config::HubSettings;
 use crate::fetch::{FetchError, Outbound};
 use crate::model::W3cDateTime;
 use crate::naming::Naming;
-use crate::store::{Store, Subscription};
+use crate::store::{HubSubscriber, Store};
 
 /// Verifications (and denials) running at once; more wait their turn.
 const VERIFY_SLOTS: usize = 16;
@@ -55,7 +55,7 @@ impl HubAnswer {
 /// A subscription in force, and the task delivering to it.
 #[derive(Debug)]
 struct Active {
-    sub: Subscription,
+    sub: HubSubscriber,
     worker: Arc<Worker>,
 }
 
@@ -125,7 +125,7 @@ impl Hub {
     /// Resumes every saved subscription whose lease has not ended (and forgets the others).
     pub(crate) async fn resume(self: &Arc<Self>) -> Result<usize, NotifyError> {
         let store = self.store.clone();
-        let saved = tokio::task::spawn_blocking(move || store.subscriptions(None)).await??;
+        let saved = tokio::task::spawn_blocking(move || store.hub_subscribers(None)).await??;
         let mut resumed = 0;
         for sub in saved {
             if sub.expires <= now() || self.set_of(&sub.topic).is_none() {
@@ -225,7 +225,7 @@ impl Hub {
     }
 
     async fn subscribe(self: &Arc<Self>, req: HubRequest, lease: Duration) {
-        let sub = Subscription {
+        let sub = HubSubscriber {
             topic: req.topic,
             callback: req.callback.to_string(),
             secret: req.secret,
@@ -233,7 +233,7 @@ impl Hub {
             expires: now().saturating_add(i64::try_from(lease.as_secs()).unwrap_or(i64::MAX)),
         };
         let (store, saved) = (self.store.clone(), sub.clone());
-        match tokio::task::spawn_blocking(move || store.save_subscription(&saved)).await.map_err(NotifyError::from) {
+        match tokio::task::spawn_blocking(move || store.save_hub_subscriber(&saved)).await.map_err(NotifyError::from) {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
                 tracing::error!(error = %crate::error::chain(&e), "could not save a verified subscription");
@@ -249,7 +249,7 @@ impl Hub {
     }
 
     /// Puts a subscription in force: a renewal keeps its queue and task, with the new secret.
-    fn activate(self: &Arc<Self>, sub: Subscription, callback: Url) {
+    fn activate(self: &Arc<Self>, sub: HubSubscriber, callback: Url) {
         let key = (sub.topic.clone(), sub.callback.clone());
         let target = Target { callback, secret: sub.secret.clone() };
         let mut active = lock(&self.active);
@@ -281,7 +281,7 @@ impl Hub {
             a.worker.stop();
         }
         let (store, topic, callback) = (self.store.clone(), topic.to_owned(), callback.to_owned());
-        let removed = tokio::task::spawn_blocking(move || store.remove_subscription(&topic, &callback)).await;
+        let removed = tokio::task::spawn_blocking(move || store.remove_hub_subscriber(&topic, &callback)).await;
         if let Ok(Err(e)) = removed {
             tracing::error!(error = %crate::error::chain(&e), "could not remove a subscription");
         }

@@ -28,6 +28,7 @@ mod error;
 mod failure;
 mod feeds;
 mod history;
+mod hub_subscribers;
 mod known;
 mod log;
 mod maint;
@@ -38,7 +39,7 @@ mod record;
 mod report;
 mod row;
 mod state;
-mod subscriptions;
+mod subscription;
 mod table;
 #[cfg(test)]
 mod test_util;
@@ -58,12 +59,15 @@ pub use blob::{BlobId, BlobInfo, BlobReader, Expected};
 pub use error::StoreError;
 pub use failure::{Failure, FailureIter, NewFailure};
 pub use feeds::FeedItemIter;
+pub use hub_subscribers::HubSubscriber;
 pub use log::{Event, EventIter, SetInfo};
 pub use open::StoreOptions;
 pub use record::{Listing, NewRecord, Record, RecordIter, Via};
 pub use report::{FailureReport, FailureRow, GcReport, Problem, SetStats, Stats, VerifyReport};
-pub use state::{DocumentValidators, HarvestState, KnownCapabilities, PassCounts, SourceState, SourceStatus};
-pub use subscriptions::Subscription;
+pub use state::{
+    DocumentValidators, HarvestState, KnownCapabilities, NotificationChannel, PassCounts, SourceState, SourceStatus,
+};
+pub use subscription::{Lease, PendingRequest, Subscription};
 pub use view::{AttrView, LinkView, RawRecord, RawRecordIter, RecordView, ViaView};
 pub use watch::Listener;
 pub use writer::BlobWriter;
@@ -102,7 +106,9 @@ struct Trees {
     failures: table::Table,
     /// The FeedSync state of feed sources' items (see [`feeds`]).
     feed_items: table::Table,
-    /// The built-in WebSub hub's subscriptions to Tributary's own topics (see [`subscriptions`]).
+    /// The built-in WebSub hub's subscriptions to Tributary's own topics (see [`hub_subscribers`]).
+    hub_subscribers: table::Table,
+    /// WebSub subscriptions at upstream hubs (see [`subscription`]).
     subscriptions: table::Table,
 }
 

@@ -296,7 +296,8 @@ fn open_trees(db: &sled::Db) -> Result<Trees, StoreError> {
         sources: t(b'S'),
         failures: t(b'f'),
         feed_items: t(b'x'),
-        subscriptions: t(b'w'),
+        hub_subscribers: t(b'w'),
+        subscriptions: t(b'p'),
         main,
     })
 }

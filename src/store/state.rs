@@ -52,6 +52,12 @@ pub struct SourceState {
     /// A feed source's `sx:sharing until` per feed URL at the last poll (FeedSync §4.1): a
     /// feed whose `since` is past it has dropped items this subscriber never saw.
     pub feed_until: BTreeMap<String, String>,
+    /// The `until` of the last change notification applied (Change Notification §3: each
+    /// notification's `from` meets the previous one's `until`, so a `from` later than this is a
+    /// gap). Written in the batch that applies the notification; never moves the Change List
+    /// position, which only polling advances.
+    #[serde(with = "w3c_opt")]
+    pub push_until: Option<W3cDateTime>,
     /// Dashboard status.
     pub status: SourceStatus,
 }
@@ -68,6 +74,19 @@ pub struct KnownCapabilities {
     pub resource_dump: Option<String>,
     /// Change Dump (or its index).
     pub change_dump: Option<String>,
+    /// The change-notification channel (Change Notification §5), when the Capability List
+    /// advertises one.
+    pub change_notification: Option<NotificationChannel>,
+}
+
+/// A WebSub topic and the hub it is published through, as absolute URLs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct NotificationChannel {
+    /// The topic URI (the channel's `<loc>`).
+    pub topic: String,
+    /// The hub (its `rs:ln rel="hub"`).
+    pub hub: String,
 }
 
 /// HTTP validators of one fetched document.

@@ -19,7 +19,7 @@ use super::error::WebError;
 use crate::model::W3cDateTime;
 use crate::notify::Push;
 use crate::publish::Publisher;
-use crate::store::{Event, FailureReport, SourceState, Store, StoreError};
+use crate::store::{Event, FailureReport, SourceState, Store, StoreError, Subscription};
 
 const INDEX_HTML: &str = include_str!("../../web/index.html");
 const STYLE_CSS: &str = include_str!("../../web/style.css");
@@ -102,6 +102,46 @@ struct SourceRow {
     last_error: Option<String>,
     last_pass: crate::store::PassCounts,
     set_page: String,
+    /// When Tributary applied the source's newest change (its own clock), by poll or push.
+    last_change: Option<String>,
+    /// Seconds since then: how fresh the copy is known to be.
+    freshness_seconds: Option<i64>,
+    /// Whether the source is followed by push or by polling.
+    push: PushRow,
+}
+
+/// A source's push subscription, as the dashboard shows it.
+#[derive(Debug, Serialize)]
+struct PushRow {
+    /// `subscribed` (a verified lease stands), `pending` (waiting for the hub's verification)
+    /// or `polling` (no subscription: push is off, no channel is advertised, or it failed).
+    mode: &'static str,
+    hub: Option<String>,
+    topic: Option<String>,
+    lease_expires: Option<String>,
+    /// Why the last request failed or was denied.
+    last_error: Option<String>,
+}
+
+impl PushRow {
+    fn of(sub: Option<&Subscription>, now: i64) -> PushRow {
+        let Some(sub) = sub else {
+            return PushRow { mode: "polling", hub: None, topic: None, lease_expires: None, last_error: None };
+        };
+        let lease = sub.active.as_ref().filter(|l| l.expires > now);
+        let mode = match (lease, &sub.pending) {
+            (Some(_), _) => "subscribed",
+            (None, Some(p)) if p.mode == "subscribe" => "pending",
+            _ => "polling",
+        };
+        PushRow {
+            mode,
+            hub: Some(sub.hub.clone()),
+            topic: Some(sub.topic.clone()),
+            lease_expires: lease.and_then(|l| W3cDateTime::from_unix(l.expires, 0).ok()).map(|t| t.to_string()),
+            last_error: sub.last_error.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -162,10 +202,17 @@ fn status(p: &Publisher, push: Option<&Push>) -> Result<Status, StoreError> {
     let store = p.store();
     let n = p.naming();
     let mut sources = Vec::new();
+    let subs = store.subscriptions()?;
+    let now = W3cDateTime::now();
     for id in source_ids(p) {
         let SourceState { status: s, .. } = store.source_state(&id)?.unwrap_or_default();
         let own = store.set_info(&id)?;
+        let sub = subs.iter().find(|x| x.source == id && x.pending.as_ref().is_none_or(|p| p.mode != "unsubscribe"));
+        let last_change = own.as_ref().and_then(|i| i.last_change);
         sources.push(SourceRow {
+            last_change: text(last_change),
+            freshness_seconds: last_change.map(|t| (now.unix_timestamp() - t.unix_timestamp()).max(0)),
+            push: PushRow::of(sub, now.unix_timestamp()),
             resources: own.as_ref().map_or(0, |i| i.live),
             changes: own.as_ref().map_or(0, |i| i.visible_seq),
             state: s.state,

@@ -229,3 +229,18 @@ pub async fn serve(
 ) -> io::Result<()> {
     axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await
 }
+
+/// As [`serve`], with `extra` routes served beside the server's own (`tributary run` mounts
+/// the push subscriber's WebSub callbacks this way; the web server does not know what they
+/// are). `extra`'s routes win over the 404 fallback only where they match.
+///
+/// # Errors
+/// As [`serve`].
+pub async fn serve_with(
+    listener: TcpListener,
+    state: WebState,
+    extra: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
+    axum::serve(listener, extra.merge(router(state))).with_graceful_shutdown(shutdown).await
+}

@@ -358,3 +358,38 @@ fn shards_split_one_file_into_instances() {
     assert_invalid(&sim, head_lines + 8, "shard", "simulator \"s\" has no `shard`");
     assert_invalid(&format!("{HEAD}[shards.West]\n"), head_lines + 1, "shards.West", "invalid shard name");
 }
+
+#[test]
+fn push_keys_default_merge_and_report_their_line() {
+    use tributary::config::PushMode;
+    let c = parse(&format!("{HEAD}[[source]]\nid = \"x\"\nurl = \"https://a/\"\n")).unwrap();
+    assert_eq!(c.aggregator.public_url, c.aggregator.base_url, "public_url defaults to base_url");
+    let s = &c.sources[0];
+    assert_eq!((s.settings.push, s.push.hub.as_ref(), s.push.topic.as_ref()), (PushMode::Auto, None, None));
+    assert_eq!(s.settings.push_lease, Duration::from_secs(864_000));
+    let head = HEAD.replace("data_dir", "public_url = \"https://agg.example.org/t\"\ndata_dir");
+    let text = format!(
+        "{head}[defaults]\npush_poll = \"2h\"\npush_lease = \"1day\"\n\n[[source]]\nid = \"x\"\nurl = \"https://a/\"\n\
+         push = \"off\"\npush_verify_timeout = \"30s\"\n\n[[source]]\nid = \"y\"\nurl = \"https://b/\"\n\
+         push_hub = \"https://hub.example.org/\"\npush_topic = \"https://b/notify\"\n"
+    );
+    let c = parse(&text).unwrap();
+    assert_eq!(c.aggregator.public_url.as_str(), "https://agg.example.org/t/", "a prefix: it gains its slash");
+    let (x, y) = (&c.sources[0], &c.sources[1]);
+    assert_eq!((x.settings.push, x.settings.push_verify_timeout), (PushMode::Off, Duration::from_secs(30)));
+    assert_eq!((y.settings.push_poll, y.settings.push_lease), (Duration::from_secs(7200), Duration::from_secs(86_400)));
+    assert_eq!(y.push.hub.as_ref().map(|u| u.as_str()), Some("https://hub.example.org/"));
+    assert_eq!(y.push.topic.as_ref().map(|u| u.as_str()), Some("https://b/notify"));
+
+    let src = |extra: &str| format!("{HEAD}[[source]]\nid = \"x\"\nurl = \"https://a/\"\n{extra}\n");
+    assert_invalid(&src("push = \"sometimes\""), 9, "push", "auto, off");
+    assert_invalid(&src("push_lease = \"5s\""), 9, "push_lease", "between");
+    assert_invalid(&src("push_lease = \"1year\""), 9, "push_lease", "between");
+    assert_invalid(&src("push_hub = \"ftp://hub/\""), 9, "push_hub", "http");
+    assert_invalid(&src("push_topic = \"not a url\""), 9, "push_topic", "invalid URL");
+    assert_invalid(&src("push_poll = \"soon\""), 9, "push_poll", "");
+    let feed = format!("{HEAD}[[source]]\nid = \"x\"\nfeed = \"https://a/f\"\npush_hub = \"https://hub/\"\n");
+    assert_invalid(&feed, 9, "push_hub", "feed source");
+    let head = HEAD.replace("data_dir", "public_url = \"mailto:x@y\"\ndata_dir");
+    assert_invalid(&format!("{head}[[source]]\nid = \"x\"\nurl = \"https://a/\"\n"), 4, "public_url", "http");
+}

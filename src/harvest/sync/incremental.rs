@@ -96,6 +96,7 @@ pub(crate) async fn incremental(
         reads: Vec::new(),
         report: SourceReport::new(&source.id),
         failing,
+        pushed: false,
     };
     let mut single = single;
     for list in lists.iter().skip(resume.list).take(MAX_LISTS_PER_POLL) {
@@ -119,6 +120,47 @@ pub(crate) async fn incremental(
         }
     }
     poll.apply(state).await.map(Outcome::Done)
+}
+
+/// Applies the changes of a change notification as a poll applies a Change List's (the same
+/// acceptance, fetch, verification, store and one change event each), committed with
+/// `state` as the caller prepared it. A notification never moves the Change List position —
+/// only a poll does — so a change the hub lost is still found by the next poll, and one the
+/// poll finds again is held already and writes nothing. A change older than the record held
+/// (its `datetime`, else its `lastmod`, before the record's `lastmod`) is passed over: a late
+/// or replayed notification must not undo a newer state.
+pub(crate) async fn apply_pushed(
+    ctx: &Ctx,
+    source: &Source,
+    sets: &[String],
+    state: SourceState,
+    base: &Url,
+    entries: Vec<Entry>,
+) -> Result<SourceReport, HarvestError> {
+    let failing = super::baseline::load_failing(&ctx.store, &source.id).await?;
+    let mut poll = Poll {
+        ctx,
+        source,
+        sets,
+        pending: Vec::new(),
+        reads: Vec::new(),
+        report: SourceReport::new(&source.id),
+        failing,
+        pushed: true,
+    };
+    for (pos, entry) in entries.into_iter().enumerate() {
+        match poll.accept(base, &entry) {
+            Some(loc) => poll.pending.push(Pending { list: 0, pos: pos as u64, loc, entry }),
+            None => poll.report.skipped += 1,
+        }
+    }
+    poll.apply(state).await
+}
+
+/// Whether a pushed change is older than the record held for its resource.
+fn older_than_held(entry: &Entry, held: Option<&Record>) -> bool {
+    let when = entry.md.as_ref().and_then(|m| m.datetime).or(entry.lastmod);
+    matches!((when, held.and_then(|h| h.lastmod)), (Some(w), Some(h)) if w < h)
 }
 
 fn unchanged(source: &Source) -> SourceReport {
@@ -200,6 +242,8 @@ struct Poll<'a> {
     /// Resources recorded as failing when the poll began: a change that stores or deletes one
     /// ends its failure.
     failing: HashSet<String>,
+    /// Changes from a notification ([`apply_pushed`]): no list, no position to move.
+    pushed: bool,
 }
 
 /// What one change came to before the commit.
@@ -279,7 +323,9 @@ impl Poll<'_> {
             }
             let last = k + 1 == n;
             let outcomes = self.run_chunk(chunk).await?;
-            if last {
+            if self.pushed {
+                // The caller's state, as it came: a notification moves no list position.
+            } else if last {
                 self.final_position(&mut state);
             } else {
                 let p = &self.pending[*chunk.last().expect("chunks are not empty")];
@@ -287,7 +333,7 @@ impl Poll<'_> {
             }
             self.commit(outcomes, &state).await?;
         }
-        if n == 0 && self.final_position(&mut state) {
+        if n == 0 && (self.pushed || self.final_position(&mut state)) {
             self.commit(Vec::new(), &state).await?;
         }
         self.report.complete = true;
@@ -353,6 +399,11 @@ impl Poll<'_> {
                 self.report.skipped += 1;
                 continue;
             };
+            if self.pushed && older_than_held(&p.entry, held.get(&uri)) {
+                tracing::info!(source.id = %id, resource.uri = %p.loc, "a notified change older than the record held is passed over");
+                self.report.skipped += 1;
+                continue;
+            }
             if p.change() == Some(Change::Deleted) {
                 // Kept or deleted, a resource deleted at the Source has nothing left to retry.
                 out[i] = if self.source.settings.deletes { Applied1::Delete(uri) } else { Applied1::Settled(uri) };

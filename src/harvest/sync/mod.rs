@@ -35,7 +35,9 @@ use crate::harvest::ctx::{Ctx, HarvestError, load_state, save_state};
 use crate::harvest::discover::discover_keeping;
 use crate::harvest::document::FetchedDoc;
 use crate::harvest::report::SourceReport;
-use crate::store::{KnownCapabilities, SourceState};
+use crate::store::{KnownCapabilities, NotificationChannel, SourceState};
+
+pub(crate) use self::incremental::apply_pushed;
 
 /// One poll of one source: the steps [`Plan`] decides, carried out in order.
 pub(crate) async fn synchronize(
@@ -183,6 +185,9 @@ async fn capabilities(
         change_list: c.changelist.map(String::from),
         resource_dump: c.resourcedump.map(String::from),
         change_dump: c.changedump.map(String::from),
+        change_notification: c
+            .change_notification
+            .map(|ch| NotificationChannel { topic: ch.topic.into(), hub: ch.hub.into() }),
     };
     if caps.resource_list.is_some() && state.resource_list != caps.resource_list {
         state.resource_list.clone_from(&caps.resource_list);

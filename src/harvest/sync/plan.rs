@@ -284,6 +284,7 @@ mod tests {
             change_list: cl.then(|| CL.into()),
             resource_dump: rd.then(|| RD.into()),
             change_dump: cd.then(|| CD.into()),
+            change_notification: None,
         }
     }
 

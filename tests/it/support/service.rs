@@ -83,6 +83,14 @@ impl Service {
         std::fs::read_to_string(self.dir.join("stderr.log")).unwrap_or_default()
     }
 
+    /// SIGKILL, at once: no shutdown, no flush; what the store made durable is all that stays.
+    pub(crate) fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
     /// Sends SIGTERM and waits (at most 30 s) for the exit.
     pub(crate) async fn terminate(&mut self) -> ExitStatus {
         let mut child = self.child.take().unwrap();

@@ -1,5 +1,6 @@
 //! The outside tools some tests drive: the Python reference implementation of ResourceSync
-//! (`resync-build`, `resync-sync`), Python's feedparser, flask-websub, Chromium and its WebDriver. Each is looked for where
+//! (`resync-build`, `resync-sync`), Python's feedparser, flask-websub's WebSub hub, Chromium
+//! and its WebDriver. Each is looked for where
 //! `.ci/setup` installs it, `.ci/venv/bin` (when the system's python3 refuses pip installs),
 //! before `PATH`, so no one has to put the virtualenv on `PATH` first. A missing tool fails the
 //! test under `CI=true`, where `.ci/setup` must have installed it, and skips it loudly elsewhere.
@@ -63,14 +64,13 @@ pub(crate) fn feedparser_python(test: &str) -> Option<Tool> {
     Some(python)
 }
 
-/// A python3 that can `import flask_websub` (PyPI `flask-websub`: a WebSub hub, publisher and
-/// subscriber no one here wrote, the third-party subscriber of Tributary's hub in
-/// `notify_interop`), for `test`: found as [`require`] finds tools, the virtualenv's first,
-/// where `.ci/setup` installs it; see [`require`] for when not.
+/// A python3 that can import flask-websub's hub and Celery (the third-party WebSub hub the push
+/// interop test subscribes through, and the third-party subscriber of `notify_interop`), for `test`: found as [`require`] finds tools, the
+/// virtualenv's first, where `.ci/setup` installs them; see [`require`] for when not.
 pub(crate) fn flask_websub_python(test: &str) -> Option<Tool> {
     let python = require("python3", test)?;
-    if !python.command().args(["-c", "import flask_websub"]).status().is_ok_and(|s| s.success()) {
-        missing(&format!("`{} -c 'import flask_websub'` fails", python.path().display()), test);
+    if !python.command().args(["-c", "import flask_websub.hub, celery"]).status().is_ok_and(|s| s.success()) {
+        missing(&format!("`{} -c 'import flask_websub.hub, celery'` fails", python.path().display()), test);
         return None;
     }
     Some(python)

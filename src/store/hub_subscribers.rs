@@ -14,7 +14,7 @@ use super::error::StoreError;
 
 /// One verified subscription.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Subscription {
+pub struct HubSubscriber {
     /// The topic (one of Tributary's notification channels).
     pub topic: String,
     /// Where deliveries are POSTed.
@@ -34,7 +34,7 @@ fn key(topic: &str, callback: &str) -> Result<Vec<u8>, StoreError> {
     Ok(pair_key(topic.as_bytes(), callback.as_bytes()))
 }
 
-fn decode(bytes: &[u8]) -> Result<Subscription, StoreError> {
+fn decode(bytes: &[u8]) -> Result<HubSubscriber, StoreError> {
     serde_json::from_slice(bytes).map_err(|e| StoreError::corrupt("subscription", e))
 }
 
@@ -44,18 +44,18 @@ impl Store {
     /// # Errors
     /// [`StoreError::InvalidKey`] for an empty topic or callback or one holding NUL;
     /// [`StoreError::Database`].
-    pub fn save_subscription(&self, sub: &Subscription) -> Result<(), StoreError> {
+    pub fn save_hub_subscriber(&self, sub: &HubSubscriber) -> Result<(), StoreError> {
         let value = serde_json::to_vec(sub).map_err(|e| StoreError::corrupt("subscription", e))?;
-        self.inner.trees.subscriptions.insert(key(&sub.topic, &sub.callback)?, value)?;
+        self.inner.trees.hub_subscribers.insert(key(&sub.topic, &sub.callback)?, value)?;
         self.flush()
     }
 
     /// Removes the subscription of `callback` to `topic`, durably; true when there was one.
     ///
     /// # Errors
-    /// As [`Store::save_subscription`].
-    pub fn remove_subscription(&self, topic: &str, callback: &str) -> Result<bool, StoreError> {
-        let removed = self.inner.trees.subscriptions.remove(key(topic, callback)?)?.is_some();
+    /// As [`Store::save_hub_subscriber`].
+    pub fn remove_hub_subscriber(&self, topic: &str, callback: &str) -> Result<bool, StoreError> {
+        let removed = self.inner.trees.hub_subscribers.remove(key(topic, callback)?)?.is_some();
         self.flush()?;
         Ok(removed)
     }
@@ -64,10 +64,10 @@ impl Store {
     ///
     /// # Errors
     /// [`StoreError::Database`]; [`StoreError::Corrupt`] for a row that does not decode.
-    pub fn subscriptions(&self, topic: Option<&str>) -> Result<Vec<Subscription>, StoreError> {
+    pub fn hub_subscribers(&self, topic: Option<&str>) -> Result<Vec<HubSubscriber>, StoreError> {
         let rows = match topic {
-            Some(t) => self.inner.trees.subscriptions.scan_prefix(pair_prefix(t.as_bytes())),
-            None => self.inner.trees.subscriptions.iter(),
+            Some(t) => self.inner.trees.hub_subscribers.scan_prefix(pair_prefix(t.as_bytes())),
+            None => self.inner.trees.hub_subscribers.iter(),
         };
         rows.map(|kv| decode(&kv?.1)).collect()
     }
@@ -78,8 +78,8 @@ mod tests {
     use super::*;
     use crate::store::StoreOptions;
 
-    fn sub(topic: &str, callback: &str) -> Subscription {
-        Subscription {
+    fn sub(topic: &str, callback: &str) -> HubSubscriber {
+        HubSubscriber {
             topic: topic.into(),
             callback: callback.into(),
             secret: Some("s".into()),
@@ -94,24 +94,24 @@ mod tests {
         let path = dir.path().join("s");
         {
             let store = Store::open_with(&path, &StoreOptions::small()).unwrap();
-            store.save_subscription(&sub("http://t/a", "http://cb/1")).unwrap();
-            store.save_subscription(&sub("http://t/a", "http://cb/2")).unwrap();
-            store.save_subscription(&sub("http://t/ab", "http://cb/1")).unwrap();
+            store.save_hub_subscriber(&sub("http://t/a", "http://cb/1")).unwrap();
+            store.save_hub_subscriber(&sub("http://t/a", "http://cb/2")).unwrap();
+            store.save_hub_subscriber(&sub("http://t/ab", "http://cb/1")).unwrap();
             let mut renewed = sub("http://t/a", "http://cb/1");
             renewed.expires = 99;
-            store.save_subscription(&renewed).unwrap();
+            store.save_hub_subscriber(&renewed).unwrap();
         }
         let store = Store::open_with(&path, &StoreOptions::small()).unwrap();
-        let a = store.subscriptions(Some("http://t/a")).unwrap();
+        let a = store.hub_subscribers(Some("http://t/a")).unwrap();
         assert_eq!(
             a.iter().map(|s| (s.callback.as_str(), s.expires)).collect::<Vec<_>>(),
             [("http://cb/1", 99), ("http://cb/2", 1)]
         );
-        assert_eq!(store.subscriptions(None).unwrap().len(), 3);
-        assert!(store.remove_subscription("http://t/a", "http://cb/2").unwrap());
-        assert!(!store.remove_subscription("http://t/a", "http://cb/2").unwrap());
-        assert_eq!(store.subscriptions(Some("http://t/a")).unwrap().len(), 1);
-        assert!(matches!(store.save_subscription(&sub("", "x")), Err(StoreError::InvalidKey { .. })));
+        assert_eq!(store.hub_subscribers(None).unwrap().len(), 3);
+        assert!(store.remove_hub_subscriber("http://t/a", "http://cb/2").unwrap());
+        assert!(!store.remove_hub_subscriber("http://t/a", "http://cb/2").unwrap());
+        assert_eq!(store.hub_subscribers(Some("http://t/a")).unwrap().len(), 1);
+        assert!(matches!(store.save_hub_subscriber(&sub("", "x")), Err(StoreError::InvalidKey { .. })));
         assert!(store.verify().unwrap().is_clean(), "the hub's rows are not mistaken for anything else");
     }
 }

@@ -1,0 +1,174 @@
+//! The subscribing side of push: ResourceSync Change Notification 1.0.1 over WebSub. For each
+//! source with `push = "auto"` whose Capability List advertises a change-notification channel
+//! (or whose `push_hub` / `push_topic` name one), Tributary subscribes at the hub with a
+//! callback URL of its own under `public_url`, answers the hub's verification only for requests
+//! it made, renews the lease before it ends, checks the signature of every delivery, and
+//! applies the notified changes through the same path as a Change List's — fetched, verified,
+//! stored, one change event each.
+//!
+//! # Architecture
+//! - `lifecycle`: what a subscription needs next (subscribe, wait, renew, give up) — pure.
+//! - `subscriber`: the per-source task carrying those steps out against the hub, and the
+//!   unsubscription of subscriptions whose source left the configuration.
+//! - `callback`: the axum routes under `{public_url}websub/{id}` the hub calls: verification
+//!   (GET) and deliveries (POST). The web server mounts them; it never depends on this module.
+//! - `payload`: reading and checking a notification — pure.
+//! - `apply`: a checked notification applied under the source's turn (never interleaved with
+//!   a poll), its interval checked against the last one applied (a gap asks for a poll now).
+//!
+//! Subscriptions live in the store (table `p`), so they outlast restarts. Polling goes on: at
+//! `push_poll` while a verified subscription stands, at `poll` otherwise (the poll loop asks
+//! [`crate::harvest::ctx::Turns`]). Depends on the fetcher, the store, the model, [`crate::websub`]
+//! and the harvester's sync path; the web server never depends on it (the binary mounts
+//! [`Push::router`]).
+
+mod apply;
+mod callback;
+mod lifecycle;
+mod payload;
+mod subscriber;
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+use tokio::sync::{Mutex, Semaphore};
+use url::Url;
+
+use super::ctx::{Ctx, Turn, Turns, join_error};
+use crate::config::{Config, PushMode, Settings, Source};
+use crate::fetch::Fetcher;
+use crate::store::{Store, StoreError, Subscription};
+
+/// Deliveries being read, checked or applied at once; more are answered `503` (the hub
+/// retries), so a flood costs bounded memory and work.
+const MAX_DELIVERIES: usize = 16;
+
+/// The push subscriber: its state, shared by the per-source tasks and the callback routes.
+/// Cheap to clone.
+#[derive(Clone)]
+pub struct Push {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Store,
+    fetcher: Fetcher,
+    /// Callback URLs are `{public_url}websub/{id}`.
+    public_url: Url,
+    /// Every configured ResourceSync source (push on or off), with its sets.
+    sources: HashMap<String, (Source, Vec<String>)>,
+    /// The settings requests for a source no longer configured go out with.
+    defaults: Settings,
+    turns: Turns,
+    /// The harvester's context, once `run` has started (deliveries before it get `503`).
+    ctx: OnceLock<Arc<Ctx>>,
+    /// Serialises read-modify-write of subscription rows between the tasks and the routes.
+    rows: Mutex<()>,
+    deliveries: Semaphore,
+}
+
+impl Push {
+    /// The subscriber for `config`'s sources, keeping its subscriptions in `store` and
+    /// reaching hubs through `fetcher`.
+    pub fn new(config: &Config, store: &Store, fetcher: &Fetcher) -> Push {
+        let sources = config
+            .sources
+            .iter()
+            .filter(|s| s.feed.is_none())
+            .map(|s| {
+                let sets = config.sets_containing(&s.id).into_iter().map(str::to_owned).collect();
+                (s.id.clone(), (s.clone(), sets))
+            })
+            .collect();
+        Push {
+            inner: Arc::new(Inner {
+                store: store.clone(),
+                fetcher: fetcher.clone(),
+                public_url: config.aggregator.public_url.clone(),
+                sources,
+                defaults: config.defaults.clone(),
+                turns: Turns::new(config.sources.iter().map(|s| s.id.as_str())),
+                ctx: OnceLock::new(),
+                rows: Mutex::new(()),
+                deliveries: Semaphore::new(MAX_DELIVERIES),
+            }),
+        }
+    }
+
+    /// The callback routes (`GET` and `POST {public_url path}websub/{id}`), for the web server
+    /// to serve beside its own.
+    pub fn router(&self) -> axum::Router {
+        callback::router(self.clone())
+    }
+
+    pub(crate) fn turns(&self) -> Turns {
+        self.inner.turns.clone()
+    }
+
+    /// Starts the per-source subscription tasks once the harvester's context exists; they end
+    /// at its shutdown.
+    pub(crate) fn start(&self, ctx: Arc<Ctx>, tasks: &mut tokio::task::JoinSet<()>) {
+        if self.inner.ctx.set(ctx).is_err() {
+            return;
+        }
+        let mut pushing = Vec::new();
+        for (source, _) in self.inner.sources.values() {
+            if source.settings.push == PushMode::Auto {
+                pushing.push(source.id.clone());
+                let (push, source) = (self.clone(), source.clone());
+                tasks.spawn(async move { subscriber::manage(push, source).await });
+            }
+        }
+        let push = self.clone();
+        tasks.spawn(async move { subscriber::end_orphans(push, pushing).await });
+    }
+
+    fn ctx(&self) -> Option<&Arc<Ctx>> {
+        self.inner.ctx.get()
+    }
+
+    fn turn(&self, source: &str) -> Option<&Arc<Turn>> {
+        self.inner.turns.get(source)
+    }
+
+    /// A source that is configured for push, with its sets.
+    fn pushing(&self, source: &str) -> Option<&(Source, Vec<String>)> {
+        self.inner.sources.get(source).filter(|(s, _)| s.settings.push == PushMode::Auto)
+    }
+
+    async fn load(&self, id: &str) -> Result<Option<Subscription>, StoreError> {
+        let (store, id) = (self.inner.store.clone(), id.to_owned());
+        tokio::task::spawn_blocking(move || store.subscription(&id)).await.map_err(join_error)?
+    }
+
+    async fn all(&self) -> Result<Vec<Subscription>, StoreError> {
+        let store = self.inner.store.clone();
+        tokio::task::spawn_blocking(move || store.subscriptions()).await.map_err(join_error)?
+    }
+
+    async fn save(&self, sub: Subscription) -> Result<(), StoreError> {
+        let store = self.inner.store.clone();
+        tokio::task::spawn_blocking(move || store.save_subscription(&sub)).await.map_err(join_error)?
+    }
+
+    async fn remove(&self, id: &str) -> Result<(), StoreError> {
+        let (store, id) = (self.inner.store.clone(), id.to_owned());
+        tokio::task::spawn_blocking(move || store.remove_subscription(&id)).await.map_err(join_error)?
+    }
+
+    /// The callback URL for subscription `id`.
+    fn callback(&self, id: &str) -> String {
+        self.inner.public_url.join(&format!("websub/{id}")).map_or_else(|_| String::new(), String::from)
+    }
+}
+
+/// Now, in Unix seconds.
+fn unix_now() -> i64 {
+    crate::model::W3cDateTime::now().unix_timestamp()
+}
+
+/// Counts a delivery by what became of it, on `/metrics`.
+fn count(source: &str, outcome: &'static str) {
+    metrics::counter!("tributary_push_deliveries_total", "source" => source.to_owned(), "outcome" => outcome)
+        .increment(1);
+}
