@@ -68,6 +68,11 @@ pub struct Aggregator {
     /// The aggregator's FeedSync endpoint id (`endpoint_id`; default `tributary:HOST[:PORT]`
     /// of `base_url`): the `by` of the history entries its own updates add to its feeds.
     pub endpoint_id: String,
+    /// Where bitstreams larger than the store's inline limit live (`blobs =
+    /// "s3://BUCKET/PREFIX"`, with `blobs_create_bucket` and `blobs_gc_grace`); `None`, the
+    /// default: files in the data directory. Endpoint, region and credentials come from the
+    /// standard AWS environment variables, never from this file.
+    pub blobs: Option<crate::store::RemoteBlobs>,
 }
 
 /// The `[publish]` table: the shape of the documents Tributary serves.

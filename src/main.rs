@@ -181,15 +181,29 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 /// The data directory: `--data-dir`, else `data_dir` from the configuration. Maintenance
 /// commands still work without a configuration file (then `store/`), but a configuration
 /// that exists and is broken is an error, not silently ignored.
-fn data_dir(global: &Global) -> anyhow::Result<PathBuf> {
-    if let Some(dir) = &global.data_dir {
-        return Ok(dir.clone());
-    }
+/// With the data directory, where its bitstreams are (`[aggregator] blobs`), which needs the
+/// configuration file whatever `--data-dir` says.
+fn data_dir(global: &Global) -> anyhow::Result<(PathBuf, Option<tributary::store::RemoteBlobs>)> {
     if !global.config.exists() {
-        return Ok(PathBuf::from("store"));
+        return Ok((global.data_dir.clone().unwrap_or_else(|| PathBuf::from("store")), None));
     }
-    let config = tributary::config::Config::load(&global.config, None)?;
-    Ok(config.aggregator.data_dir)
+    match (tributary::config::Config::load(&global.config, global.data_dir.as_deref()), &global.data_dir) {
+        (Ok(config), _) => Ok((config.aggregator.data_dir, config.aggregator.blobs)),
+        // `--data-dir` names the store without the file; a store that keeps its bitstreams in
+        // a bucket then refuses to open, naming the bucket.
+        (Err(_), Some(dir)) => Ok((dir.clone(), None)),
+        (Err(e), None) => Err(e.into()),
+    }
+}
+
+/// Opens an existing store, with its bucket when the configuration names one.
+fn open_existing(
+    dir: &std::path::Path,
+    blobs: Option<tributary::store::RemoteBlobs>,
+) -> anyhow::Result<tributary::store::Store> {
+    let mut options = tributary::store::StoreOptions::default().with_blobs(blobs);
+    options.create = false;
+    Ok(tributary::store::Store::open_with(dir, &options)?)
 }
 
 fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
@@ -231,7 +245,7 @@ fn run_simulate(args: tributary::simulate::cli::SimulateArgs) -> anyhow::Result<
 
 fn run_audit(args: AuditArgs, global: &Global) -> anyhow::Result<ExitCode> {
     let config = load_config(global, &args.sources)?;
-    let store = tributary::store::Store::open_existing(&config.aggregator.data_dir)?;
+    let store = open_existing(&config.aggregator.data_dir, config.aggregator.blobs.clone())?;
     let rt = tokio::runtime::Runtime::new()?;
     let reports = rt.block_on(tributary::harvest::audit::audit_sources(&config, &store, &args.sources, args.fetch))?;
     if args.json {
@@ -246,7 +260,7 @@ fn run_audit(args: AuditArgs, global: &Global) -> anyhow::Result<ExitCode> {
 
 fn run_failures(args: FailuresArgs, global: &Global) -> anyhow::Result<ExitCode> {
     let config = load_config(global, &args.sources)?;
-    let store = tributary::store::Store::open_existing(&config.aggregator.data_dir)?;
+    let store = open_existing(&config.aggregator.data_dir, config.aggregator.blobs.clone())?;
     let reports = config
         .select(&args.sources)?
         .into_iter()
@@ -260,9 +274,12 @@ fn run_failures(args: FailuresArgs, global: &Global) -> anyhow::Result<ExitCode>
     Ok(if reports.iter().all(|r| r.failing == 0) { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
-fn run_store(cmd: StoreCommand, dir: PathBuf) -> anyhow::Result<ExitCode> {
+fn run_store(
+    cmd: StoreCommand,
+    (dir, blobs): (PathBuf, Option<tributary::store::RemoteBlobs>),
+) -> anyhow::Result<ExitCode> {
     // Read-only maintenance never creates a store: a mistyped path is an error, not an empty store.
-    let store = tributary::store::Store::open_existing(&dir)?;
+    let store = open_existing(&dir, blobs)?;
     match cmd {
         StoreCommand::Stats => println!("{}", store.stats()?),
         StoreCommand::Verify => {
@@ -299,7 +316,8 @@ fn load(
 
 /// Opens (creating if needed) the configured store with the configured page cache.
 fn open_store(config: &tributary::config::Config) -> anyhow::Result<tributary::store::Store> {
-    let options = tributary::store::StoreOptions::with_cache_mb(config.aggregator.store_cache_mb);
+    let options = tributary::store::StoreOptions::with_cache_mb(config.aggregator.store_cache_mb)
+        .with_blobs(config.aggregator.blobs.clone());
     tributary::store::Store::open_with(&config.aggregator.data_dir, &options)
         .with_context(|| format!("opening the store at {}", config.aggregator.data_dir.display()))
 }
@@ -394,7 +412,7 @@ fn run_serve(global: &Global) -> anyhow::Result<ExitCode> {
 
 fn run_provenance(args: ProvenanceArgs, global: &Global) -> anyhow::Result<ExitCode> {
     let config = load_config(global, &[])?;
-    let store = tributary::store::Store::open_existing(&config.aggregator.data_dir)?;
+    let store = open_existing(&config.aggregator.data_dir, config.aggregator.blobs.clone())?;
     let naming = tributary::naming::Naming::new(&config.aggregator.base_url);
     let checker = match args.verify {
         true => Some(tributary::provenance::OriginChecker::for_config(Fetcher::from_config(&config)?, &config)),

@@ -119,6 +119,9 @@ pub(super) struct RawAggregator {
     store_cache_mb: Option<Spanned<i64>>,
     max_concurrent_sources: Option<Spanned<i64>>,
     endpoint_id: Option<Spanned<String>>,
+    blobs: Option<Spanned<String>>,
+    blobs_create_bucket: Option<Spanned<bool>>,
+    blobs_gc_grace: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -321,7 +324,40 @@ fn validate_aggregator(agg: &Spanned<RawAggregator>, at: &Locator<'_>) -> Result
         Some(v) => at.value(v, "endpoint_id", check_nss)?,
         None => default_endpoint_id(&base_url),
     };
-    Ok(Aggregator { base_url, listen, data_dir, user_agent, store_cache_mb, max_concurrent_sources, endpoint_id })
+    let blobs = validate_blobs(a, at)?;
+    Ok(Aggregator {
+        base_url,
+        listen,
+        data_dir,
+        user_agent,
+        store_cache_mb,
+        max_concurrent_sources,
+        endpoint_id,
+        blobs,
+    })
+}
+
+/// `blobs = "s3://BUCKET/PREFIX"` and the keys that only mean something with it.
+fn validate_blobs(a: &RawAggregator, at: &Locator<'_>) -> Result<Option<crate::store::RemoteBlobs>> {
+    let Some(url) = &a.blobs else {
+        for (key, span) in [
+            ("blobs_create_bucket", a.blobs_create_bucket.as_ref().map(Spanned::span)),
+            ("blobs_gc_grace", a.blobs_gc_grace.as_ref().map(Spanned::span)),
+        ] {
+            if let Some(span) = span {
+                return Err(at.error(span, key, format!("{key} needs `blobs = \"s3://BUCKET/PREFIX\"`")));
+            }
+        }
+        return Ok(None);
+    };
+    let mut blobs = at.value(url, "blobs", crate::store::RemoteBlobs::parse)?;
+    if let Some(create) = &a.blobs_create_bucket {
+        blobs.create_bucket = *create.get_ref();
+    }
+    if let Some(grace) = &a.blobs_gc_grace {
+        blobs.gc_grace = at.duration(grace, "blobs_gc_grace")?;
+    }
+    Ok(Some(blobs))
 }
 
 /// FeedSync endpoint ids are the NSS part of a URN (seed `002_…` §2.1, RFC 2141).

@@ -16,7 +16,7 @@
 //! FORMAT    "tributary-store <version>", checked before anything is opened
 //! LOCK      held (flock) while a process has the store open
 //! db/       the sled database
-//! blobs/ab/ab12…(64 hex)   bitstreams larger than INLINE_MAX
+//! blobs/ab/ab12…(64 hex)   bitstreams larger than INLINE_MAX (unless in a bucket: see [`remote`])
 //! packs/00000001.pack      bitstreams up to INLINE_MAX, appended
 //! tmp/      bitstreams being written; emptied on open
 //! ```
@@ -35,6 +35,7 @@ mod open;
 mod pack;
 mod published;
 mod record;
+mod remote;
 mod report;
 mod row;
 mod state;
@@ -59,6 +60,7 @@ pub use feeds::FeedItemIter;
 pub use log::{Event, EventIter, SetInfo};
 pub use open::StoreOptions;
 pub use record::{Listing, NewRecord, Record, RecordIter, Via};
+pub use remote::{DEFAULT_GC_GRACE, RemoteBlobs};
 pub use report::{FailureReport, FailureRow, GcReport, Problem, SetStats, Stats, VerifyReport};
 pub use state::{DocumentValidators, HarvestState, KnownCapabilities, PassCounts, SourceState, SourceStatus};
 pub use view::{AttrView, LinkView, RawRecord, RawRecordIter, RecordView, ViaView};
@@ -124,6 +126,9 @@ struct Inner {
     packs: pack::Packs,
     /// Which blobs might be stored, so a put of new content need not read sled.
     known: known::Known,
+    /// The bucket holding bitstreams larger than `INLINE_MAX`, when the store is configured
+    /// with one (`[aggregator] blobs = "s3://…"`); `None`: local files under `blobs/`.
+    remote: Option<Arc<remote::Remote>>,
 }
 
 impl Store {
@@ -161,6 +166,12 @@ impl Store {
     /// The store directory.
     pub fn path(&self) -> &Path {
         &self.inner.root
+    }
+
+    /// Where bitstreams larger than [`INLINE_MAX`] are stored: `None` for local files, else
+    /// the bucket and prefix.
+    pub fn remote_blobs(&self) -> Option<&RemoteBlobs> {
+        self.inner.remote.as_deref().map(remote::Remote::location)
     }
 
     /// Makes everything written so far durable: blob files are already synced when their put

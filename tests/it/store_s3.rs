@@ -1,0 +1,276 @@
+//! Bitstreams in S3-compatible object storage, against a real server (SeaweedFS, shared by the
+//! run; each test in a bucket of its own): content addressing and deduplication across
+//! instances, ranged reads, verification, collection with two instances sharing a bucket, and
+//! the faults an operator meets (server down, wrong credentials, no bucket, 503 SlowDown).
+
+use std::io::Read as _;
+use std::time::Duration;
+
+use object_store::ObjectStore as _;
+use object_store::aws::AmazonS3Builder;
+use tributary::store::{Batch, BlobId, Expected, RemoteBlobs, Store, StoreError, StoreOptions};
+
+use crate::support::s3::{self, Mode, Proxy, S3};
+use crate::support::store::{bytes, put, read_blob, record};
+
+fn open(path: &std::path::Path, blobs: &RemoteBlobs) -> Result<Store, StoreError> {
+    Store::open_with(path, &StoreOptions::small().with_blobs(Some(blobs.clone())))
+}
+
+/// The keys in `bucket` under `prefix`, listed with a client of the test's own.
+fn keys(server: &S3, bucket: &str, prefix: &str) -> Vec<String> {
+    let s3 = AmazonS3Builder::new()
+        .with_endpoint(&server.endpoint)
+        .with_access_key_id(s3::ACCESS_KEY)
+        .with_secret_access_key(s3::SECRET_KEY)
+        .with_region("us-east-1")
+        .with_allow_http(true)
+        .with_bucket_name(bucket)
+        .build()
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let prefix = object_store::path::Path::from(prefix);
+    let mut keys: Vec<String> = rt.block_on(async {
+        use futures_util::TryStreamExt as _;
+        s3.list(Some(&prefix)).map_ok(|m| m.location.to_string()).try_collect().await.unwrap()
+    });
+    keys.sort();
+    keys
+}
+
+/// The content keys (not markers or tombstones) among `keys`.
+fn content_keys(keys: &[String]) -> Vec<&String> {
+    keys.iter().filter(|k| !k.contains("/refs/") && !k.contains("/doomed/")).collect()
+}
+
+fn range(store: &Store, id: &BlobId, r: std::ops::Range<u64>) -> Vec<u8> {
+    let mut out = Vec::new();
+    store.get_range(id, r).unwrap().read_to_end(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn bitstreams_go_to_the_bucket_once_across_instances_and_read_back_by_range() {
+    let Some(server) = s3::server("store_s3::bitstreams_go_to_the_bucket_once") else { return };
+    let proxy = Proxy::start(&server.endpoint);
+    let bucket = server.bucket("once");
+    let mut blobs = server.blobs(&bucket, "shared/blobs");
+    blobs.client = s3::client_settings(&proxy.endpoint);
+    let dir = tempfile::tempdir().unwrap();
+    let a = open(&dir.path().join("a"), &blobs).unwrap();
+    assert_eq!(
+        a.remote_blobs().map(ToString::to_string).as_deref(),
+        Some(format!("s3://{bucket}/shared/blobs").as_str())
+    );
+
+    let small = bytes(1, 2000);
+    let medium = bytes(2, 300_000);
+    // Larger than one part: a multipart upload of three parts.
+    let large = bytes(3, 20 * 1024 * 1024 + 12345);
+    let (s, m, l) = (put(&a, &small), put(&a, &medium), put(&a, &large));
+    assert_eq!(read_blob(&a, &s), small);
+    assert_eq!(read_blob(&a, &m), medium);
+    assert_eq!(read_blob(&a, &l), large);
+    assert_eq!(range(&a, &m, 1000..1100), &medium[1000..1100]);
+    assert_eq!(range(&a, &l, 9_000_000..u64::MAX), &large[9_000_000..]);
+    assert_eq!(range(&a, &m, 5..5), b"");
+    assert_eq!(a.blob(&l).unwrap().unwrap().length, large.len() as u64);
+
+    // The small one stayed in the local pack; the others are objects under their sha-256.
+    let listed = keys(server, &bucket, "shared/blobs");
+    let hex = |id: &BlobId| id.to_hex();
+    let want: Vec<String> = {
+        let mut w = vec![
+            format!("shared/blobs/{}/{}", &hex(&m)[..2], hex(&m)),
+            format!("shared/blobs/{}/{}", &hex(&l)[..2], hex(&l)),
+        ];
+        w.sort();
+        w
+    };
+    assert_eq!(content_keys(&listed), want.iter().collect::<Vec<_>>(), "{listed:?}");
+
+    // The same content again, in this store: nothing at all reaches the bucket.
+    proxy.reset_counts();
+    let again = a.put(&medium[..], &Expected::none()).unwrap();
+    assert!(again.deduplicated);
+    assert_eq!(proxy.forwarded("PUT") + proxy.forwarded("HEAD"), 0);
+
+    // Another instance, another store, the same bucket: its marker is written and the content
+    // key found (HEAD), and the bytes are not uploaded again.
+    let b = open(&dir.path().join("b"), &blobs).unwrap();
+    proxy.reset_counts();
+    let info = b.put(&large[..], &Expected::none()).unwrap();
+    assert_eq!(info.id, l);
+    assert_eq!(proxy.forwarded("PUT"), 1, "only B's reference marker is written");
+    assert_eq!(proxy.forwarded("POST"), 0, "no multipart upload started");
+    assert_eq!(read_blob(&b, &l), large);
+    let listed = keys(server, &bucket, "shared/blobs");
+    assert_eq!(content_keys(&listed).len(), 2, "{listed:?}");
+    assert_eq!(listed.iter().filter(|k| k.contains("/refs/")).count(), 3, "A's two markers and B's one: {listed:?}");
+
+    // `verify` reads every object back and re-hashes it.
+    let report = a.verify().unwrap();
+    assert!(report.is_clean(), "{report}");
+    assert_eq!(report.blobs, 3);
+
+    // The store remembers its bucket: opened without it, or with another, it refuses.
+    drop(a);
+    let err = Store::open_with(&dir.path().join("a"), &StoreOptions::small()).unwrap_err();
+    assert!(matches!(err, StoreError::BlobsElsewhere { .. }), "{err}");
+    assert!(err.to_string().contains(&format!("s3://{bucket}/shared/blobs")), "{err}");
+    let other = server.blobs(&bucket, "elsewhere");
+    let err = open(&dir.path().join("a"), &other).unwrap_err();
+    assert!(matches!(err, StoreError::BlobsElsewhere { .. }), "{err}");
+    assert_eq!(read_blob(&open(&dir.path().join("a"), &blobs).unwrap(), &l), large);
+}
+
+fn live(store: &Store, uri: &str, id: BlobId) {
+    store.apply(&Batch::new().upsert(&["s"], record(uri, id))).unwrap();
+}
+
+fn gone(store: &Store, uri: &str) {
+    store.apply(&Batch::new().delete(&["s"], uri)).unwrap();
+}
+
+/// Two instances share a bucket. One instance's gc never deletes what the other still refers
+/// to; content nobody refers to is deleted only after the grace period; content taken back
+/// within it is kept.
+#[test]
+fn two_instances_sharing_a_bucket_collect_only_what_neither_refers_to() {
+    let Some(server) = s3::server("store_s3::two_instances_sharing_a_bucket") else { return };
+    let bucket = server.bucket("gc");
+    let mut blobs = server.blobs(&bucket, "");
+    blobs.gc_grace = Duration::ZERO;
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (open(&dir.path().join("a"), &blobs).unwrap(), open(&dir.path().join("b"), &blobs).unwrap());
+    let (shared, only_a) = (bytes(10, 50_000), bytes(11, 60_000));
+    let x = put(&a, &shared);
+    let y = put(&a, &only_a);
+    assert_eq!(put(&b, &shared), x);
+    live(&a, "http://tributary.test/a/x", x);
+    live(&a, "http://tributary.test/a/y", y);
+    live(&b, "http://tributary.test/b/x", x);
+    let object = |id: &BlobId| format!("{}/{}", &id.to_hex()[..2], id.to_hex());
+
+    // Still referred to by A: B's gc is not even asked about it.
+    gone(&a, "http://tributary.test/a/x");
+    gone(&a, "http://tributary.test/a/y");
+    // The blobs were put by this process a moment ago: gc spares them for an hour unless
+    // they are referenced and then released, as here, so reopen to forget them.
+    drop(a);
+    let a = open(&dir.path().join("a"), &blobs).unwrap();
+    let report = a.gc().unwrap();
+    assert_eq!((report.blobs_removed, report.objects_doomed, report.objects_deleted), (2, 1, 1), "{report}");
+    let listed = keys(server, &bucket, "");
+    assert!(listed.contains(&object(&x)), "B still refers to x: {listed:?}");
+    assert!(!listed.contains(&object(&y)), "nobody refers to y: {listed:?}");
+    assert_eq!(read_blob(&b, &x), shared);
+    assert!(b.verify().unwrap().is_clean());
+
+    // B lets go too: now x goes.
+    gone(&b, "http://tributary.test/b/x");
+    drop(b);
+    let b = open(&dir.path().join("b"), &blobs).unwrap();
+    let report = b.gc().unwrap();
+    assert_eq!((report.objects_doomed, report.objects_deleted), (1, 1), "{report}");
+    assert!(keys(server, &bucket, "").is_empty(), "{:?}", keys(server, &bucket, ""));
+
+    // With a grace period, a doomed bitstream waits; taken back meanwhile, it stays.
+    drop((a, b));
+    blobs.gc_grace = Duration::from_secs(3600);
+    let (a, b) = (open(&dir.path().join("a"), &blobs).unwrap(), open(&dir.path().join("b"), &blobs).unwrap());
+    let z = put(&a, &shared);
+    live(&a, "http://tributary.test/a/z", z);
+    gone(&a, "http://tributary.test/a/z");
+    drop(a);
+    let a = open(&dir.path().join("a"), &blobs).unwrap();
+    let report = a.gc().unwrap();
+    assert_eq!((report.objects_doomed, report.objects_deleted, report.objects_waiting), (1, 0, 1), "{report}");
+    assert!(keys(server, &bucket, "").contains(&object(&z)));
+    // B wants the same content within the grace period: the tombstone goes, and even a gc
+    // with no grace at all keeps the bitstream.
+    assert_eq!(put(&b, &shared), z);
+    live(&b, "http://tributary.test/b/z", z);
+    drop(a);
+    blobs.gc_grace = Duration::ZERO;
+    let a = open(&dir.path().join("a"), &blobs).unwrap();
+    let report = a.gc().unwrap();
+    assert_eq!(report.objects_deleted, 0, "{report}");
+    assert_eq!(read_blob(&b, &z), shared);
+    let listed = keys(server, &bucket, "");
+    assert!(listed.iter().all(|k| !k.starts_with("doomed/")), "{listed:?}");
+}
+
+/// A start-up against a server that is down, refuses the credentials or has no such bucket
+/// fails with an error that names the endpoint and the bucket, and never the secret.
+#[test]
+fn start_up_faults_are_clear_and_never_show_the_secret() {
+    let Some(server) = s3::server("store_s3::start_up_faults") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let check = |err: &StoreError, want: &[&str]| {
+        let text = format!("{err} / {err:?}");
+        assert!(!text.contains(s3::SECRET_KEY), "{text}");
+        for w in want {
+            assert!(text.contains(w), "{w:?} missing from: {text}");
+        }
+    };
+
+    // Nothing listens there.
+    let dead = format!("http://127.0.0.1:{}", crate::support::net::free_port());
+    let mut blobs = server.blobs(&server.bucket("down"), "p");
+    blobs.client = s3::client_settings(&dead);
+    let started = std::time::Instant::now();
+    let err = open(&dir.path().join("a"), &blobs).unwrap_err();
+    check(&err, &[&dead, &blobs.to_string(), "cannot be reached"]);
+    assert!(started.elapsed() < Duration::from_secs(20), "a dead endpoint fails fast: {:?}", started.elapsed());
+
+    // Wrong secret.
+    let mut blobs = server.blobs(&server.bucket("creds"), "p");
+    let wrong = "WRONG-secret-value-4242";
+    blobs.client.retain(|(k, _)| k != "secret_access_key");
+    blobs.client.push(("secret_access_key".into(), wrong.into()));
+    let err = open(&dir.path().join("b"), &blobs).unwrap_err();
+    check(&err, &[&server.endpoint, "credentials were refused"]);
+    assert!(!format!("{err:?}").contains(wrong));
+
+    // No such bucket, and not asked to create it; then asked.
+    let mut blobs = server.blobs(&server.bucket("missing"), "p");
+    blobs.create_bucket = false;
+    let err = open(&dir.path().join("c"), &blobs).unwrap_err();
+    check(&err, &[&blobs.bucket, "does not exist", "blobs_create_bucket"]);
+    blobs.create_bucket = true;
+    let store = open(&dir.path().join("c"), &blobs).unwrap();
+    let id = put(&store, &bytes(5, 40_000));
+    assert_eq!(read_blob(&store, &id), bytes(5, 40_000));
+}
+
+/// 503 SlowDown answers are retried with backoff; an upload that still fails fails only that
+/// put, with nothing recorded, and the same put succeeds once the server is back.
+#[test]
+fn slowdown_is_retried_and_a_failed_upload_stores_nothing() {
+    let Some(server) = s3::server("store_s3::slowdown_is_retried") else { return };
+    let proxy = Proxy::start(&server.endpoint);
+    let mut blobs = server.blobs(&server.bucket("slow"), "p");
+    blobs.client = s3::client_settings(&proxy.endpoint);
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir.path().join("s"), &blobs).unwrap();
+
+    proxy.set(Mode::SlowDown(3));
+    let content = bytes(20, 100_000);
+    let id = put(&store, &content);
+    assert_eq!(proxy.refused(), 3);
+    assert_eq!(read_blob(&store, &id), content);
+
+    proxy.set(Mode::FailPuts);
+    let other = bytes(21, 100_000);
+    let err = store.put(&other[..], &Expected::none()).unwrap_err();
+    assert!(err.is_object_store(), "{err}");
+    assert!(!format!("{err:?}").contains(s3::SECRET_KEY));
+    let other_id = crate::support::digest::sha256_id(&other);
+    assert!(store.blob(&other_id).unwrap().is_none(), "a failed upload leaves no blob row");
+    assert_eq!(std::fs::read_dir(dir.path().join("s/tmp")).unwrap().count(), 0, "nor a spool file");
+
+    proxy.set(Mode::Pass);
+    assert_eq!(put(&store, &other), other_id);
+    assert_eq!(read_blob(&store, &other_id), other);
+}
