@@ -3,15 +3,19 @@
 //! instances, ranged reads, verification, collection with two instances sharing a bucket, and
 //! the faults an operator meets (server down, wrong credentials, no bucket, 503 SlowDown).
 
+use std::collections::HashMap;
 use std::io::Read as _;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use object_store::ObjectStore as _;
 use object_store::aws::AmazonS3Builder;
 use tributary::store::{Batch, BlobId, Expected, RemoteBlobs, Store, StoreError, StoreOptions};
 
+use crate::support::harness::{Harness, UNLIMITED, config_text};
 use crate::support::s3::{self, Mode, Proxy, S3};
 use crate::support::store::{bytes, put, read_blob, record};
+use crate::support::upstream::{Reply, Upstream};
 
 fn open(path: &std::path::Path, blobs: &RemoteBlobs) -> Result<Store, StoreError> {
     Store::open_with(path, &StoreOptions::small().with_blobs(Some(blobs.clone())))
@@ -28,11 +32,19 @@ fn keys(server: &S3, bucket: &str, prefix: &str) -> Vec<String> {
         .with_bucket_name(bucket)
         .build()
         .unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let prefix = object_store::path::Path::from(prefix);
-    let mut keys: Vec<String> = rt.block_on(async {
-        use futures_util::TryStreamExt as _;
-        s3.list(Some(&prefix)).map_ok(|m| m.location.to_string()).try_collect().await.unwrap()
+    // On a thread of its own: the caller may be a test running on a runtime.
+    let mut keys: Vec<String> = std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+                rt.block_on(async {
+                    use futures_util::TryStreamExt as _;
+                    s3.list(Some(&prefix)).map_ok(|m| m.location.to_string()).try_collect().await.unwrap()
+                })
+            })
+            .join()
+            .unwrap()
     });
     keys.sort();
     keys
@@ -273,4 +285,188 @@ fn slowdown_is_retried_and_a_failed_upload_stores_nothing() {
     proxy.set(Mode::Pass);
     assert_eq!(put(&store, &other), other_id);
     assert_eq!(read_blob(&store, &other_id), other);
+}
+
+/// `(path, body)` resources as a Resource List declaring each one's sha-256 and length.
+fn resource_list(up: &Upstream, resources: &[(String, Vec<u8>)]) -> String {
+    let entries: String = resources
+        .iter()
+        .map(|(p, b)| {
+            format!(
+                "<url><loc>{}</loc><rs:md hash=\"sha-256:{}\" length=\"{}\"/></url>",
+                up.url(p),
+                crate::support::digest::sha256_hex(b),
+                b.len()
+            )
+        })
+        .collect();
+    format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\" \
+         xmlns:rs=\"http://www.openarchives.org/rs/terms/\"><rs:md capability=\"resourcelist\" \
+         at=\"2024-01-01T00:00:00Z\"/>{entries}</urlset>\n"
+    )
+}
+
+type Routes = Arc<Mutex<HashMap<String, Reply>>>;
+
+async fn upstream(routes: &Routes) -> Upstream {
+    let routes = routes.clone();
+    Upstream::start(move |hit, _| routes.lock().unwrap().get(&hit.path).cloned().unwrap_or_else(|| Reply::status(404)))
+        .await
+}
+
+fn publish(routes: &Routes, up: &Upstream, resources: &[(String, Vec<u8>)]) {
+    let mut r = routes.lock().unwrap();
+    r.insert("/rl.xml".into(), Reply::xml(resource_list(up, resources)));
+    for (p, b) in resources {
+        r.insert(p.clone(), Reply::ok(b.clone()));
+    }
+}
+
+/// A harvest into the bucket through a server that answers 503 SlowDown now and then holds
+/// every resource, byte for byte, and serves them (ranges too). Uploads that keep failing
+/// are recorded as the resources' failures, not as held, and the next pass stores them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_harvest_into_the_bucket_survives_slowdown_and_records_failed_uploads_for_retry() {
+    let Some(server) = s3::server("store_s3::a_harvest_into_the_bucket") else { return };
+    let proxy = Proxy::start(&server.endpoint);
+    let mut blobs = server.blobs(&server.bucket("harvest"), "h");
+    blobs.client = s3::client_settings(&proxy.endpoint);
+    let routes = Routes::default();
+    let up = upstream(&routes).await;
+    let mut resources: Vec<(String, Vec<u8>)> =
+        (0..6).map(|i| (format!("/r/{i}"), bytes(100 + i, 20_000 + 7_000 * i as usize))).collect();
+    resources.push(("/r/small".into(), b"a small record, kept in the local pack".to_vec()));
+    publish(&routes, &up, &resources);
+    let url = up.url("/rl.xml").to_string();
+    let options = StoreOptions::default().with_blobs(Some(blobs.clone()));
+    let h = Harness::with_store(|dir| config_text(dir, "", UNLIMITED, &[("a", &url, "")]), &options);
+
+    proxy.set(Mode::SlowDown(4));
+    let r = h.pass_one().await;
+    assert_eq!((r.fetched, r.failed, r.error.as_deref()), (7, 0, None), "{r:?}");
+    assert_eq!(proxy.refused(), 4, "the 503s were answered, and retried");
+    for (p, b) in &resources {
+        assert_eq!(h.content("a", up.url(p).as_str()).as_ref(), Some(b), "{p}");
+    }
+
+    // Served over HTTP from the bucket, whole and by range.
+    let app = tributary::web::router(tributary::web::WebState::from_config(&h.config, &h.store, &h.fetcher).unwrap());
+    let rec = h.record("a", up.url("/r/5").as_str()).unwrap();
+    let path = url::Url::parse(&rec.uri).unwrap();
+    let path = &rec.uri[rec.uri.find(path.path()).unwrap()..];
+    let get = |range: Option<&str>| {
+        let mut req = axum::http::Request::get(path);
+        if let Some(r) = range {
+            req = req.header("range", r);
+        }
+        tower::ServiceExt::oneshot(app.clone(), req.body(axum::body::Body::empty()).unwrap())
+    };
+    let resp = get(None).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let body = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
+    assert_eq!(&body[..], &resources[5].1[..]);
+    let resp = get(Some("bytes=1000-50999")).await.unwrap();
+    assert_eq!(resp.status(), 206);
+    let body = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
+    assert_eq!(&body[..], &resources[5].1[1000..51000]);
+
+    // New resources while every upload fails: recorded as failing, not held.
+    let new: Vec<(String, Vec<u8>)> = (6..9).map(|i| (format!("/r/{i}"), bytes(100 + i, 30_000))).collect();
+    resources.extend(new.iter().cloned());
+    publish(&routes, &up, &resources);
+    proxy.set(Mode::FailPuts);
+    let r = h.pass_one().await;
+    assert_eq!((r.failed, r.error.as_deref()), (3, None), "{r:?}");
+    for (p, _) in &new {
+        let uri = h.uri("a", up.url(p).as_str());
+        assert!(h.store.record(&uri).unwrap().is_none(), "{p} is not held");
+        let f = h.store.failure("a", &uri).unwrap().expect("a failure row");
+        assert!(f.reason.contains("object storage"), "{}", f.reason);
+        assert!(!f.reason.contains(s3::SECRET_KEY), "{}", f.reason);
+    }
+    assert_eq!(h.store.failure_count("a").unwrap(), 3);
+
+    // The storage is back: the next pass stores them.
+    proxy.set(Mode::Pass);
+    let r = h.pass_one().await;
+    assert_eq!((r.failed, r.error.as_deref()), (0, None), "{r:?}");
+    for (p, b) in &new {
+        assert_eq!(h.content("a", up.url(p).as_str()).as_ref(), Some(b), "{p}");
+    }
+    assert_eq!(h.store.failure_count("a").unwrap(), 0);
+}
+
+/// `tributary harvest` with `blobs` in `sources.toml` and the credentials in the environment:
+/// a server that is down or refuses the credentials stops it at start-up with exit 2 and an
+/// error naming the endpoint and the bucket, never the secret; a good one harvests into the
+/// bucket, and `store verify` and `store gc` work on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_reads_blobs_from_the_configuration_and_credentials_from_the_environment() {
+    use crate::support::cli::{finish, tributary};
+    let Some(server) = s3::server("store_s3::the_binary_reads_blobs") else { return };
+    let routes = Routes::default();
+    let up = upstream(&routes).await;
+    let resources: Vec<(String, Vec<u8>)> = (0..3).map(|i| (format!("/r/{i}"), bytes(300 + i, 25_000))).collect();
+    publish(&routes, &up, &resources);
+    let bucket = server.bucket("cli");
+    let dir = tempfile::tempdir().unwrap();
+    let aggregator = format!("blobs = \"s3://{bucket}/p\"\nblobs_create_bucket = true\n");
+    let text = config_text(dir.path(), &aggregator, UNLIMITED, &[("a", up.url("/rl.xml").as_str(), "")]);
+    let cfg = dir.path().join("sources.toml");
+    std::fs::write(&cfg, text).unwrap();
+    let run = |args: &[&str], env: Vec<(&'static str, String)>| {
+        let mut cmd = tributary(&[&["--config", cfg.to_str().unwrap()], args].concat());
+        for (k, _) in s3::env("") {
+            cmd.env_remove(k);
+        }
+        cmd.envs(env);
+        finish(cmd)
+    };
+
+    let dead = format!("http://127.0.0.1:{}", crate::support::net::free_port());
+    let out = run(&["harvest"], s3::env(&dead)).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    for want in [dead.as_str(), &format!("s3://{bucket}/p"), "cannot be reached"] {
+        assert!(stderr.contains(want), "{want:?} missing from: {stderr}");
+    }
+    assert!(!stderr.contains(s3::SECRET_KEY), "{stderr}");
+
+    let mut env = s3::env(&server.endpoint);
+    let wrong = "WRONG-cli-secret-1717";
+    env.retain(|(k, _)| *k != "AWS_SECRET_ACCESS_KEY");
+    env.push(("AWS_SECRET_ACCESS_KEY", wrong.into()));
+    let out = run(&["harvest"], env).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("credentials were refused") && stderr.contains(&server.endpoint), "{stderr}");
+    assert!(!stderr.contains(wrong) && !stderr.contains(s3::SECRET_KEY), "{stderr}");
+
+    let out = run(&["harvest"], s3::env(&server.endpoint)).await;
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(!stderr.contains(s3::SECRET_KEY) && !stdout.contains(s3::SECRET_KEY));
+    let listed = keys(server, &bucket, "p");
+    assert_eq!(content_keys(&listed).len(), 3, "{listed:?}");
+    let out = run(&["store", "verify"], s3::env(&server.endpoint)).await;
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    let out = run(&["store", "gc"], s3::env(&server.endpoint)).await;
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(content_keys(&keys(server, &bucket, "p")).len(), 3, "gc keeps what records refer to");
+
+    // Without the configuration the store refuses to open, naming its bucket.
+    let mut cmd = tributary(&[
+        "--config",
+        "/nonexistent.toml",
+        "--data-dir",
+        dir.path().join("store").to_str().unwrap(),
+        "store",
+        "stats",
+    ]);
+    cmd.envs(s3::env(&server.endpoint));
+    let out = finish(cmd).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(&format!("s3://{bucket}/p")), "{stderr}");
 }
