@@ -353,13 +353,37 @@ impl Remote {
         self.key(&format!("doomed/{id}"))
     }
 
-    /// The size of the object under the content key, if there is one.
-    pub(super) fn object_size(&self, id: &BlobId) -> Result<Option<u64>, StoreError> {
-        let (s3, key) = (Arc::clone(&self.s3), self.object_key(id));
-        match self.block(async move { s3.head(&key).await })? {
-            Ok(meta) => Ok(Some(meta.size)),
-            Err(object_store::Error::NotFound { .. }) => Ok(None),
+    /// The size of the object under the content key, if there is one, and whether it is
+    /// doomed (a tombstone names it).
+    fn object_size(&self, id: &BlobId) -> Result<(Option<u64>, bool), StoreError> {
+        let (s3, key, tomb) = (Arc::clone(&self.s3), self.object_key(id), self.tombstone_key(id));
+        let (object, tomb) = self.block(async move { tokio::join!(s3.head(&key), s3.head(&tomb)) })?;
+        let doomed = match tomb {
+            Ok(_) => true,
+            Err(object_store::Error::NotFound { .. }) => false,
+            Err(e) => return Err(self.os_error("looking for the tombstone of", id, &e)),
+        };
+        match object {
+            Ok(meta) => Ok((Some(meta.size), doomed)),
+            Err(object_store::Error::NotFound { .. }) => Ok((None, doomed)),
             Err(e) => Err(self.os_error("looking for", id, &e)),
+        }
+    }
+
+    /// Takes up the bitstream `id` if the bucket holds it already (put there, verified, by
+    /// this or another instance sharing the bucket): this instance's marker is written and the
+    /// object checked again after it, as a put does. Returns its size; `None` when it is
+    /// absent, of another size than `length`, or doomed (then the caller fetches and puts it,
+    /// which takes it back properly).
+    pub(super) fn adopt(&self, id: &BlobId, length: Option<u64>) -> Result<Option<u64>, StoreError> {
+        let fits = |size: Option<u64>| size.filter(|s| length.is_none_or(|l| l == *s));
+        if fits(self.object_size(id)?.0).is_none() {
+            return Ok(None);
+        }
+        self.mark(id)?;
+        match self.object_size(id)? {
+            (size, false) => Ok(fits(size)),
+            (_, true) => Ok(None),
         }
     }
 

@@ -388,6 +388,49 @@ impl BlobWriter {
     }
 }
 
+impl Store {
+    /// For a store whose bitstreams live in a bucket: when the declared sha-256 in `expected`
+    /// names content this store or the bucket already holds (put there, verified, by this or
+    /// another instance sharing it), records it as held without fetching it and returns it, as
+    /// a put of it would have. `None` — fetch it — when nothing is declared, the store has no
+    /// bucket, the content is absent, or its length differs from the declared one.
+    ///
+    /// Content in the bucket is stored under the sha-256 of its verified bytes, so the declared
+    /// sha-256 identifies it; other declared digests (md5, sha-1) cannot be checked without the
+    /// bytes and stay in the record as declared, not in the blob row.
+    ///
+    /// # Errors
+    /// [`StoreError::ObjectStore`] when the bucket cannot be asked; [`StoreError::Database`].
+    pub fn adopt(&self, expected: &Expected) -> Result<Option<BlobInfo>, StoreError> {
+        let inner = &self.inner;
+        let Some(remote) = &inner.remote else { return Ok(None) };
+        let Some(declared) = expected.hashes.get(&HashAlgorithm::Sha256) else { return Ok(None) };
+        let Ok(id) = declared.parse::<BlobId>() else { return Ok(None) };
+        let _gc = inner.gc_lock.read().unwrap_or_else(|p| p.into_inner());
+        if let Some(row) = inner.blob_row(&id)? {
+            let matches = expected.length.is_none_or(|l| l == row.length);
+            return Ok(matches.then(|| row.info(id, true)));
+        }
+        let Some(length) = remote.adopt(&id, expected.length)? else { return Ok(None) };
+        inner.fresh.lock().unwrap_or_else(|p| p.into_inner()).insert(id, Instant::now());
+        let row = BlobRow {
+            length,
+            md5: None,
+            sha1: None,
+            created: crate::model::W3cDateTime::now().unix_timestamp(),
+            place: Place::Object,
+            referrer: None,
+        };
+        inner.known.add(&id, &inner.trees.blobs);
+        let swapped = inner.trees.blobs.compare_and_swap(id.0, None as Option<&[u8]>, Some(row.encode()?))?;
+        inner.known.add(&id, &inner.trees.blobs);
+        match swapped {
+            Ok(()) => Ok(Some(row.info(id, true))),
+            Err(_) => inner.blob_row(&id).map(|r| r.map(|r| r.info(id, true))),
+        }
+    }
+}
+
 impl BlobWriter {
     /// [`BlobWriter::commit_file`] for a store whose large bitstreams live in a bucket: the
     /// verified spool is uploaded under its content key (unless the key is there already),

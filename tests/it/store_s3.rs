@@ -386,6 +386,20 @@ async fn a_harvest_into_the_bucket_survives_slowdown_and_records_failed_uploads_
         assert!(!f.reason.contains(s3::SECRET_KEY), "{}", f.reason);
     }
     assert_eq!(h.store.failure_count("a").unwrap(), 3);
+    // Nor does the dashboard, its API or the metrics show the secret, failures and all.
+    let mut failures_shown = String::new();
+    for page in ["/", "/api/status", "/api/failures?source=a", "/metrics"] {
+        let req = axum::http::Request::get(page).body(axum::body::Body::empty()).unwrap();
+        let resp = tower::ServiceExt::oneshot(app.clone(), req).await.unwrap();
+        assert_eq!(resp.status(), 200, "{page}");
+        let body = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
+        let text = String::from_utf8_lossy(&body);
+        assert!(!text.contains(s3::SECRET_KEY), "{page}: {text}");
+        if page.starts_with("/api/failures") {
+            failures_shown = text.into_owned();
+        }
+    }
+    assert!(failures_shown.contains("object storage"), "{failures_shown}");
 
     // The storage is back: the next pass stores them.
     proxy.set(Mode::Pass);
@@ -469,4 +483,50 @@ async fn the_binary_reads_blobs_from_the_configuration_and_credentials_from_the_
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains(&format!("s3://{bucket}/p")), "{stderr}");
+}
+
+/// A shard and a top-level instance on one bucket: the top level harvests the shard's
+/// Resource List, whose entries declare each bitstream's sha-256, and finds every one already
+/// in the bucket — nothing is fetched, not one bitstream byte crosses from the shard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_top_level_instance_on_the_shards_bucket_fetches_no_bitstream() {
+    use crate::support::harness::BASE_URL;
+    let Some(server) = s3::server("store_s3::a_top_level_instance") else { return };
+    let bucket = server.bucket("chain");
+    let blobs = server.blobs(&bucket, "chain");
+    let options = StoreOptions::default().with_blobs(Some(blobs));
+    let routes = Routes::default();
+    let up = upstream(&routes).await;
+    let resources: Vec<(String, Vec<u8>)> =
+        (0..5).map(|i| (format!("/r/{i}"), bytes(500 + i, 30_000 + 9_000 * i as usize))).collect();
+    publish(&routes, &up, &resources);
+    let total: u64 = resources.iter().map(|(_, b)| b.len() as u64).sum();
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/", listener.local_addr().unwrap());
+    let url = up.url("/rl.xml").to_string();
+    let shard =
+        Harness::with_store(|d| config_text(d, "", UNLIMITED, &[("s1", &url, "")]).replace(BASE_URL, &base), &options);
+    let r = shard.pass_one().await;
+    assert_eq!((r.fetched, r.failed, r.bytes), (5, 0, total), "{r:?}");
+    let state = tributary::web::WebState::from_config(&shard.config, &shard.store, &shard.fetcher).unwrap();
+    let served = tokio::spawn(tributary::web::serve(listener, state, std::future::pending()));
+
+    let list = tributary::naming::Naming::new(&url::Url::parse(&base).unwrap()).capability_list("s1");
+    let top = Harness::with_store(
+        |d| config_text(d, "", UNLIMITED, &[("top", &list, "dumps = false\nallow_outside_authority = true")]),
+        &options,
+    );
+    let r = top.pass_one().await;
+    assert_eq!((r.fetched, r.failed, r.error.as_deref()), (5, 0, None), "{r:?}");
+    assert_eq!(r.bytes, 0, "no bitstream byte was transferred from the shard: {r:?}");
+    let records: Vec<_> = top.store.records().map(Result::unwrap).collect();
+    assert_eq!(records.len(), 5);
+    for rec in &records {
+        let (_, body) =
+            resources.iter().find(|(p, _)| rec.origin == up.url(p).as_str()).expect("origin kept via the shard");
+        assert_eq!(&read_blob(&top.store, &rec.sha256), body);
+    }
+    assert_eq!(content_keys(&keys(server, &bucket, "chain")).len(), 5, "each bitstream stored once for both");
+    served.abort();
 }
