@@ -137,11 +137,11 @@ fn bitstreams_go_to_the_bucket_once_across_instances_and_read_back_by_range() {
 }
 
 fn live(store: &Store, uri: &str, id: BlobId) {
-    store.apply(&Batch::new().upsert(&["s"], record(uri, id))).unwrap();
+    store.apply(Batch::new().upsert(&["s"], record(uri, id))).unwrap();
 }
 
 fn gone(store: &Store, uri: &str) {
-    store.apply(&Batch::new().delete(&["s"], uri)).unwrap();
+    store.apply(Batch::new().delete(&["s"], uri)).unwrap();
 }
 
 /// Two instances share a bucket. One instance's gc never deletes what the other still refers

@@ -100,8 +100,7 @@ fn start(weed: PathBuf) -> S3 {
     let endpoint = format!("http://127.0.0.1:{s3}");
     let deadline = Instant::now() + Duration::from_secs(60);
     // Up once the S3 port answers a signed request: a LIST of the buckets.
-    loop {
-        let Err(why) = ready(&endpoint) else { break };
+    while let Err(why) = ready(&endpoint) {
         assert!(
             Instant::now() < deadline,
             "SeaweedFS did not answer on {endpoint} within 60 s ({why}); its log: {}",
