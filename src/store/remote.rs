@@ -399,7 +399,7 @@ impl Remote {
                 let (present, doomed) = tokio::join!(s3.head(&key), s3.head(&tomb));
                 if doomed.is_ok() {
                     // Content wanted again: take it off the list before trusting the object.
-                    s3.delete(&tomb).await?;
+                    gone(s3.delete(&tomb).await)?;
                 }
                 Ok::<_, object_store::Error>((present, doomed.is_ok()))
             })?
@@ -480,7 +480,7 @@ impl Remote {
             self.tombstone_key(id),
         );
         self.block(async move {
-            s3.delete(&mine).await?;
+            gone(s3.delete(&mine).await)?;
             let first = s3.list(Some(&others)).next().await.transpose()?;
             if first.is_some() {
                 return Ok(false);
@@ -514,7 +514,7 @@ impl Remote {
                 (Arc::clone(&self.s3), self.markers_prefix(&id), self.object_key(&id), meta.location.clone());
             let outcome = self.block(async move {
                 if s3.list(Some(&markers)).next().await.transpose()?.is_some() {
-                    s3.delete(&tomb).await?;
+                    gone(s3.delete(&tomb).await)?;
                     return Ok(None);
                 }
                 let size = match s3.head(&object).await {
@@ -522,8 +522,8 @@ impl Remote {
                     Err(object_store::Error::NotFound { .. }) => 0,
                     Err(e) => return Err(e),
                 };
-                s3.delete(&object).await?;
-                s3.delete(&tomb).await?;
+                gone(s3.delete(&object).await)?;
+                gone(s3.delete(&tomb).await)?;
                 Ok(Some(size))
             })?;
             match outcome.map_err(|e| self.os_error("collecting", &id, &e))? {
@@ -544,6 +544,15 @@ fn chrono_seconds(d: Duration) -> i64 {
 
 fn chrono_now() -> i64 {
     crate::model::W3cDateTime::now().unix_timestamp()
+}
+
+/// A DELETE's result, with "not found" as success: S3 answers 204 for a missing key, but not
+/// every compatible server does, and the key being gone is what was asked.
+fn gone(result: object_store::Result<()>) -> object_store::Result<()> {
+    match result {
+        Err(object_store::Error::NotFound { .. }) => Ok(()),
+        other => other,
+    }
 }
 
 /// An error with its causes, each said once (`object_store` repeats its causes' text).

@@ -256,10 +256,11 @@ fn start_up_faults_are_clear_and_never_show_the_secret() {
     assert_eq!(read_blob(&store, &id), bytes(5, 40_000));
 }
 
-/// 503 SlowDown answers are retried with backoff; an upload that still fails fails only that
-/// put, with nothing recorded, and the same put succeeds once the server is back.
+/// 503 SlowDown answers are retried with backoff; an upload that still fails, or a server
+/// that stopped answering, fails only that put, with nothing recorded, and the same put
+/// succeeds once the server is back.
 #[test]
-fn slowdown_is_retried_and_a_failed_upload_stores_nothing() {
+fn slowdown_is_retried_and_a_failed_upload_or_a_server_gone_stores_nothing() {
     let Some(server) = s3::server("store_s3::slowdown_is_retried") else { return };
     let proxy = Proxy::start(&server.endpoint);
     let mut blobs = server.blobs(&server.bucket("slow"), "p");
@@ -285,6 +286,19 @@ fn slowdown_is_retried_and_a_failed_upload_stores_nothing() {
     proxy.set(Mode::Pass);
     assert_eq!(put(&store, &other), other_id);
     assert_eq!(read_blob(&store, &other_id), other);
+
+    // The server unreachable mid-run (nothing listens any more): the put fails after its
+    // bounded retries, storing nothing; once it is back on the same address, the put works.
+    let port: u16 = proxy.endpoint.rsplit(':').next().unwrap().parse().unwrap();
+    drop(proxy);
+    let third = bytes(22, 100_000);
+    let started = std::time::Instant::now();
+    let err = store.put(&third[..], &Expected::none()).unwrap_err();
+    assert!(err.is_object_store(), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(40), "retries are bounded: {:?}", started.elapsed());
+    assert!(store.blob(&crate::support::digest::sha256_id(&third)).unwrap().is_none());
+    let _back = Proxy::start_on(&server.endpoint, port);
+    assert_eq!(read_blob(&store, &put(&store, &third)), third);
 }
 
 /// `(path, body)` resources as a Resource List declaring each one's sha-256 and length.

@@ -201,7 +201,13 @@ use std::collections::HashMap;
 
 impl Proxy {
     pub(crate) fn start(upstream: &str) -> Proxy {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        Proxy::start_on(upstream, 0)
+    }
+
+    /// [`Proxy::start`] on `port` (0: any), e.g. the port of a proxy stopped before, to play
+    /// a server that comes back.
+    pub(crate) fn start_on(upstream: &str, port: u16) -> Proxy {
+        let listener = TcpListener::bind(("127.0.0.1", port)).unwrap();
         listener.set_nonblocking(true).unwrap();
         let endpoint = format!("http://{}", listener.local_addr().unwrap());
         let state = std::sync::Arc::new(Mutex::new(ProxyState { mode: Some(Mode::Pass), ..ProxyState::default() }));
