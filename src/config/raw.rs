@@ -122,6 +122,7 @@ pub(super) struct RawAggregator {
     blobs: Option<Spanned<String>>,
     blobs_create_bucket: Option<Spanned<bool>>,
     blobs_gc_grace: Option<Spanned<String>>,
+    blobs_presign: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -343,6 +344,7 @@ fn validate_blobs(a: &RawAggregator, at: &Locator<'_>) -> Result<Option<crate::s
         for (key, span) in [
             ("blobs_create_bucket", a.blobs_create_bucket.as_ref().map(Spanned::span)),
             ("blobs_gc_grace", a.blobs_gc_grace.as_ref().map(Spanned::span)),
+            ("blobs_presign", a.blobs_presign.as_ref().map(Spanned::span)),
         ] {
             if let Some(span) = span {
                 return Err(at.error(span, key, format!("{key} needs `blobs = \"s3://BUCKET/PREFIX\"`")));
@@ -356,6 +358,9 @@ fn validate_blobs(a: &RawAggregator, at: &Locator<'_>) -> Result<Option<crate::s
     }
     if let Some(grace) = &a.blobs_gc_grace {
         blobs.gc_grace = at.duration(grace, "blobs_gc_grace")?;
+    }
+    if let Some(presign) = &a.blobs_presign {
+        blobs.presign = *presign.get_ref();
     }
     Ok(Some(blobs))
 }

@@ -241,6 +241,20 @@ impl Store {
         Ok(self.inner.blob_row(id)?.map(|row| row.info(*id, false)))
     }
 
+    /// With `blobs_presign`, a presigned URL to GET the blob from the bucket directly; `None`
+    /// when the option is off or the blob is not in the bucket (a pack or a local file).
+    ///
+    /// # Errors
+    /// [`StoreError::BlobNotFound`]; [`StoreError::ObjectStore`] when signing fails.
+    pub fn presigned_url(&self, id: &BlobId) -> Result<Option<String>, StoreError> {
+        let Some(remote) = self.inner.remote.as_ref().filter(|r| r.location().presign) else { return Ok(None) };
+        let row = self.inner.blob_row(id)?.ok_or_else(|| StoreError::BlobNotFound(id.to_hex()))?;
+        match row.place {
+            Place::Object => remote.presigned(id).map(Some),
+            Place::File | Place::Pack(_) => Ok(None),
+        }
+    }
+
     /// Streams a whole blob.
     ///
     /// # Errors

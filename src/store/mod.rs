@@ -60,7 +60,7 @@ pub use feeds::FeedItemIter;
 pub use log::{Event, EventIter, SetInfo};
 pub use open::StoreOptions;
 pub use record::{Listing, NewRecord, Record, RecordIter, Via};
-pub use remote::{DEFAULT_GC_GRACE, RemoteBlobs};
+pub use remote::{DEFAULT_GC_GRACE, PRESIGN_FOR, RemoteBlobs};
 pub use report::{FailureReport, FailureRow, GcReport, Problem, SetStats, Stats, VerifyReport};
 pub use state::{DocumentValidators, HarvestState, KnownCapabilities, PassCounts, SourceState, SourceStatus};
 pub use view::{AttrView, LinkView, RawRecord, RawRecordIter, RecordView, ViaView};

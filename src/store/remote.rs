@@ -25,10 +25,10 @@
 //!
 //! # Writing
 //! A bitstream is spooled to `tmp/` while it is hashed (the same path as a local file blob);
-//! only once its length and digests are verified does the backend write this instance's
-//! reference marker, look for the content key (HEAD) and upload only when it is absent — a
-//! single PUT up to [`PART`] bytes, a streamed multipart upload above, at most
-//! [`PARTS_IN_FLIGHT`] parts in memory. S3 makes an object visible only once its PUT or
+//! only once its length and digests are verified does the backend look for the content key
+//! (HEAD) and upload only when it is absent — a single PUT up to [`PART`] bytes, a streamed
+//! multipart upload above, at most [`PARTS_IN_FLIGHT`] parts in memory — with this instance's
+//! reference marker (see [`Remote::store_file`] for the order, docs/STORE.md for why). S3 makes an object visible only once its PUT or
 //! multipart completion succeeded, so the content key never shows a partial or unverified
 //! bitstream, and no temporary object is left in the bucket by a crash (an interrupted
 //! multipart upload is aborted, or invisible until the bucket's lifecycle rule removes it).
@@ -76,6 +76,10 @@ pub struct RemoteBlobs {
     /// How long a bitstream no instance refers to stays in the bucket before a `gc` deletes it
     /// (`blobs_gc_grace`, default 24 hours); see docs/STORE.md, "Collection in a shared bucket".
     pub gc_grace: Duration,
+    /// Answer a full GET of a bitstream in the bucket with a redirect to a presigned URL
+    /// (valid [`PRESIGN_FOR`]) instead of streaming it through Tributary
+    /// (`blobs_presign = true`). Range requests are still streamed.
+    pub presign: bool,
     /// Client settings applied over the AWS environment variables, as `object_store`'s
     /// `AmazonS3ConfigKey` names them (`endpoint`, `access_key_id`, `secret_access_key`,
     /// `region`, `allow_http`, …). Never read from `sources.toml`, whose credentials come from
@@ -117,6 +121,7 @@ impl RemoteBlobs {
             prefix: prefix.to_owned(),
             create_bucket: false,
             gc_grace: DEFAULT_GC_GRACE,
+            presign: false,
             client: Vec::new(),
         })
     }
@@ -124,6 +129,10 @@ impl RemoteBlobs {
 
 /// See [`RemoteBlobs::gc_grace`].
 pub const DEFAULT_GC_GRACE: Duration = Duration::from_secs(24 * 3600);
+
+/// How long a presigned URL of [`RemoteBlobs::presign`] is valid: long enough to start a
+/// download, short enough that a copied link soon stops working.
+pub const PRESIGN_FOR: Duration = Duration::from_secs(300);
 
 impl fmt::Display for RemoteBlobs {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -388,9 +397,11 @@ impl Remote {
     }
 
     /// Makes the verified content spooled at `file` (`len` bytes) available under its content
-    /// key, referred to by this instance: the reference marker first (so no other instance's
-    /// gc deletes the object from now on), then a look for the key and its tombstone, and an
-    /// upload only when the key is absent. A tombstone is removed: the content is wanted again.
+    /// key, referred to by this instance. A look for the key and its tombstone first; new
+    /// content (neither there) is uploaded together with this instance's reference marker;
+    /// otherwise the marker goes first (so no other instance's gc deletes the object from then
+    /// on), the key and tombstone are looked at again, a tombstone is removed (the content is
+    /// wanted again) and the content uploaded unless a live object of its size is there.
     pub(super) fn store_file(&self, id: &BlobId, file: &FsPath, len: u64) -> Result<Stored, StoreError> {
         let (s3, key, tomb) = (Arc::clone(&self.s3), self.object_key(id), self.tombstone_key(id));
         let (first, tombstone) = self.block(async move { tokio::join!(s3.head(&key), s3.head(&tomb)) })?;
@@ -444,6 +455,16 @@ impl Remote {
         self.block(async move { s3.put(&key, PutPayload::new()).await })?
             .map(drop)
             .map_err(|e| self.os_error("marking the reference to", id, &e))
+    }
+
+    /// A presigned GET URL of the bitstream, valid for [`PRESIGN_FOR`]. It carries the access
+    /// key id and a signature, never the secret.
+    pub(super) fn presigned(&self, id: &BlobId) -> Result<String, StoreError> {
+        use object_store::signer::Signer as _;
+        let (s3, key) = (Arc::clone(&self.s3), self.object_key(id));
+        self.block(async move { s3.signed_url(http::Method::GET, &key, PRESIGN_FOR).await })?
+            .map(|u| u.to_string())
+            .map_err(|e| self.os_error("presigning", id, &e))
     }
 
     /// Streams bytes `range` of the bitstream (ranged GET).

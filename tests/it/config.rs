@@ -313,10 +313,16 @@ fn blobs_is_an_s3_url_and_its_options_need_it() {
     assert_eq!((b.bucket.as_str(), b.prefix.as_str(), b.create_bucket), ("bits", "tributary/prod", false));
     assert_eq!(b.gc_grace, tributary::store::DEFAULT_GC_GRACE);
     assert!(b.client.is_empty(), "credentials come from the environment only");
-    let c =
-        parse(&format!("{HEAD}blobs = \"s3://bits\"\nblobs_create_bucket = true\nblobs_gc_grace = \"2h\"\n")).unwrap();
+    let c = parse(&format!(
+        "{HEAD}blobs = \"s3://bits\"\nblobs_create_bucket = true\nblobs_gc_grace = \"2h\"\nblobs_presign = true\n"
+    ))
+    .unwrap();
     let b = c.aggregator.blobs.unwrap();
-    assert_eq!((b.prefix.as_str(), b.create_bucket, b.gc_grace), ("", true, Duration::from_secs(7200)));
+    assert_eq!(
+        (b.prefix.as_str(), b.create_bucket, b.gc_grace, b.presign),
+        ("", true, Duration::from_secs(7200), true)
+    );
+    assert!(!parse(&format!("{HEAD}blobs = \"s3://bits\"\n")).unwrap().aggregator.blobs.unwrap().presign);
 
     assert_invalid(&format!("{HEAD}blobs = \"https://bits.example/x\"\n"), 6, "blobs", "not an s3:// URL");
     assert_invalid(&format!("{HEAD}blobs = \"s3://Bits\"\n"), 6, "blobs", "not a bucket name");

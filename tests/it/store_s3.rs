@@ -544,3 +544,63 @@ async fn a_top_level_instance_on_the_shards_bucket_fetches_no_bitstream() {
     assert_eq!(content_keys(&keys(server, &bucket, "chain")).len(), 5, "each bitstream stored once for both");
     served.abort();
 }
+
+/// With `blobs_presign`, a full GET of a bitstream in the bucket is redirected to a presigned
+/// URL that serves the same bytes and carries no secret; a range, a HEAD and content in the
+/// local pack are still answered by Tributary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn presign_redirects_a_full_get_to_the_bucket() {
+    use crate::support::publish::{Res, bind, upsert};
+    let Some(server) = s3::server("store_s3::presign_redirects") else { return };
+    let mut blobs = server.blobs(&server.bucket("presign"), "p");
+    blobs.presign = true;
+    let dir = tempfile::tempdir().unwrap();
+    let store = tokio::task::block_in_place(|| open(&dir.path().join("s"), &blobs)).unwrap();
+    let (_listener, naming) = bind().await;
+    let (big, small) = (bytes(700, 90_000), b"small, in the pack".to_vec());
+    let uris = tokio::task::block_in_place(|| {
+        upsert(
+            &store,
+            &naming,
+            &["s"],
+            &[
+                Res::new("s", "http://o.example/big", big.clone()),
+                Res::new("s", "http://o.example/small", small.clone()),
+            ],
+        )
+    });
+    let state = tributary::web::WebState::new(
+        store.clone(),
+        naming.clone(),
+        vec![tributary::publish::SetConfig::source("s")],
+        tributary::publish::LinkPolicies::default(),
+        tributary::publish::Limits::default(),
+    )
+    .unwrap();
+    let app = tributary::web::router(state);
+    let send = |uri: &str, method: &str, range: Option<&str>| {
+        let path = &uri[uri.find("/r/").unwrap()..];
+        let mut req = axum::http::Request::builder().method(method).uri(path);
+        if let Some(r) = range {
+            req = req.header("range", r);
+        }
+        tower::ServiceExt::oneshot(app.clone(), req.body(axum::body::Body::empty()).unwrap())
+    };
+
+    let resp = send(&uris[0], "GET", None).await.unwrap();
+    assert_eq!(resp.status(), 307);
+    let location = resp.headers()["location"].to_str().unwrap().to_owned();
+    assert!(location.starts_with(&server.endpoint) && location.contains("X-Amz-Signature"), "{location}");
+    assert!(!location.contains(s3::SECRET_KEY), "{location}");
+    let fetched = reqwest::get(&location).await.unwrap();
+    assert_eq!(fetched.status(), 200);
+    assert_eq!(&fetched.bytes().await.unwrap()[..], &big[..]);
+
+    let resp = send(&uris[0], "GET", Some("bytes=10-19")).await.unwrap();
+    assert_eq!(resp.status(), 206);
+    assert_eq!(&axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap()[..], &big[10..20]);
+    assert_eq!(send(&uris[0], "HEAD", None).await.unwrap().status(), 200);
+    let resp = send(&uris[1], "GET", None).await.unwrap();
+    assert_eq!(resp.status(), 200, "content in the local pack is served here");
+    assert_eq!(&axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap()[..], &small[..]);
+}
