@@ -178,11 +178,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// The data directory: `--data-dir`, else `data_dir` from the configuration. Maintenance
-/// commands still work without a configuration file (then `store/`), but a configuration
-/// that exists and is broken is an error, not silently ignored.
-/// With the data directory, where its bitstreams are (`[aggregator] blobs`), which needs the
-/// configuration file whatever `--data-dir` says.
+/// The data directory — `--data-dir`, else `data_dir` from the configuration — and where its
+/// bitstreams are (`[aggregator] blobs`, read from the configuration whatever `--data-dir`
+/// says). Maintenance commands still work without a configuration file (then `store/`, local
+/// blobs), but a configuration that exists and is broken is an error, not silently ignored,
+/// unless `--data-dir` names the store.
 fn data_dir(global: &Global) -> anyhow::Result<(PathBuf, Option<tributary::store::RemoteBlobs>)> {
     if !global.config.exists() {
         return Ok((global.data_dir.clone().unwrap_or_else(|| PathBuf::from("store")), None));
