@@ -83,6 +83,11 @@ pub struct Aggregator {
     /// Where hubs reach this aggregator (`public_url`; default `base_url`): the prefix of the
     /// WebSub callback URLs (`{public_url}websub/{id}`); always ends with `/`.
     pub public_url: Url,
+    /// Where bitstreams larger than the store's inline limit live (`blobs =
+    /// "s3://BUCKET/PREFIX"`, with `blobs_create_bucket` and `blobs_gc_grace`); `None`, the
+    /// default: files in the data directory. Endpoint, region and credentials come from the
+    /// standard AWS environment variables, never from this file.
+    pub blobs: Option<crate::store::RemoteBlobs>,
 }
 
 /// The `[publish]` table: the shape of the documents Tributary serves.

@@ -182,18 +182,34 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// The data directory: `--data-dir`, else `data_dir` from the configuration. Maintenance
-/// commands still work without a configuration file (then `store/`), but a configuration
-/// that exists and is broken is an error, not silently ignored.
-fn data_dir(global: &Global) -> anyhow::Result<PathBuf> {
-    if let Some(dir) = &global.data_dir {
-        return Ok(dir.clone());
-    }
+/// The data directory — `--data-dir`, else `data_dir` from the configuration — and where its
+/// bitstreams are (`[aggregator] blobs`, read from the configuration whatever `--data-dir`
+/// says). Maintenance commands still work without a configuration file (then `store/`, local
+/// blobs), but a configuration that exists and is broken is an error, not silently ignored,
+/// unless `--data-dir` names the store.
+fn data_dir(global: &Global) -> anyhow::Result<(PathBuf, Option<tributary::store::RemoteBlobs>)> {
     if !global.config.exists() {
-        return Ok(PathBuf::from("store"));
+        return Ok((global.data_dir.clone().unwrap_or_else(|| PathBuf::from("store")), None));
     }
-    let config = tributary::config::Config::load(&global.config, None)?.for_shard(global.shard.as_deref(), None)?;
-    Ok(config.aggregator.data_dir)
+    let loaded = tributary::config::Config::load(&global.config, global.data_dir.as_deref())
+        .and_then(|c| c.for_shard(global.shard.as_deref(), global.data_dir.as_deref()));
+    match (loaded, &global.data_dir) {
+        (Ok(config), _) => Ok((config.aggregator.data_dir, config.aggregator.blobs)),
+        // `--data-dir` names the store without the file; a store that keeps its bitstreams in
+        // a bucket then refuses to open, naming the bucket.
+        (Err(_), Some(dir)) => Ok((dir.clone(), None)),
+        (Err(e), None) => Err(e.into()),
+    }
+}
+
+/// Opens an existing store, with its bucket when the configuration names one.
+fn open_existing(
+    dir: &std::path::Path,
+    blobs: Option<tributary::store::RemoteBlobs>,
+) -> anyhow::Result<tributary::store::Store> {
+    let mut options = tributary::store::StoreOptions::default().with_blobs(blobs);
+    options.create = false;
+    Ok(tributary::store::Store::open_with(dir, &options)?)
 }
 
 fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
@@ -235,7 +251,7 @@ fn run_simulate(args: tributary::simulate::cli::SimulateArgs) -> anyhow::Result<
 
 fn run_audit(args: AuditArgs, global: &Global) -> anyhow::Result<ExitCode> {
     let config = load_config(global, &args.sources)?;
-    let store = tributary::store::Store::open_existing(&config.aggregator.data_dir)?;
+    let store = open_existing(&config.aggregator.data_dir, config.aggregator.blobs.clone())?;
     let rt = tokio::runtime::Runtime::new()?;
     let reports = rt.block_on(tributary::harvest::audit::audit_sources(&config, &store, &args.sources, args.fetch))?;
     if args.json {
@@ -250,7 +266,7 @@ fn run_audit(args: AuditArgs, global: &Global) -> anyhow::Result<ExitCode> {
 
 fn run_failures(args: FailuresArgs, global: &Global) -> anyhow::Result<ExitCode> {
     let config = load_config(global, &args.sources)?;
-    let store = tributary::store::Store::open_existing(&config.aggregator.data_dir)?;
+    let store = open_existing(&config.aggregator.data_dir, config.aggregator.blobs.clone())?;
     let reports = config
         .select(&args.sources)?
         .into_iter()
@@ -264,9 +280,12 @@ fn run_failures(args: FailuresArgs, global: &Global) -> anyhow::Result<ExitCode>
     Ok(if reports.iter().all(|r| r.failing == 0) { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
-fn run_store(cmd: StoreCommand, dir: PathBuf) -> anyhow::Result<ExitCode> {
+fn run_store(
+    cmd: StoreCommand,
+    (dir, blobs): (PathBuf, Option<tributary::store::RemoteBlobs>),
+) -> anyhow::Result<ExitCode> {
     // Read-only maintenance never creates a store: a mistyped path is an error, not an empty store.
-    let store = tributary::store::Store::open_existing(&dir)?;
+    let store = open_existing(&dir, blobs)?;
     match cmd {
         StoreCommand::Stats => println!("{}", store.stats()?),
         StoreCommand::Verify => {
@@ -292,28 +311,27 @@ fn load_config(global: &Global, only: &[String]) -> anyhow::Result<tributary::co
     Ok(config)
 }
 
-/// [`load_config`], then the store and the fetcher the harvesting commands share.
-fn load(
-    global: &Global,
-    only: &[String],
-) -> anyhow::Result<(tributary::config::Config, tributary::store::Store, Fetcher)> {
-    let config = load_config(global, only)?;
-    let store = open_store(&config)?;
-    let fetcher = Fetcher::from_config(&config)?;
-    Ok((config, store, fetcher))
+/// After [`load_config`], the store and the fetcher the harvesting commands share.
+fn load(config: &tributary::config::Config) -> anyhow::Result<(tributary::store::Store, Fetcher)> {
+    let store = open_store(config)?;
+    let fetcher = Fetcher::from_config(config)?;
+    Ok((store, fetcher))
 }
 
 /// Opens (creating if needed) the configured store with the configured page cache.
 fn open_store(config: &tributary::config::Config) -> anyhow::Result<tributary::store::Store> {
-    let options = tributary::store::StoreOptions::with_cache_mb(config.aggregator.store_cache_mb);
+    let options = tributary::store::StoreOptions::with_cache_mb(config.aggregator.store_cache_mb)
+        .with_blobs(config.aggregator.blobs.clone());
     tributary::store::Store::open_with(&config.aggregator.data_dir, &options)
         .with_context(|| format!("opening the store at {}", config.aggregator.data_dir.display()))
 }
 
 fn run_harvest(global: &Global, args: HarvestArgs) -> anyhow::Result<ExitCode> {
-    let rt = harvest_runtime()?;
+    // The configuration first (milliseconds): it sizes the runtime.
+    let config = load_config(global, &args.sources)?;
+    let rt = harvest_runtime(&config)?;
     let stop = shutdown_requests(&rt)?;
-    let (config, store, fetcher) = load(global, &args.sources)?;
+    let (store, fetcher) = load(&config)?;
     let progress = progress::for_terminal();
     let summary = rt.block_on(async {
         let simulators = start_simulators(&config).await?;
@@ -351,9 +369,10 @@ fn exit_durably(store: &tributary::store::Store, code: i32) -> ! {
 }
 
 fn run_service(global: &Global) -> anyhow::Result<ExitCode> {
-    let rt = harvest_runtime()?;
+    let config = load_config(global, &[])?;
+    let rt = harvest_runtime(&config)?;
     let stop = shutdown_requests(&rt)?;
-    let (config, store, fetcher) = load(global, &[])?;
+    let (store, fetcher) = load(&config)?;
     let web = tributary::web::WebState::from_config(&config, &store, &fetcher)?;
     let (web, notifications) = with_push(web, &config)?;
     // Hubs call back on the same listener; the web server serves the routes without knowing
@@ -433,7 +452,7 @@ fn run_serve(global: &Global) -> anyhow::Result<ExitCode> {
 
 fn run_provenance(args: ProvenanceArgs, global: &Global) -> anyhow::Result<ExitCode> {
     let config = load_config(global, &[])?;
-    let store = tributary::store::Store::open_existing(&config.aggregator.data_dir)?;
+    let store = open_existing(&config.aggregator.data_dir, config.aggregator.blobs.clone())?;
     let naming = tributary::naming::Naming::new(&config.aggregator.base_url);
     let checker = match args.verify {
         true => Some(tributary::provenance::OriginChecker::for_config(Fetcher::from_config(&config)?, &config)),
@@ -447,15 +466,21 @@ fn run_provenance(args: ProvenanceArgs, global: &Global) -> anyhow::Result<ExitC
 
 /// The harvester's runtime. Blocking threads (store writes) are capped: each one costs a
 /// malloc arena and a stack, and more threads than cores do not write to sled any faster.
-fn harvest_runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread().enable_all().max_blocking_threads(BLOCKING_THREADS).build()
+/// With bitstreams in a bucket a blocking thread spends a large put waiting for its upload,
+/// so more of them keep the uploads of a source's concurrent fetches going at once.
+fn harvest_runtime(config: &tributary::config::Config) -> std::io::Result<tokio::runtime::Runtime> {
+    let threads = if config.aggregator.blobs.is_some() { BLOCKING_THREADS_BUCKET } else { BLOCKING_THREADS };
+    tokio::runtime::Builder::new_multi_thread().enable_all().max_blocking_threads(threads).build()
 }
 
 /// See [`harvest_runtime`].
 const BLOCKING_THREADS: usize = 8;
 
+/// See [`harvest_runtime`]: uploads wait on the network, not on the disk or the CPU.
+const BLOCKING_THREADS_BUCKET: usize = 64;
+
 /// SIGINT and SIGTERM from now on; the receiver turns true at the first. The handlers are
-/// installed before this returns — before the configuration loads and the store opens, which
+/// installed before this returns — before the store opens, which
 /// takes seconds for a large store — so a signal during start-up is not left to the default
 /// action, which would end the process at once instead of cleanly (exit 0).
 fn shutdown_requests(rt: &tokio::runtime::Runtime) -> std::io::Result<tokio::sync::watch::Receiver<bool>> {

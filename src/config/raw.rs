@@ -137,6 +137,10 @@ pub(super) struct RawAggregator {
     endpoint_id: Option<Spanned<String>>,
     hub: Option<Spanned<String>>,
     public_url: Option<Spanned<String>>,
+    blobs: Option<Spanned<String>>,
+    blobs_create_bucket: Option<Spanned<bool>>,
+    blobs_gc_grace: Option<Spanned<String>>,
+    blobs_presign: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -372,6 +376,7 @@ fn validate_aggregator(agg: &Spanned<RawAggregator>, at: &Locator<'_>) -> Result
         None => default_endpoint_id(&base_url),
     };
     let hub = a.hub.as_ref().map(|h| at.http_url(h, "hub")).transpose()?;
+    let blobs = validate_blobs(a, at)?;
     Ok(Aggregator {
         base_url,
         listen,
@@ -382,6 +387,7 @@ fn validate_aggregator(agg: &Spanned<RawAggregator>, at: &Locator<'_>) -> Result
         endpoint_id,
         hub,
         public_url,
+        blobs,
     })
 }
 
@@ -392,6 +398,33 @@ pub(super) fn with_slash(mut url: Url) -> Url {
         url.set_path(&path);
     }
     url
+}
+
+/// `blobs = "s3://BUCKET/PREFIX"` and the keys that only mean something with it.
+fn validate_blobs(a: &RawAggregator, at: &Locator<'_>) -> Result<Option<crate::store::RemoteBlobs>> {
+    let Some(url) = &a.blobs else {
+        for (key, span) in [
+            ("blobs_create_bucket", a.blobs_create_bucket.as_ref().map(Spanned::span)),
+            ("blobs_gc_grace", a.blobs_gc_grace.as_ref().map(Spanned::span)),
+            ("blobs_presign", a.blobs_presign.as_ref().map(Spanned::span)),
+        ] {
+            if let Some(span) = span {
+                return Err(at.error(span, key, format!("{key} needs `blobs = \"s3://BUCKET/PREFIX\"`")));
+            }
+        }
+        return Ok(None);
+    };
+    let mut blobs = at.value(url, "blobs", crate::store::RemoteBlobs::parse)?;
+    if let Some(create) = &a.blobs_create_bucket {
+        blobs.create_bucket = *create.get_ref();
+    }
+    if let Some(grace) = &a.blobs_gc_grace {
+        blobs.gc_grace = at.duration(grace, "blobs_gc_grace")?;
+    }
+    if let Some(presign) = &a.blobs_presign {
+        blobs.presign = *presign.get_ref();
+    }
+    Ok(Some(blobs))
 }
 
 /// FeedSync endpoint ids are the NSS part of a URN (seed `002_…` §2.1, RFC 2141).

@@ -51,6 +51,12 @@ pub(crate) enum ResourceError {
     /// The entry named no URL at all.
     #[error("no URL to fetch")]
     NoUrl,
+    /// The verified content could not be put in the object storage holding the bitstreams
+    /// (after the client's own retries): recorded as the resource's failure and retried at the
+    /// next pass, like an upstream failure, and never recorded as held. The storage being back
+    /// is all the next attempt needs.
+    #[error(transparent)]
+    Blobs(StoreError),
     /// The store itself failed (disk, database): the source's pass must stop.
     #[error(transparent)]
     Store(StoreError),
@@ -65,6 +71,7 @@ impl ResourceError {
 }
 
 enum Attempt {
+    Blobs(StoreError),
     Fetch(FetchError),
     Mismatch(StoreError),
     Store(StoreError),
@@ -78,12 +85,32 @@ pub(crate) async fn fetch_verified(
     expected: &Expected,
     settings: &Settings,
 ) -> Result<Stored, ResourceError> {
+    // A store whose bitstreams are in a bucket shared with other instances (the shards a
+    // top-level instance harvests) may hold the declared content already: then nothing is
+    // fetched. `bytes: 0`, so the report counts what was transferred.
+    let declared = expected.hashes.get(&crate::model::HashAlgorithm::Sha256).is_some();
+    if let Some(url) = urls.first().filter(|_| declared && store.remote_blobs().is_some()) {
+        let (s, e) = (store.clone(), expected.clone());
+        match tokio::task::spawn_blocking(move || s.adopt(&e)).await {
+            Ok(Ok(Some(info))) => return Ok(Stored { info, from: url.clone(), bytes: 0 }),
+            Ok(Ok(None)) => {}
+            Ok(Err(e)) if e.is_object_store() => return Err(ResourceError::Blobs(e)),
+            Ok(Err(e)) => return Err(ResourceError::Store(e)),
+            Err(e) => {
+                return Err(ResourceError::Store(StoreError::Io {
+                    path: "adopt".into(),
+                    source: std::io::Error::other(e),
+                }));
+            }
+        }
+    }
     let mut last = ResourceError::NoUrl;
     for url in urls {
         for _ in 0..VERIFY_ATTEMPTS {
             match attempt(fetcher, store, url, expected, settings).await {
                 Ok(s) => return Ok(s),
                 Err(Attempt::Store(e)) => return Err(ResourceError::Store(e)),
+                Err(Attempt::Blobs(e)) => return Err(ResourceError::Blobs(e)),
                 Err(Attempt::Mismatch(source)) => last = ResourceError::Mismatch { url: url.to_string(), source },
                 // Retryable transport errors were already retried by the fetcher; a cut-off
                 // body was not (the response had started), so it gets the second attempt.
@@ -158,6 +185,7 @@ fn classify(e: StoreError) -> Attempt {
         StoreError::LengthMismatch { .. } | StoreError::TooLong { .. } | StoreError::HashMismatch { .. } => {
             Attempt::Mismatch(e)
         }
+        e if e.is_object_store() => Attempt::Blobs(e),
         e => Attempt::Store(e),
     }
 }

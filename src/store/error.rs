@@ -144,9 +144,41 @@ pub enum StoreError {
         /// Why it is refused.
         reason: &'static str,
     },
+    /// The object storage holding the bitstreams failed: unreachable, refused the
+    /// credentials, no such bucket, or a request failed after its retries. The message names
+    /// the bucket and the endpoint, never a credential.
+    #[error("object storage {location} at {endpoint}: {action} failed: {detail}")]
+    ObjectStore {
+        /// `s3://BUCKET/PREFIX`.
+        location: String,
+        /// The endpoint URL.
+        endpoint: String,
+        /// What was being done.
+        action: String,
+        /// Why it failed.
+        detail: String,
+    },
+    /// The store keeps bitstreams in object storage, and was opened with another location
+    /// (or none).
+    #[error("store {path} keeps bitstreams in {recorded}, but {configured}; set `[aggregator] blobs = \"{recorded}\"`")]
+    BlobsElsewhere {
+        /// The store directory.
+        path: PathBuf,
+        /// Where its bitstreams are.
+        recorded: String,
+        /// What the configuration says.
+        configured: String,
+    },
 }
 
 impl StoreError {
+    /// True for a failure of the object storage holding the bitstreams: the resource being
+    /// stored is recorded as failing and retried later, like an upstream failure, rather than
+    /// stopping the pass (the next one may find the storage back).
+    pub fn is_object_store(&self) -> bool {
+        matches!(self, StoreError::ObjectStore { .. })
+    }
+
     pub(crate) fn io(path: impl Into<PathBuf>, source: io::Error) -> Self {
         StoreError::Io { path: path.into(), source }
     }

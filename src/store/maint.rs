@@ -73,6 +73,7 @@ impl Store {
         inner.prune_fresh();
         let mut report = GcReport::default();
         let mut files = Vec::new();
+        let mut objects = Vec::new();
         for key in inner.trees.blobs.iter().keys() {
             let key = key?;
             let Ok(raw) = <[u8; 32]>::try_from(key.as_ref()) else { continue };
@@ -83,8 +84,10 @@ impl Store {
                 Collected::Removed(row) => {
                     report.blobs_removed += 1;
                     report.bytes_freed += row.length;
-                    if row.place == Place::File {
-                        files.push(id);
+                    match row.place {
+                        Place::File => files.push(id),
+                        Place::Object => objects.push(id),
+                        Place::Pack(_) => {}
                     }
                 }
             }
@@ -99,6 +102,22 @@ impl Store {
         }
         report.stray_files_removed = inner.remove_stray_files()?;
         report.packs_rewritten = inner.compact_packs()?;
+        if let Some(remote) = &inner.remote {
+            // Bitstreams in the bucket: this instance's marker goes, and the bitstream is
+            // doomed if no other instance refers to it; any gc deletes doomed bitstreams
+            // after the grace period (docs/STORE.md, "Collection in a shared bucket").
+            for id in objects {
+                let _gc = inner.gc_lock.write().unwrap_or_else(|p| p.into_inner());
+                if !inner.trees.blobs.contains_key(id.0)? {
+                    report.objects_doomed += u64::from(remote.release(&id)?);
+                }
+            }
+            let sweep = remote.sweep()?;
+            report.objects_deleted = sweep.deleted;
+            report.object_bytes_freed = sweep.bytes;
+            report.objects_rescued = sweep.rescued;
+            report.objects_waiting = sweep.waiting;
+        }
         Ok(report)
     }
 }

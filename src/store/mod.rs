@@ -16,7 +16,7 @@
 //! FORMAT    "tributary-store <version>", checked before anything is opened
 //! LOCK      held (flock) while a process has the store open
 //! db/       the sled database
-//! blobs/ab/ab12…(64 hex)   bitstreams larger than INLINE_MAX
+//! blobs/ab/ab12…(64 hex)   bitstreams larger than INLINE_MAX (unless in a bucket: see [`remote`])
 //! packs/00000001.pack      bitstreams up to INLINE_MAX, appended
 //! tmp/      bitstreams being written; emptied on open
 //! ```
@@ -36,6 +36,7 @@ mod open;
 mod pack;
 mod published;
 mod record;
+mod remote;
 mod report;
 mod row;
 mod state;
@@ -63,6 +64,7 @@ pub use hub_subscribers::HubSubscriber;
 pub use log::{Event, EventIter, SetInfo};
 pub use open::StoreOptions;
 pub use record::{Listing, NewRecord, Record, RecordIter, Via};
+pub use remote::{DEFAULT_GC_GRACE, PRESIGN_FOR, RemoteBlobs};
 pub use report::{FailureReport, FailureRow, GcReport, Problem, SetStats, Stats, VerifyReport};
 pub use state::{
     DocumentValidators, HarvestState, KnownCapabilities, NotificationChannel, PassCounts, SourceState, SourceStatus,
@@ -137,6 +139,9 @@ struct Inner {
     known: known::Known,
     /// Called whenever readers may see new change events (see [`watch`]).
     listeners: watch::Listeners,
+    /// The bucket holding bitstreams larger than `INLINE_MAX`, when the store is configured
+    /// with one (`[aggregator] blobs = "s3://…"`); `None`: local files under `blobs/`.
+    remote: Option<Arc<remote::Remote>>,
 }
 
 impl Store {
@@ -174,6 +179,12 @@ impl Store {
     /// The store directory.
     pub fn path(&self) -> &Path {
         &self.inner.root
+    }
+
+    /// Where bitstreams larger than [`INLINE_MAX`] are stored: `None` for local files, else
+    /// the bucket and prefix.
+    pub fn remote_blobs(&self) -> Option<&RemoteBlobs> {
+        self.inner.remote.as_deref().map(remote::Remote::location)
     }
 
     /// Makes everything written so far durable: blob files are already synced when their put

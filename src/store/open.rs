@@ -35,6 +35,10 @@ pub struct StoreOptions {
     /// A pack of small bitstreams is closed once it holds this many bytes (64 MiB). `gc`
     /// rewrites whole packs, so this is also the unit of space it reclaims.
     pub pack_bytes: u64,
+    /// The bucket for bitstreams larger than `INLINE_MAX` (`[aggregator] blobs`); `None`:
+    /// files under `blobs/`. Opening checks that the bucket answers; a store that has used a
+    /// bucket must always be opened with the same one.
+    pub blobs: Option<super::RemoteBlobs>,
 }
 
 impl Default for StoreOptions {
@@ -44,6 +48,7 @@ impl Default for StoreOptions {
             cache_capacity: 128 * 1024 * 1024,
             flush_every_ms: Some(1000),
             pack_bytes: 64 * 1024 * 1024,
+            blobs: None,
         }
     }
 }
@@ -58,6 +63,11 @@ impl StoreOptions {
     /// Options with a small cache, for tests and short-lived commands.
     pub fn small() -> Self {
         StoreOptions { cache_capacity: 8 * 1024 * 1024, ..StoreOptions::default() }
+    }
+
+    /// These options with bitstreams in `blobs` (or local files for `None`).
+    pub fn with_blobs(self, blobs: Option<super::RemoteBlobs>) -> Self {
+        StoreOptions { blobs, ..self }
     }
 }
 
@@ -76,6 +86,10 @@ const RETIRED_BY_UPSTREAM: u8 = b'u';
 const FORMAT_FILE: &str = "FORMAT";
 const FORMAT_MAGIC: &str = "tributary-store";
 const FORMAT_KEY: &[u8] = b"format_version";
+/// `s3://BUCKET/PREFIX` once the store has put a bitstream in a bucket.
+const BLOBS_KEY: &[u8] = b"blobs_location";
+/// This store's id among the instances sharing a bucket: names its reference markers.
+const INSTANCE_KEY: &[u8] = b"instance_id";
 
 /// Files a fresh data directory may already hold: the repository ships `store/README.md`, and
 /// a first open interrupted before `FORMAT` was written leaves `LOCK` and maybe `FORMAT.tmp`.
@@ -100,6 +114,7 @@ pub(super) fn open(path: &Path, options: &StoreOptions) -> Result<Inner, StoreEr
         fs::create_dir_all(root.join(dir)).map_err(|e| StoreError::io(root.join(dir), e))?;
     }
     sweep_tmp(&root.join("tmp"))?;
+    let remote = open_remote(&root, &trees.meta, options.blobs.as_ref())?;
     let packs = super::pack::Packs::open(&root.join("packs"), options.pack_bytes)?;
     let unflushed = Mutex::new(log::Unflushed::default());
     Ok(Inner {
@@ -114,7 +129,48 @@ pub(super) fn open(path: &Path, options: &StoreOptions) -> Result<Inner, StoreEr
         packs,
         known: Default::default(),
         listeners: Default::default(),
+        remote,
     })
+}
+
+/// Connects to the configured bucket, after checking that it is the one the store has used
+/// (if any): a store whose bitstreams are in a bucket opened without it, or with another,
+/// would find none of them, and its gc would think them gone.
+fn open_remote(
+    root: &Path,
+    meta: &Table,
+    blobs: Option<&super::RemoteBlobs>,
+) -> Result<Option<std::sync::Arc<super::remote::Remote>>, StoreError> {
+    let recorded = meta.get(BLOBS_KEY)?.map(|v| String::from_utf8_lossy(&v).into_owned());
+    let Some(blobs) = blobs else {
+        return match recorded {
+            Some(recorded) => Err(StoreError::BlobsElsewhere {
+                path: root.into(),
+                recorded,
+                configured: "no `blobs` is configured".into(),
+            }),
+            None => Ok(None),
+        };
+    };
+    let location = blobs.to_string();
+    if let Some(recorded) = recorded.filter(|r| *r != location) {
+        return Err(StoreError::BlobsElsewhere {
+            path: root.into(),
+            recorded,
+            configured: format!("the configuration says {location}"),
+        });
+    }
+    let instance = match meta.get(INSTANCE_KEY)? {
+        Some(v) => String::from_utf8_lossy(&v).into_owned(),
+        None => {
+            let id = format!("{:032x}", rand::random::<u128>());
+            meta.insert(INSTANCE_KEY, id.as_bytes())?;
+            id
+        }
+    };
+    let remote = super::remote::Remote::connect(blobs, &instance)?;
+    meta.insert(BLOBS_KEY, location.as_bytes())?;
+    Ok(Some(std::sync::Arc::new(remote)))
 }
 
 /// Decides whether `root` is a new store (`None`), an existing one of a format this build

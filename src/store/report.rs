@@ -164,6 +164,16 @@ pub struct GcReport {
     /// Packs that were mostly unreferenced space, rewritten (their live blobs moved to the
     /// active pack) and deleted.
     pub packs_rewritten: u64,
+    /// Bitstreams in the bucket that no instance refers to any more, marked doomed by this run.
+    pub objects_doomed: u64,
+    /// Doomed bitstreams deleted from the bucket (past the grace period, still unreferenced).
+    pub objects_deleted: u64,
+    /// Their bytes.
+    pub object_bytes_freed: u64,
+    /// Doomed bitstreams an instance referred to again: kept.
+    pub objects_rescued: u64,
+    /// Doomed bitstreams still within the grace period.
+    pub objects_waiting: u64,
 }
 
 impl fmt::Display for GcReport {
@@ -171,7 +181,16 @@ impl fmt::Display for GcReport {
         writeln!(f, "removed {} unreferenced blobs ({} bytes)", self.blobs_removed, self.bytes_freed)?;
         writeln!(f, "removed {} stray files", self.stray_files_removed)?;
         writeln!(f, "kept {} recently stored blobs not yet referenced", self.kept_fresh)?;
-        writeln!(f, "rewrote {} packs that were mostly unreferenced space", self.packs_rewritten)
+        writeln!(f, "rewrote {} packs that were mostly unreferenced space", self.packs_rewritten)?;
+        if self.objects_doomed + self.objects_deleted + self.objects_rescued + self.objects_waiting > 0 {
+            writeln!(f, "bucket: {} bitstreams no instance refers to any more, marked doomed", self.objects_doomed)?;
+            writeln!(
+                f,
+                "bucket: deleted {} doomed bitstreams ({} bytes); {} taken back; {} within the grace period",
+                self.objects_deleted, self.object_bytes_freed, self.objects_rescued, self.objects_waiting
+            )?;
+        }
+        Ok(())
     }
 }
 

@@ -45,6 +45,9 @@ struct Spill {
     /// Bytes handed to the kernel since the last background sync request.
     unsynced: u64,
     syncer: Option<Syncer>,
+    /// Whether the file becomes the blob (local files) and so is synced as it grows; a spool
+    /// for an upload to the bucket is read back and deleted, never synced.
+    durable: bool,
 }
 
 /// Start writing a large blob's pages back to disk every this many bytes, so the final fsync
@@ -90,7 +93,7 @@ impl Spill {
     fn write(&mut self, data: &[u8]) -> io::Result<()> {
         self.file.write_all(data)?;
         self.unsynced += data.len() as u64;
-        if self.unsynced >= SYNC_EVERY {
+        if self.durable && self.unsynced >= SYNC_EVERY {
             self.file.flush()?;
             if self.syncer.is_none() {
                 self.syncer = Some(Syncer::start(self.file.get_ref())?);
@@ -253,7 +256,7 @@ impl BlobWriter {
             return Err(StoreError::io(&path, e));
         }
         self.small = Vec::new();
-        Ok(Spill { path, file, unsynced: 0, syncer: None })
+        Ok(Spill { path, file, unsynced: 0, syncer: None, durable: self.inner.remote.is_none() })
     }
 
     /// Records a failure and removes the temporary file.
@@ -349,6 +352,9 @@ impl BlobWriter {
     }
 
     fn commit_file(&mut self, id: BlobId, row: BlobRow, spill: Spill) -> Result<BlobInfo, StoreError> {
+        if self.inner.remote.is_some() {
+            return self.commit_object(id, row, spill);
+        }
         let _gc = self.inner.gc_lock.read().unwrap_or_else(|p| p.into_inner());
         let maybe_stored = self.inner.known.maybe_stored(&id, &self.inner.trees.blobs);
         if maybe_stored
@@ -379,6 +385,89 @@ impl BlobWriter {
             // Same content committed concurrently, or a damaged file just repaired.
             Err(_) => self.inner.merge_digests(id, &row),
         }
+    }
+}
+
+impl Store {
+    /// For a store whose bitstreams live in a bucket: when the declared sha-256 in `expected`
+    /// names content this store or the bucket already holds (put there, verified, by this or
+    /// another instance sharing it), records it as held without fetching it and returns it, as
+    /// a put of it would have. `None` — fetch it — when nothing is declared, the store has no
+    /// bucket, the content is absent, or its length differs from the declared one.
+    ///
+    /// Content in the bucket is stored under the sha-256 of its verified bytes, so the declared
+    /// sha-256 identifies it; other declared digests (md5, sha-1) cannot be checked without the
+    /// bytes and stay in the record as declared, not in the blob row.
+    ///
+    /// # Errors
+    /// [`StoreError::ObjectStore`] when the bucket cannot be asked; [`StoreError::Database`].
+    pub fn adopt(&self, expected: &Expected) -> Result<Option<BlobInfo>, StoreError> {
+        let inner = &self.inner;
+        let Some(remote) = &inner.remote else { return Ok(None) };
+        let Some(declared) = expected.hashes.get(&HashAlgorithm::Sha256) else { return Ok(None) };
+        let Ok(id) = declared.parse::<BlobId>() else { return Ok(None) };
+        let _gc = inner.gc_lock.read().unwrap_or_else(|p| p.into_inner());
+        if let Some(row) = inner.blob_row(&id)? {
+            let matches = expected.length.is_none_or(|l| l == row.length);
+            return Ok(matches.then(|| row.info(id, true)));
+        }
+        let Some(length) = remote.adopt(&id, expected.length)? else { return Ok(None) };
+        inner.fresh.lock().unwrap_or_else(|p| p.into_inner()).insert(id, Instant::now());
+        let row = BlobRow {
+            length,
+            md5: None,
+            sha1: None,
+            created: crate::model::W3cDateTime::now().unix_timestamp(),
+            place: Place::Object,
+            referrer: None,
+        };
+        inner.known.add(&id, &inner.trees.blobs);
+        let swapped = inner.trees.blobs.compare_and_swap(id.0, None as Option<&[u8]>, Some(row.encode()?))?;
+        inner.known.add(&id, &inner.trees.blobs);
+        match swapped {
+            Ok(()) => Ok(Some(row.info(id, true))),
+            Err(_) => inner.blob_row(&id).map(|r| r.map(|r| r.info(id, true))),
+        }
+    }
+}
+
+impl BlobWriter {
+    /// [`BlobWriter::commit_file`] for a store whose large bitstreams live in a bucket: the
+    /// verified spool is uploaded under its content key (unless the key is there already),
+    /// and only then does the blob get its row. The spool is removed either way.
+    fn commit_object(&mut self, id: BlobId, mut row: BlobRow, spill: Spill) -> Result<BlobInfo, StoreError> {
+        let Spill { path: tmp, file, syncer, .. } = spill;
+        if let Some(syncer) = syncer {
+            let _ = syncer.finish();
+        }
+        let flushed = file.into_inner().map_err(|e| StoreError::io(&tmp, e.into_error()));
+        let result = flushed.and_then(|file| {
+            drop(file);
+            let _gc = self.inner.gc_lock.read().unwrap_or_else(|p| p.into_inner());
+            if self.inner.known.maybe_stored(&id, &self.inner.trees.blobs) && self.inner.blob_row(&id)?.is_some() {
+                // Already in this store: in the bucket (marked by this instance), or a local
+                // file from before the store had a bucket, which keeps serving.
+                return self.inner.merge_digests(id, &row);
+            }
+            let remote = self.inner.remote_for(&id)?;
+            match remote.store_file(&id, &tmp, self.written)? {
+                super::remote::Stored::Present => tracing::debug!(sha256 = %id, "already in the bucket; not uploaded"),
+                super::remote::Stored::Uploaded => tracing::debug!(sha256 = %id, bytes = self.written, "uploaded"),
+            }
+            row.place = Place::Object;
+            let value = row.encode()?;
+            let known = &self.inner.known;
+            known.add(&id, &self.inner.trees.blobs);
+            let swapped = self.inner.trees.blobs.compare_and_swap(id.0, None as Option<&[u8]>, Some(value))?;
+            known.add(&id, &self.inner.trees.blobs);
+            match swapped {
+                Ok(()) => Ok(row.info(id, false)),
+                // Same content committed concurrently.
+                Err(_) => self.inner.merge_digests(id, &row),
+            }
+        });
+        let _ = fs::remove_file(&tmp);
+        result
     }
 }
 

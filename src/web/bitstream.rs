@@ -74,7 +74,15 @@ fn prepare(sh: &Shared, uri: &str, req: &HeaderMap, head: bool) -> Result<Prepar
             h.insert(header::CONTENT_RANGE, value(&format!("bytes */{}", rec.length)));
             return empty(StatusCode::RANGE_NOT_SATISFIABLE, h);
         }
-        Decision::Full => (StatusCode::OK, 0..rec.length),
+        Decision::Full => {
+            // A bitstream in the bucket, with `blobs_presign`: the client fetches it from the
+            // bucket directly. Ranges (below) and HEAD are still answered here.
+            if !head && let Some(url) = sh.publisher.store().presigned_url(&rec.sha256)? {
+                h.insert(header::LOCATION, value(&url));
+                return empty(StatusCode::TEMPORARY_REDIRECT, h);
+            }
+            (StatusCode::OK, 0..rec.length)
+        }
         Decision::Partial(r) => {
             let last = r.end - 1;
             h.insert(header::CONTENT_RANGE, value(&format!("bytes {}-{last}/{}", r.start, rec.length)));

@@ -393,3 +393,37 @@ fn push_keys_default_merge_and_report_their_line() {
     let head = HEAD.replace("data_dir", "public_url = \"mailto:x@y\"\ndata_dir");
     assert_invalid(&format!("{head}[[source]]\nid = \"x\"\nurl = \"https://a/\"\n"), 4, "public_url", "http");
 }
+
+#[test]
+fn blobs_is_an_s3_url_and_its_options_need_it() {
+    let c = parse(HEAD).unwrap();
+    assert!(c.aggregator.blobs.is_none(), "local files by default");
+    let c = parse(&format!("{HEAD}blobs = \"s3://bits/tributary/prod\"\n")).unwrap();
+    let b = c.aggregator.blobs.unwrap();
+    assert_eq!((b.bucket.as_str(), b.prefix.as_str(), b.create_bucket), ("bits", "tributary/prod", false));
+    assert_eq!(b.gc_grace, tributary::store::DEFAULT_GC_GRACE);
+    assert!(b.client.is_empty(), "credentials come from the environment only");
+    let c = parse(&format!(
+        "{HEAD}blobs = \"s3://bits\"\nblobs_create_bucket = true\nblobs_gc_grace = \"2h\"\nblobs_presign = true\n"
+    ))
+    .unwrap();
+    let b = c.aggregator.blobs.unwrap();
+    assert_eq!(
+        (b.prefix.as_str(), b.create_bucket, b.gc_grace, b.presign),
+        ("", true, Duration::from_secs(7200), true)
+    );
+    assert!(!parse(&format!("{HEAD}blobs = \"s3://bits\"\n")).unwrap().aggregator.blobs.unwrap().presign);
+
+    assert_invalid(&format!("{HEAD}blobs = \"https://bits.example/x\"\n"), 6, "blobs", "not an s3:// URL");
+    assert_invalid(&format!("{HEAD}blobs = \"s3://Bits\"\n"), 6, "blobs", "not a bucket name");
+    assert_invalid(&format!("{HEAD}blobs = \"s3://bits/a//b\"\n"), 6, "blobs", "prefix");
+    assert_invalid(&format!("{HEAD}blobs = \"s3://bits\"\nblobs_gc_grace = \"soon\"\n"), 7, "blobs_gc_grace", "");
+    assert_invalid(&format!("{HEAD}blobs_create_bucket = true\n"), 6, "blobs_create_bucket", "needs `blobs");
+    // Credentials are never read from the file.
+    assert_invalid(
+        &format!("{HEAD}blobs = \"s3://bits\"\naws_secret_access_key = \"x\"\n"),
+        7,
+        "aws_secret_access_key",
+        "unknown field",
+    );
+}

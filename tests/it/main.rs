@@ -57,3 +57,4 @@ mod store_crash;
 mod store_history;
 mod store_open;
 mod store_perf;
+mod store_s3;

@@ -13,7 +13,7 @@ use tributary::config::Config;
 use tributary::fetch::Fetcher;
 use tributary::harvest::{HarvestError, NoProgress, SourceReport, Summary, harvest_once};
 use tributary::naming::Naming;
-use tributary::store::{Record, SourceStatus, Store};
+use tributary::store::{Record, SourceStatus, Store, StoreOptions};
 
 /// `[defaults]` for tests that count requests: rate limits lifted and no transport retries,
 /// so every request a test counts is one the harvester chose to make.
@@ -49,12 +49,17 @@ pub(crate) struct Harness {
 impl Harness {
     /// The configuration `text(dir)` returns, saved as `dir/sources.toml`, with its store opened.
     pub(crate) fn new(text: impl FnOnce(&Path) -> String) -> Harness {
+        Harness::with_store(text, &StoreOptions::default())
+    }
+
+    /// [`Harness::new`], its store opened with `options` (bitstreams in a test bucket).
+    pub(crate) fn with_store(text: impl FnOnce(&Path) -> String, options: &StoreOptions) -> Harness {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sources.toml");
         let text = text(dir.path());
         std::fs::write(&path, &text).unwrap();
         let config = Config::parse(&text, &path, None).unwrap();
-        let store = Store::open(&config.aggregator.data_dir).unwrap();
+        let store = Store::open_with(&config.aggregator.data_dir, options).unwrap();
         let fetcher = Fetcher::from_config(&config).unwrap();
         Harness { dir, config, store, fetcher }
     }

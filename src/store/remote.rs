@@ -1,0 +1,730 @@
+//! Bitstreams in S3-compatible object storage (AWS S3, MinIO, Ceph RGW, Garage, SeaweedFS),
+//! through the `object_store` crate: the second blob backend beside local files.
+//!
+//! Only bitstreams larger than [`INLINE_MAX`](super::INLINE_MAX) go to the bucket; smaller ones
+//! stay in the local packs beside the database, as with local blobs (one S3 request per 2 KiB
+//! record would cost more than the record). The blob row in sled still records every blob
+//! (`Place::Object`), so reference counting, provenance and `blob()` are unchanged.
+//!
+//! # Keys in the bucket
+//! ```text
+//! PREFIX/ab/ab12…(64 hex)          a bitstream, under its sha-256: stored once for every
+//!                                  source and every instance sharing the bucket
+//! PREFIX/refs/ab12…/INSTANCE       empty: the instance INSTANCE refers to the bitstream
+//! PREFIX/doomed/ab12…              empty: no instance referred to it when it was written;
+//!                                  deleted with the bitstream after the grace period
+//! ```
+//!
+//! # Sync API over async I/O
+//! The store's API blocks (callers use `spawn_blocking`); `object_store` is async. The backend
+//! owns a small multi-threaded tokio runtime of its own (two workers, `store-s3`): a blocking
+//! call spawns its future onto that runtime and waits on a std channel. Nothing here calls
+//! `block_on`, so a store call made from inside another runtime (the harvester's blocking
+//! threads, the web server's) never panics, and the runtime is shut down in the background
+//! when the store closes, which is allowed anywhere.
+//!
+//! # Writing
+//! A bitstream is spooled to `tmp/` while it is hashed (the same path as a local file blob);
+//! only once its length and digests are verified does the backend look for the content key
+//! (HEAD) and upload only when it is absent — a single PUT up to [`PART`] bytes, a streamed
+//! multipart upload above, at most [`PARTS_IN_FLIGHT`] parts in memory — with this instance's
+//! reference marker (see [`Remote::store_file`] for the order, docs/STORE.md for why). S3 makes an object visible only once its PUT or
+//! multipart completion succeeded, so the content key never shows a partial or unverified
+//! bitstream, and no temporary object is left in the bucket by a crash (an interrupted
+//! multipart upload is aborted, or invisible until the bucket's lifecycle rule removes it).
+
+use std::fmt;
+use std::future::Future;
+use std::io::{self, Read};
+use std::ops::Range;
+use std::path::Path as FsPath;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::StreamExt as _;
+use futures_util::stream::BoxStream;
+use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::path::Path as Key;
+use object_store::{
+    BackoffConfig, ClientConfigKey, GetOptions, GetRange, ObjectStore, ObjectStoreExt as _, PutPayload, RetryConfig,
+    WriteMultipart,
+};
+
+use super::blob::BlobId;
+use super::error::StoreError;
+
+/// Bitstreams up to this size go up as one PUT (read into memory, at most this much); larger
+/// ones as a multipart upload of parts of this size.
+pub(super) const PART: usize = 8 * 1024 * 1024;
+
+/// Parts of one multipart upload in flight at once: bounds its memory to about
+/// `(PARTS_IN_FLIGHT + 1) × PART`.
+const PARTS_IN_FLIGHT: usize = 2;
+
+/// Where bitstreams live when they are not local files: `[aggregator] blobs = "s3://BUCKET/PREFIX"`.
+/// Endpoint, region and credentials come from the standard AWS environment variables.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RemoteBlobs {
+    /// The bucket.
+    pub bucket: String,
+    /// The key prefix, without leading or trailing `/` (may be empty).
+    pub prefix: String,
+    /// Create the bucket when it does not exist (`blobs_create_bucket = true`); otherwise a
+    /// missing bucket is an error at start-up.
+    pub create_bucket: bool,
+    /// How long a bitstream no instance refers to stays in the bucket before a `gc` deletes it
+    /// (`blobs_gc_grace`, default 24 hours); see docs/STORE.md, "Collection in a shared bucket".
+    pub gc_grace: Duration,
+    /// Answer a full GET of a bitstream in the bucket with a redirect to a presigned URL
+    /// (valid [`PRESIGN_FOR`]) instead of streaming it through Tributary
+    /// (`blobs_presign = true`). Range requests are still streamed.
+    pub presign: bool,
+    /// Client settings applied over the AWS environment variables, as `object_store`'s
+    /// `AmazonS3ConfigKey` names them (`endpoint`, `access_key_id`, `secret_access_key`,
+    /// `region`, `allow_http`, …). Never read from `sources.toml`, whose credentials come from
+    /// the environment only; for programs embedding the store, and the tests (one process
+    /// cannot give its threads different environments). Not shown by `Display` or `Debug`.
+    pub client: Vec<(String, String)>,
+}
+
+impl RemoteBlobs {
+    /// Parses `s3://BUCKET` or `s3://BUCKET/PREFIX`.
+    ///
+    /// # Errors
+    /// A message saying what is wrong with the URL.
+    pub fn parse(url: &str) -> Result<RemoteBlobs, String> {
+        let rest = url
+            .trim()
+            .strip_prefix("s3://")
+            .ok_or_else(|| format!("{url:?} is not an s3:// URL (expected \"s3://BUCKET/PREFIX\")"))?;
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        let bucket_ok = (3..=63).contains(&bucket.len())
+            && bucket.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+            && bucket.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && bucket.ends_with(|c: char| c.is_ascii_alphanumeric());
+        if !bucket_ok {
+            return Err(format!(
+                "{bucket:?} is not a bucket name (3-63 characters a-z, 0-9, '.' and '-', starting and ending with a letter or digit)"
+            ));
+        }
+        let prefix = prefix.trim_matches('/');
+        if !prefix.is_empty() {
+            let parsed =
+                Key::parse(prefix).map_err(|e| format!("the prefix {prefix:?} is not a usable key prefix: {e}"))?;
+            if parsed.as_ref() != prefix || prefix.split('/').any(|s| s.is_empty() || s == "." || s == "..") {
+                return Err(format!("the prefix {prefix:?} is not a usable key prefix"));
+            }
+        }
+        Ok(RemoteBlobs {
+            bucket: bucket.to_owned(),
+            prefix: prefix.to_owned(),
+            create_bucket: false,
+            gc_grace: DEFAULT_GC_GRACE,
+            presign: false,
+            client: Vec::new(),
+        })
+    }
+}
+
+/// See [`RemoteBlobs::gc_grace`].
+pub const DEFAULT_GC_GRACE: Duration = Duration::from_secs(24 * 3600);
+
+/// How long a presigned URL of [`RemoteBlobs::presign`] is valid: long enough to start a
+/// download, short enough that a copied link soon stops working.
+pub const PRESIGN_FOR: Duration = Duration::from_secs(300);
+
+impl fmt::Display for RemoteBlobs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.prefix.as_str() {
+            "" => write!(f, "s3://{}", self.bucket),
+            p => write!(f, "s3://{}/{p}", self.bucket),
+        }
+    }
+}
+
+impl fmt::Debug for RemoteBlobs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "RemoteBlobs({self})")
+    }
+}
+
+/// The runtime the backend's futures run on; shut down in the background on drop, which is
+/// allowed from any context (dropping a runtime inside another one panics).
+struct Rt(Option<tokio::runtime::Runtime>);
+
+impl Drop for Rt {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// An open connection to the bucket.
+pub(super) struct Remote {
+    rt: Rt,
+    s3: Arc<AmazonS3>,
+    location: RemoteBlobs,
+    /// The endpoint, for errors: the configured `AWS_ENDPOINT`, or AWS's regional one.
+    endpoint: String,
+    /// This store's instance id, naming its reference markers.
+    instance: String,
+}
+
+/// What [`Remote::store_file`] did.
+pub(super) enum Stored {
+    /// The content key was already present: nothing was uploaded.
+    Present,
+    /// Uploaded.
+    Uploaded,
+}
+
+/// What a sweep of the doomed bitstreams did.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Sweep {
+    pub(super) deleted: u64,
+    pub(super) bytes: u64,
+    pub(super) rescued: u64,
+    pub(super) waiting: u64,
+}
+
+impl Remote {
+    /// Connects and checks that the bucket answers: reachable, the credentials accepted, the
+    /// bucket present (created first when the operator asked for that).
+    pub(super) fn connect(location: &RemoteBlobs, instance: &str) -> Result<Remote, StoreError> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("store-s3")
+            .enable_all()
+            .build()
+            .map_err(|e| StoreError::io("object-store runtime", e))?;
+        let mut builder = AmazonS3Builder::from_env();
+        for (key, value) in &location.client {
+            let key = key.parse::<AmazonS3ConfigKey>().map_err(|_| StoreError::ObjectStore {
+                location: location.to_string(),
+                endpoint: String::new(),
+                action: "configuring the client".into(),
+                detail: format!("unknown client setting {key:?}"),
+            })?;
+            builder = builder.with_config(key, value);
+        }
+        let builder = builder.with_bucket_name(&location.bucket);
+        let endpoint = builder.get_config_value(&AmazonS3ConfigKey::Endpoint).unwrap_or_else(|| {
+            let region = builder.get_config_value(&AmazonS3ConfigKey::Region).unwrap_or_else(|| "us-east-1".into());
+            format!("https://s3.{region}.amazonaws.com")
+        });
+        let error = |action: &str, detail: String| StoreError::ObjectStore {
+            location: location.to_string(),
+            endpoint: endpoint.clone(),
+            action: action.to_owned(),
+            detail: scrub(&detail, location),
+        };
+        // Bounded: a few retries with backoff, each request bounded too, so a store that is
+        // down mid-harvest fails the upload within about half a minute and the resource is
+        // retried at the next pass instead of stalling it.
+        let retry = RetryConfig {
+            backoff: BackoffConfig {
+                init_backoff: Duration::from_millis(100),
+                max_backoff: Duration::from_secs(2),
+                base: 2.0,
+            },
+            max_retries: 4,
+            retry_timeout: Duration::from_secs(30),
+        };
+        // Timeouts as settings, not `with_client_options`, which would replace the client
+        // settings from the environment (`AWS_ALLOW_HTTP` among them).
+        let timeouts = |b: AmazonS3Builder, connect: &str, total: &str| {
+            b.with_config(AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout), connect)
+                .with_config(AmazonS3ConfigKey::Client(ClientConfigKey::Timeout), total)
+        };
+        let s3 = timeouts(builder.clone(), "5s", "60s")
+            .with_retry(retry)
+            .build()
+            .map_err(|e| error("configuring the client", e.to_string()))?;
+        // The start-up probe fails fast: no retry, a short timeout.
+        let probe_retry =
+            RetryConfig { max_retries: 0, retry_timeout: Duration::from_secs(5), ..RetryConfig::default() };
+        let probe = timeouts(builder, "3s", "10s")
+            .with_retry(probe_retry)
+            .build()
+            .map_err(|e| error("configuring the client", e.to_string()))?;
+        let remote = Remote {
+            rt: Rt(Some(rt)),
+            s3: Arc::new(s3),
+            location: location.clone(),
+            endpoint: endpoint.clone(),
+            instance: instance.to_owned(),
+        };
+        let probe = Arc::new(probe);
+        match remote.probe(&probe) {
+            Ok(()) => Ok(remote),
+            Err(e) if location.create_bucket && e.contains("NoSuchBucket") => {
+                remote.create_bucket(&probe).map_err(|e| error("creating the bucket", e))?;
+                tracing::info!(bucket = %location.bucket, endpoint = %endpoint, "created the bucket for bitstreams");
+                remote
+                    .probe(&probe)
+                    .map_err(|e| error("listing the bucket after creating it", explain(&e, location)))?;
+                Ok(remote)
+            }
+            Err(e) => Err(error("checking the bucket at start-up", explain(&e, location))),
+        }
+    }
+
+    /// One LIST under the prefix: needs the endpoint, the credentials and the bucket.
+    fn probe(&self, probe: &Arc<AmazonS3>) -> Result<(), String> {
+        let probe = Arc::clone(probe);
+        let prefix = self.key_prefix();
+        self.block(async move {
+            let mut list = probe.list(Some(&prefix));
+            match list.next().await {
+                Some(Err(e)) => Err(full(&e)),
+                _ => Ok(()),
+            }
+        })
+        .map_err(|e| e.to_string())?
+    }
+
+    /// CreateBucket, as a presigned PUT on the bucket's URL: `object_store` has no call for it,
+    /// and presigning keeps the signing in the crate.
+    fn create_bucket(&self, probe: &Arc<AmazonS3>) -> Result<(), String> {
+        use object_store::signer::Signer as _;
+        let probe = Arc::clone(probe);
+        self.block(async move {
+            let url = probe
+                .signed_url(http::Method::PUT, &Key::from(""), Duration::from_secs(60))
+                .await
+                .map_err(|e| e.to_string())?;
+            // The URL of the empty key: the bucket's, with a trailing slash (signed as it is).
+            let resp = reqwest::Client::new().put(url).send().await.map_err(|e| without_url(&e))?;
+            match resp.status() {
+                s if s.is_success() => Ok(()),
+                s => Err(format!("the server answered {s}: {}", resp.text().await.unwrap_or_default())),
+            }
+        })
+        .map_err(|e| e.to_string())?
+    }
+
+    /// Runs `fut` on the backend's runtime and waits for it, from any thread.
+    fn block<T: Send + 'static>(&self, fut: impl Future<Output = T> + Send + 'static) -> Result<T, StoreError> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let rt = self.rt.0.as_ref().ok_or_else(|| self.error("running", "the store is closing".into()))?;
+        rt.spawn(async move {
+            let _ = tx.send(fut.await);
+        });
+        rx.recv().map_err(|_| self.error("running", "the object-store runtime stopped".into()))
+    }
+
+    pub(super) fn error(&self, action: &str, detail: String) -> StoreError {
+        StoreError::ObjectStore {
+            location: self.location.to_string(),
+            endpoint: self.endpoint.clone(),
+            action: action.to_owned(),
+            detail: scrub(&detail, &self.location),
+        }
+    }
+
+    fn os_error(&self, action: &str, id: &BlobId, e: &object_store::Error) -> StoreError {
+        self.error(&format!("{action} sha-256:{id}"), full(e))
+    }
+
+    /// The bucket and prefix.
+    pub(super) fn location(&self) -> &RemoteBlobs {
+        &self.location
+    }
+
+    fn key_prefix(&self) -> Key {
+        Key::from(self.location.prefix.as_str())
+    }
+
+    fn key(&self, rest: &str) -> Key {
+        match self.location.prefix.as_str() {
+            "" => Key::from(rest),
+            p => Key::from(format!("{p}/{rest}")),
+        }
+    }
+
+    /// `PREFIX/ab/ab12…`.
+    pub(super) fn object_key(&self, id: &BlobId) -> Key {
+        let hex = id.to_hex();
+        self.key(&format!("{}/{hex}", &hex[..2]))
+    }
+
+    fn marker_key(&self, id: &BlobId, instance: &str) -> Key {
+        self.key(&format!("refs/{id}/{instance}"))
+    }
+
+    fn markers_prefix(&self, id: &BlobId) -> Key {
+        self.key(&format!("refs/{id}"))
+    }
+
+    fn tombstone_key(&self, id: &BlobId) -> Key {
+        self.key(&format!("doomed/{id}"))
+    }
+
+    /// The size of the object under the content key, if there is one, and whether it is
+    /// doomed (a tombstone names it).
+    fn object_size(&self, id: &BlobId) -> Result<(Option<u64>, bool), StoreError> {
+        let (s3, key, tomb) = (Arc::clone(&self.s3), self.object_key(id), self.tombstone_key(id));
+        let (object, tomb) = self.block(async move { tokio::join!(s3.head(&key), s3.head(&tomb)) })?;
+        let doomed = match tomb {
+            Ok(_) => true,
+            Err(object_store::Error::NotFound { .. }) => false,
+            Err(e) => return Err(self.os_error("looking for the tombstone of", id, &e)),
+        };
+        match object {
+            Ok(meta) => Ok((Some(meta.size), doomed)),
+            Err(object_store::Error::NotFound { .. }) => Ok((None, doomed)),
+            Err(e) => Err(self.os_error("looking for", id, &e)),
+        }
+    }
+
+    /// Takes up the bitstream `id` if the bucket holds it already (put there, verified, by
+    /// this or another instance sharing the bucket): this instance's marker is written and the
+    /// object checked again after it, as a put does. Returns its size; `None` when it is
+    /// absent, of another size than `length`, or doomed (then the caller fetches and puts it,
+    /// which takes it back properly).
+    pub(super) fn adopt(&self, id: &BlobId, length: Option<u64>) -> Result<Option<u64>, StoreError> {
+        let fits = |size: Option<u64>| size.filter(|s| length.is_none_or(|l| l == *s));
+        if fits(self.object_size(id)?.0).is_none() {
+            return Ok(None);
+        }
+        self.mark(id)?;
+        match self.object_size(id)? {
+            (size, false) => Ok(fits(size)),
+            (_, true) => Ok(None),
+        }
+    }
+
+    /// Makes the verified content spooled at `file` (`len` bytes) available under its content
+    /// key, referred to by this instance. A look for the key and its tombstone first; new
+    /// content (neither there) is uploaded together with this instance's reference marker;
+    /// otherwise the marker goes first (so no other instance's gc deletes the object from then
+    /// on), the key and tombstone are looked at again, a tombstone is removed (the content is
+    /// wanted again) and the content uploaded unless a live object of its size is there.
+    pub(super) fn store_file(&self, id: &BlobId, file: &FsPath, len: u64) -> Result<Stored, StoreError> {
+        let (s3, key, tomb) = (Arc::clone(&self.s3), self.object_key(id), self.tombstone_key(id));
+        let (first, tombstone) = self.block(async move { tokio::join!(s3.head(&key), s3.head(&tomb)) })?;
+        let no_tombstone = matches!(tombstone, Err(object_store::Error::NotFound { .. }));
+        match first {
+            // New content, the common case: the upload and the marker go together, a round
+            // trip saved. No gc deletes it meanwhile: a sweep deletes an object only after
+            // seeing its tombstone, and there is none (a tombstone names an object that was
+            // there when it was written, and goes after it).
+            Err(object_store::Error::NotFound { .. }) if no_tombstone => {
+                let (s3, key, marker) =
+                    (Arc::clone(&self.s3), self.object_key(id), self.marker_key(id, &self.instance));
+                let (path, s3m) = (file.to_path_buf(), Arc::clone(&s3));
+                let (uploaded, marked) = self.block(async move {
+                    tokio::join!(upload(s3, key, path, len), s3m.put(&marker, PutPayload::new()))
+                })?;
+                uploaded.map_err(|e| self.os_error("uploading", id, &e))?;
+                marked.map_err(|e| self.os_error("marking the reference to", id, &e))?;
+                return Ok(Stored::Uploaded);
+            }
+            Err(object_store::Error::NotFound { .. }) | Ok(_) => {}
+            Err(e) => return Err(self.os_error("looking for", id, &e)),
+        }
+        // Present, or doomed: this instance's marker first, then the object and its tombstone looked at
+        // again, so that no gc that has not seen the marker can still delete the object.
+        self.mark(id)?;
+        let (s3, key, tomb) = (Arc::clone(&self.s3), self.object_key(id), self.tombstone_key(id));
+        let (present, doomed) = self
+            .block(async move {
+                let (present, doomed) = tokio::join!(s3.head(&key), s3.head(&tomb));
+                if doomed.is_ok() {
+                    // Content wanted again: take it off the list before trusting the object.
+                    gone(s3.delete(&tomb).await)?;
+                }
+                Ok::<_, object_store::Error>((present, doomed.is_ok()))
+            })?
+            .map_err(|e| self.os_error("checking", id, &e))?;
+        match present {
+            Ok(meta) if meta.size == len && !doomed => return Ok(Stored::Present),
+            Ok(_) | Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(self.os_error("looking for", id, &e)),
+        }
+        let (s3, key, path) = (Arc::clone(&self.s3), self.object_key(id), file.to_path_buf());
+        self.block(upload(s3, key, path, len))?.map_err(|e| self.os_error("uploading", id, &e))?;
+        Ok(Stored::Uploaded)
+    }
+
+    /// Writes this instance's reference marker for the bitstream.
+    pub(super) fn mark(&self, id: &BlobId) -> Result<(), StoreError> {
+        let (s3, key) = (Arc::clone(&self.s3), self.marker_key(id, &self.instance));
+        self.block(async move { s3.put(&key, PutPayload::new()).await })?
+            .map(drop)
+            .map_err(|e| self.os_error("marking the reference to", id, &e))
+    }
+
+    /// A presigned GET URL of the bitstream, valid for [`PRESIGN_FOR`]. It carries the access
+    /// key id and a signature, never the secret.
+    pub(super) fn presigned(&self, id: &BlobId) -> Result<String, StoreError> {
+        use object_store::signer::Signer as _;
+        let (s3, key) = (Arc::clone(&self.s3), self.object_key(id));
+        self.block(async move { s3.signed_url(http::Method::GET, &key, PRESIGN_FOR).await })?
+            .map(|u| u.to_string())
+            .map_err(|e| self.os_error("presigning", id, &e))
+    }
+
+    /// Streams bytes `range` of the bitstream (ranged GET).
+    pub(super) fn reader(self: &Arc<Self>, id: &BlobId, range: Range<u64>) -> Result<RemoteReader, StoreError> {
+        if range.is_empty() {
+            return Ok(RemoteReader { remote: Arc::clone(self), stream: None, buf: Bytes::new() });
+        }
+        let (s3, key) = (Arc::clone(&self.s3), self.object_key(id));
+        let opts = GetOptions { range: Some(GetRange::Bounded(range)), ..GetOptions::default() };
+        let got = self.block(async move { s3.get_opts(&key, opts).await })?;
+        let got = got.map_err(|e| self.os_error("reading", id, &e))?;
+        Ok(RemoteReader { remote: Arc::clone(self), stream: Some(got.into_stream()), buf: Bytes::new() })
+    }
+
+    /// This instance no longer refers to the bitstream: its marker goes, and when no other
+    /// instance's marker is left the bitstream is marked doomed, to be deleted by a `gc` after
+    /// the grace period if no instance has taken it back by then. Returns whether it was doomed.
+    pub(super) fn release(&self, id: &BlobId) -> Result<bool, StoreError> {
+        let (s3, mine, others, tomb) = (
+            Arc::clone(&self.s3),
+            self.marker_key(id, &self.instance),
+            self.markers_prefix(id),
+            self.tombstone_key(id),
+        );
+        self.block(async move {
+            gone(s3.delete(&mine).await)?;
+            let first = s3.list(Some(&others)).next().await.transpose()?;
+            if first.is_some() {
+                return Ok(false);
+            }
+            s3.put(&tomb, PutPayload::new()).await?;
+            Ok(true)
+        })?
+        .map_err(|e: object_store::Error| self.os_error("releasing", id, &e))
+    }
+
+    /// Deletes every doomed bitstream whose tombstone is older than the grace period and that
+    /// no instance has marked since; a tombstone whose bitstream was marked again is removed.
+    pub(super) fn sweep(&self) -> Result<Sweep, StoreError> {
+        let s3 = Arc::clone(&self.s3);
+        let doomed = self.key("doomed");
+        let listed = self
+            .block(async move { s3.list(Some(&doomed)).collect::<Vec<_>>().await })?
+            .into_iter()
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.error("listing doomed bitstreams", full(&e)))?;
+        let mut sweep = Sweep::default();
+        let grace = chrono_seconds(self.location.gc_grace);
+        for meta in listed {
+            let Some(id) = meta.location.filename().and_then(|n| n.parse::<BlobId>().ok()) else { continue };
+            let age = chrono_now() - meta.last_modified.timestamp();
+            if age < grace {
+                sweep.waiting += 1;
+                continue;
+            }
+            let (s3, markers, object, tomb) =
+                (Arc::clone(&self.s3), self.markers_prefix(&id), self.object_key(&id), meta.location.clone());
+            let outcome = self.block(async move {
+                if s3.list(Some(&markers)).next().await.transpose()?.is_some() {
+                    gone(s3.delete(&tomb).await)?;
+                    return Ok(None);
+                }
+                // Still doomed? Another gc may have swept it, or a put taken it back, since
+                // the listing; the last check before the DELETE.
+                match s3.head(&tomb).await {
+                    Err(object_store::Error::NotFound { .. }) => return Ok(None),
+                    Err(e) => return Err(e),
+                    Ok(_) => {}
+                }
+                let size = match s3.head(&object).await {
+                    Ok(m) => m.size,
+                    Err(object_store::Error::NotFound { .. }) => 0,
+                    Err(e) => return Err(e),
+                };
+                gone(s3.delete(&object).await)?;
+                gone(s3.delete(&tomb).await)?;
+                Ok(Some(size))
+            })?;
+            match outcome.map_err(|e| self.os_error("collecting", &id, &e))? {
+                None => sweep.rescued += 1,
+                Some(size) => {
+                    sweep.deleted += 1;
+                    sweep.bytes += size;
+                }
+            }
+        }
+        Ok(sweep)
+    }
+}
+
+fn chrono_seconds(d: Duration) -> i64 {
+    i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
+}
+
+fn chrono_now() -> i64 {
+    crate::model::W3cDateTime::now().unix_timestamp()
+}
+
+/// Uploads the spool at `path` (`len` bytes) under `key`: one PUT up to [`PART`] bytes, else a
+/// multipart upload of `PART`-sized parts, at most [`PARTS_IN_FLIGHT`] in flight, aborted on
+/// failure.
+async fn upload(s3: Arc<AmazonS3>, key: Key, path: std::path::PathBuf, len: u64) -> object_store::Result<()> {
+    use tokio::io::AsyncReadExt as _;
+    let read_err = |e: io::Error| object_store::Error::Generic { store: "spool", source: Box::new(e) };
+    let mut f = tokio::fs::File::open(&path).await.map_err(read_err)?;
+    if len <= PART as u64 {
+        let mut buf = Vec::with_capacity(len as usize);
+        f.read_to_end(&mut buf).await.map_err(read_err)?;
+        s3.put(&key, PutPayload::from(buf)).await?;
+        return Ok(());
+    }
+    let mut upload = WriteMultipart::new_with_chunk_size(s3.put_multipart(&key).await?, PART);
+    let mut buf = vec![0u8; 1024 * 1024];
+    loop {
+        let n = match f.read(&mut buf).await {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) => {
+                let _ = upload.abort().await;
+                return Err(read_err(e));
+            }
+        };
+        if let Err(e) = upload.wait_for_capacity(PARTS_IN_FLIGHT).await {
+            let _ = upload.abort().await;
+            return Err(e);
+        }
+        upload.write(&buf[..n]);
+    }
+    upload.finish().await.map(drop)
+}
+
+/// A DELETE's result, with "not found" as success: S3 answers 204 for a missing key, but not
+/// every compatible server does, and the key being gone is what was asked.
+fn gone(result: object_store::Result<()>) -> object_store::Result<()> {
+    match result {
+        Err(object_store::Error::NotFound { .. }) => Ok(()),
+        other => other,
+    }
+}
+
+/// An error with its causes, each said once (`object_store` repeats its causes' text).
+fn full(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let part = c.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        cause = c.source();
+    }
+    text
+}
+
+/// A reqwest error's text without its URL (a presigned URL carries a signature).
+fn without_url(e: &reqwest::Error) -> String {
+    let mut e = e.to_string();
+    if let Some(i) = e.find(" for url (") {
+        e.truncate(i);
+    }
+    e
+}
+
+/// Says what a start-up failure most likely means, in the operator's terms.
+fn explain(detail: &str, location: &RemoteBlobs) -> String {
+    let hint = if detail.contains("NoSuchBucket") {
+        format!(
+            "the bucket {:?} does not exist: create it, or set `blobs_create_bucket = true` in [aggregator] to have Tributary create it",
+            location.bucket
+        )
+    } else if ["InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403", "InvalidSecurity"]
+        .iter()
+        .any(|c| detail.contains(c))
+    {
+        "the credentials were refused: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY".to_owned()
+    } else if detail.contains("error sending request") || detail.contains("connect") || detail.contains("timed out") {
+        "the endpoint cannot be reached: check AWS_ENDPOINT (or AWS_ENDPOINT_URL) and that the server is running"
+            .to_owned()
+    } else {
+        return detail.to_owned();
+    };
+    format!("{hint} ({detail})")
+}
+
+/// Replaces the secret key and session token, should either ever appear in a message, by `***`.
+fn scrub(text: &str, location: &RemoteBlobs) -> String {
+    let secret_keys = ["secret_access_key", "aws_secret_access_key", "token", "session_token", "aws_session_token"];
+    let given = location.client.iter().filter(|(k, _)| secret_keys.contains(&k.as_str())).map(|(_, v)| v.clone());
+    let env = ["AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"].into_iter().filter_map(|k| std::env::var(k).ok());
+    let mut text = text.to_owned();
+    for secret in given.chain(env).filter(|s| s.len() >= 4) {
+        text = text.replace(&secret, "***");
+    }
+    text
+}
+
+/// A streaming reader over a ranged GET; each `read` takes the next chunk from the backend's
+/// runtime.
+pub(super) struct RemoteReader {
+    remote: Arc<Remote>,
+    stream: Option<BoxStream<'static, object_store::Result<Bytes>>>,
+    buf: Bytes,
+}
+
+impl Read for RemoteReader {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        while self.buf.is_empty() {
+            let Some(mut stream) = self.stream.take() else { return Ok(0) };
+            let (next, stream) = self
+                .remote
+                .block(async move {
+                    let next = stream.next().await;
+                    (next, stream)
+                })
+                .map_err(io::Error::other)?;
+            match next {
+                None => return Ok(0),
+                Some(Ok(bytes)) => {
+                    self.stream = Some(stream);
+                    self.buf = bytes;
+                }
+                Some(Err(e)) => return Err(io::Error::other(self.remote.error("reading", full(&e)))),
+            }
+        }
+        let n = out.len().min(self.buf.len());
+        out[..n].copy_from_slice(&self.buf.split_to(n));
+        Ok(n)
+    }
+}
+
+impl fmt::Debug for RemoteReader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RemoteReader").field("location", &self.remote.location).finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blob_urls_parse() {
+        let r = RemoteBlobs::parse("s3://my-bucket/a/b/").unwrap();
+        assert_eq!((r.bucket.as_str(), r.prefix.as_str()), ("my-bucket", "a/b"));
+        assert_eq!(r.to_string(), "s3://my-bucket/a/b");
+        let r = RemoteBlobs::parse("s3://bucket").unwrap();
+        assert_eq!((r.bucket.as_str(), r.prefix.as_str(), r.to_string().as_str()), ("bucket", "", "s3://bucket"));
+        for bad in
+            ["http://b/p", "s3://", "s3://B", "s3://ab", "s3://-bucket", "s3://bucket/a//b", "s3://bucket/a/../b"]
+        {
+            assert!(RemoteBlobs::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_secret_in_a_message_is_scrubbed() {
+        let mut location = RemoteBlobs::parse("s3://bucket/p").unwrap();
+        location.client.push(("secret_access_key".into(), "hush-hush-1234".into()));
+        assert_eq!(scrub("x hush-hush-1234 y", &location), "x *** y");
+        assert_eq!(scrub("nothing secret", &location), "nothing secret");
+    }
+}

