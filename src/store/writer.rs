@@ -374,17 +374,7 @@ impl BlobWriter {
             let _ = fs::remove_file(&tmp);
         }
         result?;
-        let value = row.encode()?;
-        let known = &self.inner.known;
-        known.add(&id, &self.inner.trees.blobs);
-        let swapped = self.inner.trees.blobs.compare_and_swap(id.0, None as Option<&[u8]>, Some(value))?;
-        // Again now that the row is in sled, for a blob filter rebuilt since the line above.
-        known.add(&id, &self.inner.trees.blobs);
-        match swapped {
-            Ok(()) => Ok(row.info(id, false)),
-            // Same content committed concurrently, or a damaged file just repaired.
-            Err(_) => self.inner.merge_digests(id, &row),
-        }
+        self.inner.publish_row(id, &row)
     }
 }
 
@@ -455,16 +445,7 @@ impl BlobWriter {
                 super::remote::Stored::Uploaded => tracing::debug!(sha256 = %id, bytes = self.written, "uploaded"),
             }
             row.place = Place::Object;
-            let value = row.encode()?;
-            let known = &self.inner.known;
-            known.add(&id, &self.inner.trees.blobs);
-            let swapped = self.inner.trees.blobs.compare_and_swap(id.0, None as Option<&[u8]>, Some(value))?;
-            known.add(&id, &self.inner.trees.blobs);
-            match swapped {
-                Ok(()) => Ok(row.info(id, false)),
-                // Same content committed concurrently.
-                Err(_) => self.inner.merge_digests(id, &row),
-            }
+            self.inner.publish_row(id, &row)
         });
         let _ = fs::remove_file(&tmp);
         result
@@ -545,5 +526,22 @@ impl Drop for BlobWriter {
 impl std::fmt::Debug for BlobWriter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BlobWriter").field("written", &self.written).finish_non_exhaustive()
+    }
+}
+
+impl Inner {
+    /// Makes a blob whose content is in place visible: its row is written only if none is
+    /// (else the digests are merged into the row a concurrent put of the same content, or a
+    /// repair of a damaged file, wrote first).
+    fn publish_row(&self, id: BlobId, row: &BlobRow) -> Result<BlobInfo, StoreError> {
+        let value = row.encode()?;
+        self.known.add(&id, &self.trees.blobs);
+        let swapped = self.trees.blobs.compare_and_swap(id.0, None as Option<&[u8]>, Some(value))?;
+        // Again now that the row is in sled, for a blob filter rebuilt since the line above.
+        self.known.add(&id, &self.trees.blobs);
+        match swapped {
+            Ok(()) => Ok(row.info(id, false)),
+            Err(_) => self.merge_digests(id, row),
+        }
     }
 }

@@ -87,17 +87,7 @@ pub(crate) async fn incremental(
         Ok(r) => r,
         Err(Gap(why)) => return Ok(Outcome::Rebaseline(why)),
     };
-    let failing = super::baseline::load_failing(&ctx.store, &source.id).await?;
-    let mut poll = Poll {
-        ctx,
-        source,
-        sets,
-        pending: Vec::new(),
-        reads: Vec::new(),
-        report: SourceReport::new(&source.id),
-        failing,
-        pushed: false,
-    };
+    let mut poll = Poll::start(ctx, source, sets, false).await?;
     let mut single = single;
     for list in lists.iter().skip(resume.list).take(MAX_LISTS_PER_POLL) {
         let remembered = pos.list.as_deref() == Some(list.url.as_str());
@@ -137,17 +127,7 @@ pub(crate) async fn apply_pushed(
     base: &Url,
     entries: Vec<Entry>,
 ) -> Result<SourceReport, HarvestError> {
-    let failing = super::baseline::load_failing(&ctx.store, &source.id).await?;
-    let mut poll = Poll {
-        ctx,
-        source,
-        sets,
-        pending: Vec::new(),
-        reads: Vec::new(),
-        report: SourceReport::new(&source.id),
-        failing,
-        pushed: true,
-    };
+    let mut poll = Poll::start(ctx, source, sets, true).await?;
     for (pos, entry) in entries.into_iter().enumerate() {
         match poll.accept(base, &entry) {
             Some(loc) => poll.pending.push(Pending { list: 0, pos: pos as u64, loc, entry }),
@@ -244,6 +224,24 @@ struct Poll<'a> {
     failing: HashSet<String>,
     /// Changes from a notification ([`apply_pushed`]): no list, no position to move.
     pushed: bool,
+}
+
+impl<'a> Poll<'a> {
+    /// A poll of `source` (or, `pushed`, a notification's changes), knowing which of its
+    /// resources are recorded as failing.
+    async fn start(ctx: &'a Ctx, source: &'a Source, sets: &'a [String], pushed: bool) -> Result<Self, HarvestError> {
+        let failing = super::baseline::load_failing(&ctx.store, &source.id).await?;
+        Ok(Poll {
+            ctx,
+            source,
+            sets,
+            pending: Vec::new(),
+            reads: Vec::new(),
+            report: SourceReport::new(&source.id),
+            failing,
+            pushed,
+        })
+    }
 }
 
 /// What one change came to before the commit.
