@@ -233,10 +233,18 @@ fn lock(root: &Path) -> Result<fs::File, StoreError> {
         .write(true)
         .open(&path)
         .map_err(|e| StoreError::io(&path, e))?;
-    match file.try_lock_exclusive() {
-        Ok(()) => Ok(file),
-        Err(e) if e.kind() == fs2::lock_contended_error().kind() => Err(StoreError::Locked { path: root.into() }),
-        Err(e) => Err(StoreError::io(path, e)),
+    let start = Instant::now();
+    loop {
+        match file.try_lock_exclusive() {
+            Ok(()) => return Ok(file),
+            Err(e) if e.kind() == fs2::lock_contended_error().kind() => {
+                if start.elapsed() > LOCK_WAIT {
+                    return Err(StoreError::Locked { path: root.into() });
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => return Err(StoreError::io(path, e)),
+        }
     }
 }
 
@@ -288,6 +296,15 @@ pub(super) fn sync_dir(dir: &Path) -> io::Result<()> {
 
 /// How long to wait for sled's own lock once ours is held; see [`open_db`].
 const SLED_LOCK_WAIT: Duration = Duration::from_secs(5);
+
+/// How long `LOCK` may stay taken before the store is reported `Locked`. A process that spawns
+/// a child while it has the store open lends the child its descriptors until the child's
+/// `exec` closes them (they are close-on-exec), and an flock belongs to the descriptor: so a
+/// store this process closed a moment ago may still look locked for as long as such a child
+/// takes to reach `exec` — microseconds, or tens of milliseconds on a loaded machine (seen in
+/// the test suite, whose tests spawn `tributary` and the S3 server while others reopen their
+/// stores). Another process really holding the store is reported after this wait.
+const LOCK_WAIT: Duration = Duration::from_millis(1500);
 
 /// Opens sled. Holding our `LOCK` means no other process has the store, so if sled's lock is
 /// still taken it belongs to a store this process has just dropped, whose sled threads are

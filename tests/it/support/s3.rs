@@ -35,11 +35,18 @@ pub(crate) struct S3 {
 
 static SERVER: OnceLock<Option<S3>> = OnceLock::new();
 
-/// The shared server, started on first use; `None` (the test skips) when `weed` is missing
-/// outside CI. Under `CI=true` a missing `weed` fails the test.
-pub(crate) fn server(test: &str) -> Option<&'static S3> {
+/// One test of the shared server at a time: each one makes a bucket (a SeaweedFS collection,
+/// with its volume files) and uploads megabytes, and the other tests of the run, which reopen
+/// stores and time signals, should not all meet that load at once.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// The shared server while the test holds the guard, started on first use; `None` (the test
+/// skips) when `weed` is missing outside CI. Under `CI=true` a missing `weed` fails the test.
+pub(crate) fn server(test: &str) -> Option<(&'static S3, std::sync::MutexGuard<'static, ()>)> {
     let weed = tools::require("weed", test)?;
-    SERVER.get_or_init(|| Some(start(weed.path().to_path_buf()))).as_ref()
+    let guard = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let server = SERVER.get_or_init(|| Some(start(weed.path().to_path_buf()))).as_ref()?;
+    Some((server, guard))
 }
 
 /// A port `p` on 127.0.0.1 such that `p` and `p + 10000` (SeaweedFS's gRPC port for it) are
