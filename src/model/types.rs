@@ -398,6 +398,10 @@ pub enum DocumentKind {
     ChangeDumpManifest,
     /// ResourceSync Archives documents (any of the four archive capabilities)
     Archive,
+    /// A change notification's payload (Change Notification 1.0.1 §3): pushed, not listed
+    ChangeNotification,
+    /// A framework notification's payload (Framework Notification 1.0.1 §3)
+    FrameworkNotification,
 }
 
 impl DocumentKind {
@@ -421,6 +425,9 @@ impl DocumentKind {
             (C::ChangeDump, false) => K::ChangeDump,
             (C::ChangeDump, true) => K::ChangeDumpIndex,
             (C::ChangeDumpManifest, false) => K::ChangeDumpManifest,
+            // Notifications are never indexes: a large batch is split into several payloads.
+            (C::ChangeNotification, false) => K::ChangeNotification,
+            (C::FrameworkNotification, false) => K::FrameworkNotification,
             (c, _) if c.is_archive() => K::Archive,
             (C::ResourceDumpManifest | C::ChangeDumpManifest, true) => return None,
             _ => return None,
@@ -445,6 +452,8 @@ impl DocumentKind {
             DocumentKind::ChangeDumpIndex => "Change Dump Index",
             DocumentKind::ChangeDumpManifest => "Change Dump Manifest",
             DocumentKind::Archive => "ResourceSync Archive",
+            DocumentKind::ChangeNotification => "Change Notification",
+            DocumentKind::FrameworkNotification => "Framework Notification",
         }
     }
 
@@ -457,6 +466,8 @@ impl DocumentKind {
                 | DocumentKind::ChangeDump
                 | DocumentKind::ChangeDumpIndex
                 | DocumentKind::ChangeDumpManifest
+                | DocumentKind::ChangeNotification
+                | DocumentKind::FrameworkNotification
         )
     }
 

@@ -77,6 +77,8 @@ impl Validator {
             DocumentKind::ChangeList => self.change_entry(entry, pos, "12.1"),
             DocumentKind::ChangeListIndex => self.change_index_entry(entry, pos, "12.2"),
             DocumentKind::ChangeDump | DocumentKind::ChangeDumpIndex => self.change_index_entry(entry, pos, "13.1"),
+            DocumentKind::ChangeNotification => self.change_entry(entry, pos, CHANGE_NOTIFICATION),
+            DocumentKind::FrameworkNotification => self.framework_notification_entry(entry, pos),
             _ => {}
         }
     }
@@ -160,12 +162,17 @@ impl Validator {
             }
         }
         if kind.is_change_kind() {
-            if md.from.is_none() {
+            // A framework notification's interval is optional ([F] §3); a change notification's
+            // `until` is as mandatory as its `from` ([N] §3): gaps are found by both.
+            if md.from.is_none() && kind != DocumentKind::FrameworkNotification {
                 self.warn(
                     root,
                     "Appendix A",
                     format!("{kind} has no `from` attribute on its root <rs:md> (mandatory, {section})"),
                 );
+            }
+            if md.until.is_none() && kind == DocumentKind::ChangeNotification {
+                self.warn(root, section, format!("{kind} has no `until` attribute on its root <rs:md> (mandatory)"));
             }
             if md.at.is_some() || md.completed.is_some() {
                 self.warn(root, "7", format!("`at`/`completed` are not used in a {kind}; ignored"));
@@ -179,9 +186,14 @@ impl Validator {
     }
 
     fn check_up_link(&mut self, kind: DocumentKind, header: &Header, root: Position) {
+        // A notification's `up` link is optional ([N] §3, [F] §3).
         let needs_up = !matches!(
             kind,
-            DocumentKind::SourceDescription | DocumentKind::SourceDescriptionIndex | DocumentKind::Archive
+            DocumentKind::SourceDescription
+                | DocumentKind::SourceDescriptionIndex
+                | DocumentKind::Archive
+                | DocumentKind::ChangeNotification
+                | DocumentKind::FrameworkNotification
         );
         let ups = header.links.iter().filter(|l| l.rel == "up").count();
         if needs_up && ups == 0 {
@@ -284,6 +296,23 @@ impl Validator {
         self.check_order(t, pos, section, "datetime");
     }
 
+    /// [F] §3: each entry names the framework document that changed — by its capability, one
+    /// of the documents a Source Description or Capability List may list — and how.
+    fn framework_notification_entry(&mut self, entry: &Entry, pos: Position) {
+        let md = entry.md.as_ref();
+        if md.and_then(|m| m.change).is_none() {
+            self.error(pos, FRAMEWORK_NOTIFICATION, format!("entry {} has no valid <rs:md change=…>", entry.loc));
+        }
+        match md.and_then(|m| m.capability) {
+            None => self.error(pos, FRAMEWORK_NOTIFICATION, format!("entry {} has no <rs:md capability=…>", entry.loc)),
+            Some(c) if !FRAMEWORK_DOCUMENTS.contains(&c) => {
+                let msg = format!("capability `{c}` is not a framework document a notification can announce");
+                self.error(pos, FRAMEWORK_NOTIFICATION, msg);
+            }
+            Some(_) => {}
+        }
+    }
+
     fn change_index_entry(&mut self, entry: &Entry, pos: Position, section: &'static str) {
         let md = entry.md.as_ref();
         let Some(from) = md.and_then(|m| m.from) else {
@@ -338,6 +367,21 @@ const URI_PLAIN: [bool; 256] = {
     t
 };
 
+/// Sections of the two notification specifications (ResourceSync Change Notification 1.0.1 and
+/// Framework Notification 1.0.1), named so a finding is not mistaken for one of Z39.99's.
+const CHANGE_NOTIFICATION: &str = "Change Notification §3";
+const FRAMEWORK_NOTIFICATION: &str = "Framework Notification §3";
+
+/// What a framework notification may announce ([F] §3).
+const FRAMEWORK_DOCUMENTS: [Capability; 6] = [
+    Capability::Description,
+    Capability::CapabilityList,
+    Capability::ResourceList,
+    Capability::ChangeList,
+    Capability::ResourceDump,
+    Capability::ChangeDump,
+];
+
 fn section_of(kind: DocumentKind) -> &'static str {
     match kind {
         DocumentKind::SourceDescription | DocumentKind::SourceDescriptionIndex => "8",
@@ -351,6 +395,8 @@ fn section_of(kind: DocumentKind) -> &'static str {
         DocumentKind::ChangeDump | DocumentKind::ChangeDumpIndex => "13.1",
         DocumentKind::ChangeDumpManifest => "13.2",
         DocumentKind::Archive => "7",
+        DocumentKind::ChangeNotification => CHANGE_NOTIFICATION,
+        DocumentKind::FrameworkNotification => FRAMEWORK_NOTIFICATION,
     }
 }
 

@@ -63,6 +63,78 @@ fn errors_exit_1_with_every_violation() {
     assert!(text.lines().any(|l| l.starts_with("warning: 1:1: ") && l.contains("no <rs:ln rel=\"up\">")), "{text}");
 }
 
+/// Writes `body` to a file in `dir` and checks it.
+fn check_text(dir: &tempfile::TempDir, body: &str) -> (Option<i32>, String) {
+    let path = dir.path().join("doc.xml");
+    std::fs::write(&path, body).unwrap();
+    let out = check(&[path.to_str().unwrap()]);
+    (out.status.code(), stdout(&out))
+}
+
+const URLSET: &str =
+    r#"<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">"#;
+
+#[test]
+fn notification_payloads_are_checked_by_their_own_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    // Change Notification 1.0.1, Example 1 (abridged): valid, and no `up` link needed.
+    let (code, text) = check_text(
+        &dir,
+        &format!(
+            r#"{URLSET}<rs:md capability="change-notification" from="2017-05-01T10:00:00Z" until="2017-05-01T10:05:00Z"/>
+<url><loc>http://example.com/res1</loc><rs:md change="updated" datetime="2017-05-01T10:01:00Z" hash="md5:1584abdf8ebdc9802ac0c6a7402c03b6" length="8876" type="text/html"/></url>
+<url><loc>http://example.com/res2</loc><rs:md change="deleted" datetime="2017-05-01T10:02:00Z"/></url>
+</urlset>"#
+        ),
+    );
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("Change Notification, 2 entries"), "{text}");
+    assert!(text.trim_end().ends_with("0 errors, 0 warnings"), "{text}");
+
+    // The 1.0 name is read with a warning; a missing `until`, a change without `change` and
+    // entries out of order are what a subscriber cannot work with.
+    let (code, text) = check_text(
+        &dir,
+        &format!(
+            r#"{URLSET}<rs:md capability="changelist-notification" from="2017-05-01T10:00:00Z"/>
+<url><loc>http://example.com/res1</loc><rs:md change="updated" datetime="2017-05-01T10:03:00Z"/></url>
+<url><loc>http://example.com/res2</loc><rs:md datetime="2017-05-01T10:02:00Z"/></url>
+</urlset>"#
+        ),
+    );
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("Change Notification, 2 entries"), "{text}");
+    assert!(text.contains("read as `change-notification`"), "{text}");
+    assert!(text.contains("no `until` attribute"), "{text}");
+    assert!(text.contains("no valid `change`") && text.contains("chronological"), "{text}");
+    assert!(text.contains("[spec Change Notification §3]"), "{text}");
+
+    // A framework notification names the framework document that changed.
+    let (code, text) = check_text(
+        &dir,
+        &format!(
+            r#"{URLSET}<rs:md capability="framework-notification"/>
+<url><loc>http://example.com/resourcelist.xml</loc><rs:md change="updated" capability="resourcelist"/></url>
+<url><loc>http://example.com/res1</loc><rs:md change="updated" capability="resourcedump-manifest"/></url>
+<url><loc>http://example.com/changelist.xml</loc><rs:md capability="changelist"/></url>
+</urlset>"#
+        ),
+    );
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("Framework Notification, 3 entries"), "{text}");
+    assert!(text.contains("error: 3:1: capability `resourcedump-manifest` is not a framework document"), "{text}");
+    assert!(text.contains("error: 4:1: entry http://example.com/changelist.xml has no valid <rs:md change"), "{text}");
+    assert!(text.trim_end().ends_with("2 errors, 0 warnings"), "{text}");
+
+    // Notifications are never indexes.
+    let (code, text) = check_text(
+        &dir,
+        r#"<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/"><rs:md capability="change-notification" from="2017-05-01T10:00:00Z" until="2017-05-01T10:05:00Z"/></sitemapindex>"#,
+    );
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("capability `change-notification` cannot be used on <sitemapindex>"), "{text}");
+}
+
 #[test]
 fn a_truncated_document_is_an_error_not_a_short_list() {
     let dir = tempfile::tempdir().unwrap();

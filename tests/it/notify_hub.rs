@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use crate::support::cli::tributary;
 use crate::support::net::free_port;
 use crate::support::service::Service;
 use crate::support::subscriber::{Delivery, OnPost, OnVerify, Subscriber};
@@ -167,6 +168,14 @@ async fn a_subscriber_is_verified_and_receives_signed_chained_notifications() {
     let head = s.client.head(topic(&s, "all")).send().await.unwrap();
     assert_eq!(head.status().as_u16(), 200);
     assert!(head.headers().contains_key("link"));
+
+    // `tributary check` knows the payload for what it is, and finds nothing wrong with it.
+    let url = topic(&s, "all");
+    let out = tokio::task::spawn_blocking(move || tributary(&["check", &url]).output().unwrap()).await.unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains(": Change Notification, "), "{text}");
+    assert!(text.trim_end().ends_with("0 errors, 0 warnings"), "{text}");
 }
 
 /// Waits until `control` has `more` deliveries beyond what it has now: time enough for any
