@@ -52,6 +52,9 @@ pub struct SimulateDef {
     pub via_origin: Option<Url>,
     /// Add describedby/describes, canonical and collection links.
     pub links: bool,
+    /// Push: serve a WebSub hub at `{base}hub` and notify every batch of changes to its
+    /// subscribers through the channel the Capability List advertises.
+    pub push: bool,
     /// The instance that starts it (`shard = "NAME"`, see [`super::ShardDef`]).
     pub shard: Option<String>,
 }
@@ -74,6 +77,7 @@ pub(super) struct RawSimulate {
     dump: Option<bool>,
     via_origin: Option<Spanned<String>>,
     links: Option<bool>,
+    push: Option<bool>,
     shard: Option<Spanned<String>>,
 }
 
@@ -141,6 +145,7 @@ impl RawSimulate {
             dump: self.dump.unwrap_or(false),
             via_origin: self.via_origin.as_ref().map(|v| via_origin(v, at)).transpose()?,
             links: self.links.unwrap_or(false),
+            push: self.push.unwrap_or(false),
             shard: None,
         };
         if def.min_size > def.max_size {

@@ -23,19 +23,18 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 use url::Url;
 
-use super::deliver::{DeliveryCounts, Ended, Payload, Target, Worker};
 use super::error::NotifyError;
-use super::request::{self, HubRequest, MAX_REQUEST_BYTES, Mode};
 use crate::config::HubSettings;
 use crate::fetch::{FetchError, Outbound};
 use crate::model::W3cDateTime;
 use crate::naming::Naming;
 use crate::store::{HubSubscriber, Store};
+use crate::websub::deliver::{DeliveryCounts, Ended, Payload, Policy, Target, Worker};
+use crate::websub::intent;
+use crate::websub::request::{self, HubRequest, Mode};
 
 /// Verifications (and denials) running at once; more wait their turn.
 const VERIFY_SLOTS: usize = 16;
-/// Bytes of a verification answer read: a challenge is 32 characters.
-const MAX_CHALLENGE_ANSWER: usize = 1024;
 
 /// The hub's answer to a request: a status and a short text body.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -147,15 +146,9 @@ impl Hub {
     /// Answers a POST to the hub (the body as received, and whether it was declared
     /// form-encoded); verification goes on in the background.
     pub(crate) fn handle(self: &Arc<Self>, form: bool, body: &[u8]) -> HubAnswer {
-        if !form {
-            return HubAnswer::new(415, "send hub requests as application/x-www-form-urlencoded");
-        }
-        if body.len() > MAX_REQUEST_BYTES {
-            return HubAnswer::new(413, format!("a hub request is at most {MAX_REQUEST_BYTES} bytes"));
-        }
-        let req = match request::parse(body) {
+        let req = match request::read(form, body) {
             Ok(r) => r,
-            Err(e) => return HubAnswer::new(400, e.to_string()),
+            Err(refusal) => return HubAnswer::new(refusal.status, refusal.text),
         };
         if let Err(e) = self.out.check(&req.callback) {
             return HubAnswer::new(400, refusal(&req.callback, &e));
@@ -180,26 +173,7 @@ impl Hub {
             return;
         }
         let lease = self.grant(req.lease);
-        let challenge = hex::encode(rand::random::<[u8; 16]>());
-        let mut url = req.callback.clone();
-        {
-            let mut q = url.query_pairs_mut();
-            q.append_pair("hub.mode", req.mode.as_str());
-            q.append_pair("hub.topic", &req.topic);
-            q.append_pair("hub.challenge", &challenge);
-            if req.mode == Mode::Subscribe {
-                q.append_pair("hub.lease_seconds", &lease.as_secs().to_string());
-            }
-        }
-        let confirmed = match self.out.get(&url, MAX_CHALLENGE_ANSWER).await {
-            Ok(r) => (200..300).contains(&r.status) && r.body == challenge.as_bytes(),
-            Err(e) => {
-                tracing::info!(callback = %req.callback, error = %crate::error::chain(&e), "intent verification failed");
-                false
-            }
-        };
-        if !confirmed {
-            tracing::info!(callback = %req.callback, topic = %req.topic, mode = req.mode.as_str(), "intent not verified; nothing changed");
+        if !intent::verify(&self.out, &req, lease).await {
             return;
         }
         match req.mode {
@@ -214,14 +188,7 @@ impl Hub {
     }
 
     async fn deny(&self, req: &HubRequest, reason: &str) {
-        let mut url = req.callback.clone();
-        url.query_pairs_mut()
-            .append_pair("hub.mode", "denied")
-            .append_pair("hub.topic", &req.topic)
-            .append_pair("hub.reason", reason);
-        if let Err(e) = self.out.get(&url, 0).await {
-            tracing::info!(callback = %req.callback, error = %crate::error::chain(&e), "could not send a denial");
-        }
+        intent::deny(&self.out, req, reason).await;
     }
 
     async fn subscribe(self: &Arc<Self>, req: HubRequest, lease: Duration) {
@@ -258,16 +225,27 @@ impl Hub {
             a.sub = sub;
             return;
         }
-        let worker = Worker::new(target, self.settings.queue);
+        let worker = Worker::new(target, self.delivery_policy());
         active.insert(key.clone(), Active { sub, worker: worker.clone() });
         drop(active);
-        let (hub, out, settings) = (self.clone(), self.out.clone(), self.settings.clone());
+        let (hub, out) = (self.clone(), self.out.clone());
         tokio::spawn(async move {
-            if worker.clone().run(out, settings).await == Ended::Gone {
+            if worker.clone().run(out).await == Ended::Gone {
                 tracing::info!(callback = %key.1, topic = %key.0, "callback answered 410 Gone: subscription ended");
                 hub.remove_if_same(&key, &worker).await;
             }
         });
+    }
+
+    fn delivery_policy(&self) -> Policy {
+        let s = &self.settings;
+        Policy {
+            queue: s.queue,
+            attempts: s.delivery_attempts,
+            backoff: s.retry_backoff,
+            max_backoff: s.max_retry_backoff,
+            metered: true,
+        }
     }
 
     async fn unsubscribe(&self, req: &HubRequest) {

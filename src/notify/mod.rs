@@ -6,22 +6,22 @@
 //!   visible) and hands every batch of committed events on as payloads built by
 //!   [`crate::publish`] (`Publisher::notifications`, the Change List entry writer).
 //! - `hub`: the built-in hub at `{base_url}hub` — subscriptions with intent verification,
-//!   leases, secrets — saved in the store; `deliver`: one bounded queue and task per
-//!   subscriber, with retries, signatures and the drop-on-overflow rule.
+//!   leases, secrets — saved in the store; the store-agnostic parts it is built from (a
+//!   subscriber's form checked, intent verification, one bounded delivery queue and task per
+//!   subscriber with retries, signatures and the drop-on-overflow rule) are in
+//!   [`crate::websub`], shared with the simulator's hub.
 //! - `external`: publishing to an external hub instead (`[aggregator] hub = URL`).
-//! - `request`: a subscriber's form, checked; `error`: [`NotifyError`].
+//! - `error`: [`NotifyError`].
 //!
 //! Depends on `publish`, `store`, `fetch` (the SSRF-guarded [`Outbound`] client), `config`,
 //! `naming` and [`crate::websub`]; the web server routes `/hub` and the topics here; the
 //! harvester knows nothing of it (the store's listener is the only link, and it only wakes
 //! the notifier), so a slow subscriber can never slow harvesting.
 
-mod deliver;
 mod error;
 mod external;
 mod hub;
 mod notifier;
-mod request;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -31,14 +31,14 @@ use bytes::Bytes;
 use tokio::sync::{Notify, watch};
 use url::Url;
 
-pub use deliver::DeliveryCounts;
+pub use crate::websub::DeliveryCounts;
 pub use error::NotifyError;
 pub use hub::HubAnswer;
 
 use crate::config::{Config, HubSettings};
 use crate::fetch::{Outbound, OutboundOptions};
 use crate::publish::{Notification, Publisher};
-use deliver::Payload;
+use crate::websub::deliver::Payload;
 use external::ExternalHub;
 use hub::Hub;
 

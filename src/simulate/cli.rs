@@ -62,6 +62,10 @@ pub struct SimulateArgs {
     /// Add describedby/describes (metadata resources), canonical and collection links.
     #[arg(long)]
     pub links: bool,
+    /// Push: serve a WebSub hub at BASE/hub, advertise the change-notification channel
+    /// BASE/notifications in the Capability List, and notify each batch of changes.
+    #[arg(long)]
+    pub push: bool,
 }
 
 impl SimulateArgs {
@@ -84,6 +88,7 @@ impl SimulateArgs {
             dump: self.dump,
             via_origin: self.via_origin.clone(),
             links: self.links,
+            push: self.push,
             clock: ClockMode::Real,
             ..SimConfig::new(base_url)
         }
@@ -110,6 +115,7 @@ pub async fn run(args: SimulateArgs, shutdown: impl Future<Output = ()> + Send +
         source.url = %sim.url(render::SOURCE_DESCRIPTION),
         resources = args.resources,
         rate_per_sec = args.rate,
+        push = args.push,
         "simulated source serving"
     );
     serve(listener, sim, shutdown).await.map_err(SimError::Serve)

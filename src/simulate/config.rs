@@ -112,6 +112,9 @@ pub struct SimConfig {
     /// Add inherited-style links (`describedby` to a metadata resource served by this Source,
     /// `describes` back, `canonical`, `collection`).
     pub links: bool,
+    /// Push: serve a WebSub hub at `{base}hub`, advertise the change-notification channel
+    /// `{base}notifications` in the Capability List, and notify each batch of changes.
+    pub push: bool,
     /// Where time comes from.
     pub clock: ClockMode,
     /// The clock's starting instant; `None` means 2025-01-01T00:00:00Z for the virtual clock
@@ -122,7 +125,7 @@ pub struct SimConfig {
 impl SimConfig {
     /// The defaults, serving at `base_url`: 1,000 resources of 100–2,000 bytes, one change per
     /// second (10/80/10), seed 1, 50,000 entries per document, Change Lists of 500 changes,
-    /// 50 closed lists kept, no dump, no `via`, no extra links, virtual clock.
+    /// 50 closed lists kept, no dump, no `via`, no extra links, no push, virtual clock.
     pub fn new(base_url: Url) -> Self {
         SimConfig {
             base_url,
@@ -138,6 +141,7 @@ impl SimConfig {
             dump: false,
             via_origin: None,
             links: false,
+            push: false,
             clock: ClockMode::Virtual,
             start: None,
         }

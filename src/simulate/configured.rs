@@ -43,6 +43,7 @@ pub fn sim_config(def: &SimulateDef, base_url: Url) -> SimConfig {
         dump: def.dump,
         via_origin: def.via_origin.clone(),
         links: def.links,
+        push: def.push,
         clock: ClockMode::Real,
         ..SimConfig::new(base_url)
     }
@@ -68,6 +69,7 @@ pub async fn start_all(defs: &[SimulateDef]) -> Result<Simulators, SimError> {
             source.url = %sim.url(render::SOURCE_DESCRIPTION),
             resources = def.resources,
             change_rate = def.change_rate,
+            push = def.push,
             "simulated source serving"
         );
         let mut rx = rx.clone();

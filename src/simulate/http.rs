@@ -19,6 +19,7 @@ use axum::response::{IntoResponse, Response};
 use md5::{Digest as _, Md5};
 use tokio::net::TcpListener;
 
+use super::push::{self, PushHub};
 use super::render;
 use super::sim::{Lookup, Simulator};
 use super::state::Target;
@@ -64,7 +65,20 @@ pub async fn serve(
     axum::serve(listener, router(sim)).with_graceful_shutdown(shutdown).await
 }
 
-async fn handle(AxState(sim): AxState<Simulator>, method: Method, uri: Uri, headers: HeaderMap) -> Response {
+async fn handle(
+    AxState(sim): AxState<Simulator>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Some(hub) = &sim.inner.push {
+        match uri.path() {
+            push::HUB => return hub_request(hub, &method, &headers, &body),
+            push::TOPIC if method == Method::GET || method == Method::HEAD => return topic(hub),
+            _ => {}
+        }
+    }
     if method != Method::GET && method != Method::HEAD {
         let mut r = StatusCode::METHOD_NOT_ALLOWED.into_response();
         r.headers_mut().insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
@@ -78,6 +92,30 @@ async fn handle(AxState(sim): AxState<Simulator>, method: Method, uri: Uri, head
             StatusCode::INTERNAL_SERVER_ERROR.into_response()
         }
     }
+}
+
+/// `POST /hub`: a subscribe or unsubscribe request, answered with a status and a short text.
+fn hub_request(hub: &std::sync::Arc<PushHub>, method: &Method, headers: &HeaderMap, body: &Bytes) -> Response {
+    if method != Method::POST {
+        let mut r = (StatusCode::METHOD_NOT_ALLOWED, "the hub takes POST requests (WebSub)\n").into_response();
+        r.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
+        return r;
+    }
+    let form = crate::websub::is_form(headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()));
+    let (status, text) = hub.handle(form, body);
+    (StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), text + "\n").into_response()
+}
+
+/// The topic URI (Change Notification §4.1): the latest payload, with the `Link` header naming
+/// topic and hub; an empty body before the first.
+fn topic(hub: &PushHub) -> Response {
+    let mut headers = HeaderMap::new();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/xml"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    if let Ok(v) = HeaderValue::from_str(&hub.link()) {
+        headers.insert(header::LINK, v);
+    }
+    (StatusCode::OK, headers, Body::from(hub.latest())).into_response()
 }
 
 fn reply(sim: &Simulator, path: &str) -> Reply {

@@ -16,11 +16,15 @@
 //! - `state`: the mutable Source and the only code that changes it.
 //! - `render`, `dump`: documents from a borrowed state, via the model's writer.
 //! - `sim`: [`Simulator`], the shared handle (lock, manual controls, ticker, views).
+//! - `push`: with push on, the Source's own WebSub hub and change-notification channel, built
+//!   from [`crate::websub`]'s store-agnostic parts.
 //! - `http`: the axum router; `cli`: the `simulate` subcommand's arguments and entry point;
 //!   `configured`: the `[[simulate]]` tables of `sources.toml`, started by `run` and `harvest`.
 //!
-//! It depends on the model, the configuration's plain `[[simulate]]` values, and tokio/axum; nothing in the aggregator depends on
-//! it, so harvest and publish are tested against it exactly as against a remote Source.
+//! It depends on the model, the configuration's plain `[[simulate]]` values, tokio/axum, and
+//! for push on [`crate::websub`] and its client ([`crate::fetch::Outbound`]); nothing in the
+//! aggregator depends on it, so harvest and publish are tested against it exactly as against a
+//! remote Source.
 
 pub mod cli;
 mod clock;
@@ -29,6 +33,7 @@ pub mod configured;
 mod content;
 mod dump;
 mod http;
+mod push;
 mod render;
 mod sim;
 mod state;
@@ -37,6 +42,7 @@ use std::net::SocketAddr;
 
 pub use config::{ChangeMix, ClockMode, Rollover, SimConfig};
 pub use http::{router, serve};
+pub use push::{ATTEMPTS, LEASE_DEFAULT, LEASE_MAX, LEASE_MIN, SubscriberInfo};
 pub use sim::{ChangeEvent, ResourceInfo, Simulator, Ticker};
 
 /// Path of the Source Description, relative to the base URL.
@@ -64,4 +70,7 @@ pub enum SimError {
     /// A Resource Dump package could not be written.
     #[error("cannot build the resource dump: {0}")]
     Dump(String),
+    /// The hub's HTTP client could not be built (push on).
+    #[error("cannot set up the simulated hub's HTTP client")]
+    Hub(#[source] crate::fetch::FetchError),
 }

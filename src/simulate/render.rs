@@ -107,12 +107,35 @@ impl Site {
             caps.push((RESOURCE_DUMP, Capability::ResourceDump));
         }
         caps.push((CHANGE_LIST_INDEX, Capability::ChangeList));
-        let entries = caps.into_iter().map(|(path, c)| {
-            let mut e = Entry::new(self.url(path));
-            e.md = Some(Md { capability: Some(c), ..Md::default() });
-            e
-        });
+        let mut entries: Vec<Entry> = caps
+            .into_iter()
+            .map(|(path, c)| {
+                let mut e = Entry::new(self.url(path));
+                e.md = Some(Md { capability: Some(c), ..Md::default() });
+                e
+            })
+            .collect();
+        if self.config.push {
+            // Change Notification §5: the channel is the topic, with its hub.
+            let mut e = Entry::new(self.url(super::push::TOPIC));
+            e.md = Some(Md { capability: Some(Capability::ChangeNotification), ..Md::default() });
+            e.links.push(Link::new("hub", self.url(super::push::HUB)));
+            entries.push(e);
+        }
         write(&header, entries)
+    }
+
+    /// A change-notification payload (Change Notification §3) of `batch`, covering
+    /// `from_ms`..`until_ms`: the batch's Change List entries, in the order they happened.
+    pub(crate) fn notification(&self, batch: &[ChangeRecord], from_ms: i64, until_ms: i64) -> Vec<u8> {
+        let md = Md {
+            capability: Some(Capability::ChangeNotification),
+            from: Some(to_datetime(from_ms)),
+            until: Some(to_datetime(until_ms)),
+            ..Md::default()
+        };
+        let header = self.header(RootFormat::UrlSet, md, None);
+        write(&header, batch.iter().map(|c| self.change_entry(c)))
     }
 
     /// The Resource List, or its index once the set outgrows one document.

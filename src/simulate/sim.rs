@@ -16,6 +16,7 @@ use super::SimError;
 use super::clock::to_datetime;
 use super::config::SimConfig;
 use super::dump::{self, DumpBuild, Snapshot};
+use super::push::{PushHub, SubscriberInfo};
 use super::render::{self, Site, media_type, target_path};
 use super::state::{self, State};
 use crate::model::{Change, W3cDateTime};
@@ -38,6 +39,8 @@ pub(super) struct Inner {
     pub(super) site: Site,
     state: RwLock<State>,
     dumps: Mutex<VecDeque<Arc<DumpBuild>>>,
+    /// The hub and channel, with push on.
+    pub(super) push: Option<Arc<PushHub>>,
 }
 
 /// A resource as currently served, with the digests of its bytes.
@@ -81,13 +84,40 @@ impl Simulator {
     /// is called or [`start_ticking`](Self::start_ticking) runs.
     ///
     /// # Errors
-    /// [`SimError::Config`] when the configuration is invalid.
+    /// [`SimError::Config`] when the configuration is invalid, [`SimError::Hub`] when push is
+    /// on and the hub's HTTP client cannot be built.
     pub fn new(config: SimConfig) -> Result<Self, SimError> {
         config.validate()?;
         let site = Site::new(config);
-        let state = RwLock::new(State::new(&site));
-        let inner = Inner { site, state, dumps: Mutex::new(VecDeque::new()) };
+        let state = State::new(&site);
+        let push = match site.config.push {
+            true => Some(Arc::new(PushHub::new(&site, state.state_ms).map_err(SimError::Hub)?)),
+            false => None,
+        };
+        let inner = Inner { site, state: RwLock::new(state), dumps: Mutex::new(VecDeque::new()), push };
         Ok(Simulator { inner: Arc::new(inner) })
+    }
+
+    /// With push on, the hub's URL (`{base}hub`) and the channel's topic (`{base}notifications`).
+    pub fn push_channel(&self) -> Option<(String, String)> {
+        self.inner.push.as_ref().map(|p| (p.hub().to_owned(), p.topic().to_owned()))
+    }
+
+    /// With push on, the verified subscriptions whose lease runs and what their deliveries did.
+    pub fn subscribers(&self) -> Vec<SubscriberInfo> {
+        self.inner.push.as_ref().map(|p| p.subscribers()).unwrap_or_default()
+    }
+
+    /// Change-notification payloads built so far (push on; 0 otherwise).
+    pub fn notifications_sent(&self) -> u64 {
+        self.inner.push.as_ref().map_or(0, |p| p.sent())
+    }
+
+    /// Notifies the changes applied since the last notification, as one payload.
+    fn notify(&self) {
+        if let Some(push) = &self.inner.push {
+            push.publish(&self.inner.site, || self.write().take_outbox());
+        }
     }
 
     /// The configuration.
@@ -114,11 +144,13 @@ impl Simulator {
     }
 
     /// Applies `n` change events synchronously, one lock acquisition each, so concurrent
-    /// readers see every intermediate state but never half an event.
+    /// readers see every intermediate state but never half an event. With push on, the `n`
+    /// changes are then notified as one payload.
     pub fn step(&self, n: usize) {
         for _ in 0..n {
             self.write().apply_event(&self.inner.site);
         }
+        self.notify();
     }
 
     /// Moves the virtual clock forward by `d` (the real clock ignores this) and closes the open
@@ -244,6 +276,7 @@ impl Simulator {
             self.write().apply_event(&self.inner.site);
         }
         self.write().roll_if_due(&self.inner.site);
+        self.notify();
     }
 }
 

@@ -85,6 +85,8 @@ pub(crate) struct State {
     pub(crate) dropped_changes: u64,
     /// The instant the current resource set became true: the last change, or the start.
     pub(crate) state_ms: i64,
+    /// With push on: the changes not yet notified, in the order applied.
+    pub(crate) outbox: Option<Vec<ChangeRecord>>,
 }
 
 const THIRTY_DAYS_SECS: u64 = 30 * 24 * 3600;
@@ -113,6 +115,7 @@ impl State {
             closed: VecDeque::new(),
             dropped_changes: 0,
             state_ms: start,
+            outbox: cfg.push.then(Vec::new),
         }
     }
 
@@ -220,8 +223,17 @@ impl State {
     }
 
     fn record(&mut self, target: Target, change: Change, datetime_ms: i64, version: u32, digests: Option<Digests>) {
-        self.open.changes.push(ChangeRecord { target, change, datetime_ms, version, digests });
+        let c = ChangeRecord { target, change, datetime_ms, version, digests };
+        if let Some(outbox) = &mut self.outbox {
+            outbox.push(c.clone());
+        }
+        self.open.changes.push(c);
         self.state_ms = datetime_ms;
+    }
+
+    /// The changes applied since the last call (push on; empty otherwise).
+    pub(crate) fn take_outbox(&mut self) -> Vec<ChangeRecord> {
+        self.outbox.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     /// The listed resources with ids in `ids`, data before metadata for each id.

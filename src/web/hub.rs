@@ -31,11 +31,7 @@ pub(super) fn request(st: &WebState, headers: &HeaderMap, body: &Bytes) -> Respo
     let Some(push) = &st.shared.push else {
         return text(StatusCode::NOT_FOUND, "notifications are off on this aggregator".into());
     };
-    let form = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/x-www-form-urlencoded"));
+    let form = crate::websub::is_form(headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()));
     let answer = push.hub_request(form, body);
     text(StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), answer.text)
 }

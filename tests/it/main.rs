@@ -52,6 +52,7 @@ mod publish_provenance;
 mod publish_resync;
 mod push_subscribe;
 mod simulate;
+mod simulate_push;
 mod store;
 mod store_crash;
 mod store_history;

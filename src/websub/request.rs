@@ -1,11 +1,11 @@
-//! A subscriber's request to the built-in hub (WebSub §5.1), read from its form-encoded body
-//! and checked before anything is contacted. Pure: the hub decides what to do with it.
+//! A subscriber's request to a hub (WebSub §5.1), read from its form-encoded body and checked
+//! before anything is contacted. Pure: the hub decides what to do with it.
 
 use std::time::Duration;
 
 use url::Url;
 
-use crate::websub::MAX_SECRET_BYTES;
+use super::signature::MAX_SECRET_BYTES;
 
 /// Largest request body read: a callback and a topic URL, a secret under 200 bytes, a lease.
 pub(crate) const MAX_REQUEST_BYTES: usize = 16 * 1024;
@@ -42,7 +42,7 @@ pub(crate) struct HubRequest {
 pub(crate) enum RequestError {
     #[error("hub.mode is missing")]
     NoMode,
-    #[error("hub.mode {0:?} is not subscribe or unsubscribe (this hub publishes Tributary's own topics only)")]
+    #[error("hub.mode {0:?} is not subscribe or unsubscribe (this hub publishes its own topics only)")]
     BadMode(String),
     #[error("{0} is missing")]
     Missing(&'static str),
@@ -58,6 +58,33 @@ pub(crate) enum RequestError {
     EmptySecret,
     #[error("the body is not application/x-www-form-urlencoded UTF-8")]
     NotForm,
+}
+
+/// Why a POST to a hub is refused before verification: its status and a text for people.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Refusal {
+    pub(crate) status: u16,
+    pub(crate) text: String,
+}
+
+/// Whether a `Content-Type` says `application/x-www-form-urlencoded` (parameters ignored).
+pub(crate) fn is_form(content_type: Option<&str>) -> bool {
+    content_type
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/x-www-form-urlencoded"))
+}
+
+/// Reads a POST to a hub: declared form-encoded (else 415), at most [`MAX_REQUEST_BYTES`]
+/// (else 413), and well-formed (else 400 with the reason).
+pub(crate) fn read(form: bool, body: &[u8]) -> Result<HubRequest, Refusal> {
+    let refuse = |status, text: String| Err(Refusal { status, text });
+    if !form {
+        return refuse(415, "send hub requests as application/x-www-form-urlencoded".into());
+    }
+    if body.len() > MAX_REQUEST_BYTES {
+        return refuse(413, format!("a hub request is at most {MAX_REQUEST_BYTES} bytes"));
+    }
+    parse(body).or_else(|e| refuse(400, e.to_string()))
 }
 
 /// Reads a request body. Parameters WebSub does not name are ignored (§5.1.1: hubs MUST
@@ -168,5 +195,15 @@ mod tests {
         twice.extend_from_slice(b"&hub.topic=http://other/");
         assert_eq!(parse(&twice), Err(RequestError::Repeated("hub.topic".into())));
         assert_eq!(parse(&[0xff, 0xfe]), Err(RequestError::NotForm));
+    }
+
+    #[test]
+    fn a_post_is_refused_for_its_type_and_size_before_its_fields() {
+        assert!(is_form(Some("application/x-www-form-urlencoded; charset=UTF-8")));
+        assert!(!is_form(Some("application/xml")) && !is_form(None));
+        assert_eq!(read(false, &form(&OK)).unwrap_err().status, 415);
+        assert_eq!(read(true, &vec![b'a'; MAX_REQUEST_BYTES + 1]).unwrap_err().status, 413);
+        assert_eq!(read(true, b"hub.mode=publish").unwrap_err().status, 400);
+        assert_eq!(read(true, &form(&OK)).unwrap().mode, Mode::Subscribe);
     }
 }

@@ -15,6 +15,10 @@
 //! included, is a failure retried after `retry_backoff`, doubling up to `max_retry_backoff`,
 //! `delivery_attempts` times in all, after which that notification is given up (a gap, as
 //! above) and the next is tried.
+//!
+//! Shared by Tributary's built-in hub (`notify`) and a simulated Source's hub (`simulate`):
+//! only the built-in hub's workers count on `/metrics` ([`Policy::metered`]), so a simulator
+//! running in the same process does not show up as Tributary's own deliveries.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,9 +30,8 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue, LINK};
 use tokio::sync::Notify;
 use url::Url;
 
-use crate::config::HubSettings;
+use super::signature::{Method, SIGNATURE_HEADER, sign};
 use crate::fetch::Outbound;
-use crate::websub::{Method, SIGNATURE_HEADER, sign};
 
 /// The header telling a subscriber how many notifications were dropped before this one.
 pub(crate) const DROPPED_HEADER: &str = "X-Tributary-Dropped";
@@ -38,6 +41,21 @@ pub(crate) const DROPPED_HEADER: &str = "X-Tributary-Dropped";
 pub(crate) struct Payload {
     pub(crate) body: Bytes,
     pub(crate) link: String,
+}
+
+/// How a worker retries, how much it holds, and whether it counts on `/metrics`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Policy {
+    /// Notifications held while deliveries are under way or retried (at least 1).
+    pub(crate) queue: usize,
+    /// Attempts of one notification.
+    pub(crate) attempts: u32,
+    /// First wait before a retry, doubling each time.
+    pub(crate) backoff: Duration,
+    /// Longest wait between two attempts.
+    pub(crate) max_backoff: Duration,
+    /// Count deliveries and drops as `tributary_hub_*` (Tributary's own hub only).
+    pub(crate) metered: bool,
 }
 
 /// Where and how one subscriber is told; replaced as a whole when it renews.
@@ -72,7 +90,7 @@ pub struct DeliveryCounts {
 pub(crate) struct Worker {
     target: Mutex<Target>,
     queue: Mutex<Queue>,
-    capacity: usize,
+    policy: Policy,
     wake: Notify,
     stopped: AtomicBool,
     /// True while a notification is being delivered (or retried).
@@ -94,11 +112,11 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Worker {
-    pub(crate) fn new(target: Target, capacity: usize) -> Arc<Worker> {
+    pub(crate) fn new(target: Target, policy: Policy) -> Arc<Worker> {
         Arc::new(Worker {
             target: Mutex::new(target),
             queue: Mutex::new(Queue::default()),
-            capacity: capacity.max(1),
+            policy: Policy { queue: policy.queue.max(1), ..policy },
             wake: Notify::new(),
             stopped: AtomicBool::new(false),
             busy: AtomicBool::new(false),
@@ -114,12 +132,14 @@ impl Worker {
     /// Appends `payload`; never waits. A full queue is emptied first (see the module docs).
     pub(crate) fn enqueue(&self, payload: Arc<Payload>) {
         let mut q = lock(&self.queue);
-        if q.items.len() >= self.capacity {
+        if q.items.len() >= self.policy.queue {
             let n = q.items.len() as u64;
             q.items.clear();
             q.dropped += n;
             lock(&self.counts).dropped += n;
-            metrics::counter!("tributary_hub_notifications_dropped_total").increment(n);
+            if self.policy.metered {
+                metrics::counter!("tributary_hub_notifications_dropped_total").increment(n);
+            }
             tracing::warn!(callback = %lock(&self.target).callback, dropped = n, "subscriber too far behind: backlog dropped");
         }
         q.items.push_back(payload);
@@ -146,7 +166,7 @@ impl Worker {
     }
 
     /// Delivers until stopped or told the subscription is gone.
-    pub(crate) async fn run(self: Arc<Self>, out: Outbound, settings: HubSettings) -> Ended {
+    pub(crate) async fn run(self: Arc<Self>, out: Outbound) -> Ended {
         // Each turn delivers one notification (or waits for one); ends when stopped.
         loop {
             if self.is_stopped() {
@@ -162,7 +182,7 @@ impl Worker {
                 self.wake.notified().await;
                 continue;
             };
-            let outcome = self.deliver(&out, &settings, &payload, dropped).await;
+            let outcome = self.deliver(&out, &payload, dropped).await;
             self.busy.store(false, Ordering::SeqCst);
             match outcome {
                 Ok(()) => {}
@@ -175,15 +195,10 @@ impl Worker {
 
     /// One notification, with its retries: `Ok` once delivered, `Err(None)` when given up,
     /// `Err(Some(_))` when the worker must end.
-    async fn deliver(
-        &self,
-        out: &Outbound,
-        s: &HubSettings,
-        payload: &Payload,
-        dropped: u64,
-    ) -> Result<(), Option<Ended>> {
-        let mut wait = s.retry_backoff;
-        for attempt in 1..=s.delivery_attempts {
+    async fn deliver(&self, out: &Outbound, payload: &Payload, dropped: u64) -> Result<(), Option<Ended>> {
+        let s = &self.policy;
+        let mut wait = s.backoff;
+        for attempt in 1..=s.attempts {
             if self.is_stopped() {
                 return Err(Some(Ended::Stopped));
             }
@@ -191,7 +206,7 @@ impl Worker {
             match out.post(&target.callback, headers(&target, payload, dropped), payload.body.clone(), 1024).await {
                 Ok(r) if (200..300).contains(&r.status) => {
                     lock(&self.counts).delivered += 1;
-                    metrics::counter!("tributary_hub_deliveries_total", "outcome" => "delivered").increment(1);
+                    self.meter("delivered");
                     return Ok(());
                 }
                 Ok(r) if r.status == 410 => return Err(Some(Ended::Gone)),
@@ -201,15 +216,21 @@ impl Worker {
                 }
             }
             lock(&self.counts).failed_attempts += 1;
-            metrics::counter!("tributary_hub_deliveries_total", "outcome" => "failed").increment(1);
-            if attempt < s.delivery_attempts && self.pause(wait).await {
+            self.meter("failed");
+            if attempt < s.attempts && self.pause(wait).await {
                 return Err(Some(Ended::Stopped));
             }
-            wait = (wait * 2).min(s.max_retry_backoff);
+            wait = (wait * 2).min(s.max_backoff);
         }
         lock(&self.counts).abandoned += 1;
-        tracing::warn!(callback = %lock(&self.target).callback, attempts = s.delivery_attempts, "notification given up after every attempt failed");
+        tracing::warn!(callback = %lock(&self.target).callback, attempts = s.attempts, "notification given up after every attempt failed");
         Err(None)
+    }
+
+    fn meter(&self, outcome: &'static str) {
+        if self.policy.metered {
+            metrics::counter!("tributary_hub_deliveries_total", "outcome" => outcome).increment(1);
+        }
     }
 
     /// Sleeps `d` unless stopped first; true when stopped.
@@ -257,7 +278,14 @@ mod tests {
 
     #[test]
     fn a_full_queue_drops_its_backlog_and_keeps_the_newest() {
-        let w = Worker::new(target(None), 2);
+        let policy = Policy {
+            queue: 2,
+            attempts: 1,
+            backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(1),
+            metered: false,
+        };
+        let w = Worker::new(target(None), policy);
         for n in 0..5 {
             w.enqueue(payload(n));
         }
@@ -279,7 +307,7 @@ mod tests {
         assert!(plain.get(SIGNATURE_HEADER).is_none() && plain.get(DROPPED_HEADER).is_none());
         let signed = headers(&target(Some("k")), &p, 3);
         let sig = signed[SIGNATURE_HEADER].to_str().unwrap();
-        assert_eq!(crate::websub::verify(b"k", Some(sig), &p.body), Ok(Method::Sha256));
+        assert_eq!(super::super::verify(b"k", Some(sig), &p.body), Ok(Method::Sha256));
         assert_eq!(signed[DROPPED_HEADER], "3");
     }
 }

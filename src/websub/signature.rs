@@ -1,13 +1,11 @@
-//! What both sides of WebSub share (W3C WebSub §5 and §7, ResourceSync Change Notification
-//! 1.0.1 §4): the `X-Hub-Signature` of a delivery — made by Tributary's own hub with a
-//! subscriber's `hub.secret`, checked by Tributary's push subscriber with its own — and the
-//! `Link` header naming a notification's topic and hub.
+//! The `X-Hub-Signature` of a delivery (W3C WebSub §7.1) — made by a hub with a subscriber's
+//! `hub.secret`, checked by a subscriber with its own — and the `Link` header naming a
+//! notification's topic and hub (Change Notification 1.0.1 §4.1).
 //!
 //! The header is `method=signature`, the method one of `sha1`, `sha256`, `sha384`, `sha512`, the
 //! signature the hex HMAC of the raw body keyed with the secret. The comparison is constant-time
 //! (the RustCrypto `hmac` crate's `verify_slice`), so timing tells a forger nothing about how
-//! much of a guess was right. Kept apart from both sides so they agree byte for byte. Pure: no
-//! I/O; depends on hashing crates only.
+//! much of a guess was right. Pure: no I/O; depends on hashing crates only.
 
 use hmac::{Hmac, KeyInit, Mac};
 
