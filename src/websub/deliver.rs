@@ -217,7 +217,9 @@ impl Worker {
             }
             lock(&self.counts).failed_attempts += 1;
             self.meter("failed");
-            if attempt < s.attempts && self.pause(wait).await {
+            // Jittered (half to all of the backoff) so subscribers that failed together, say
+            // behind one proxy that went down, are not all retried on the same instant.
+            if attempt < s.attempts && self.pause(wait.mul_f64(rand::random_range(0.5..=1.0))).await {
                 return Err(Some(Ended::Stopped));
             }
             wait = (wait * 2).min(s.max_backoff);

@@ -50,6 +50,7 @@ mod publish_feed_provenance;
 mod publish_links;
 mod publish_provenance;
 mod publish_resync;
+mod push_chain;
 mod push_subscribe;
 mod simulate;
 mod simulate_push;

@@ -64,7 +64,7 @@ pub(crate) fn subscribed(sub: Option<&Subscription>, now: i64) -> bool {
     sub.and_then(|s| s.active.as_ref()).is_some_and(|l| l.expires > now)
 }
 
-fn secs(d: Duration) -> i64 {
+pub(super) fn secs(d: Duration) -> i64 {
     i64::try_from(d.as_secs()).unwrap_or(i64::MAX / 4)
 }
 

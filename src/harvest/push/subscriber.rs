@@ -166,7 +166,7 @@ async fn subscribe(push: &Push, source: &Source, sub: Option<Subscription>, topi
                 row.pending = None;
             }
             row.last_error = Some(why);
-            row.retry_at = Some(unix_now() + secs(t.retry));
+            row.retry_at = Some(retry_at(t.retry));
         }
     }
     if let Err(e) = push.save(row).await {
@@ -209,7 +209,7 @@ async fn overdue(push: &Push, source: &Source, t: Timing) {
     tracing::warn!(source.id = %source.id, hub = %row.hub, "the hub did not verify the subscription within {waited} s; polling at the normal interval");
     row.pending = None;
     row.last_error = Some(format!("the hub did not verify the subscription within {waited} s"));
-    row.retry_at = Some(unix_now() + secs(t.retry));
+    row.retry_at = Some(retry_at(t.retry));
     if let Err(e) = push.save(row).await {
         tracing::error!(source.id = %source.id, error = %crate::error::chain(&e), "cannot save the subscription");
     }
@@ -303,6 +303,9 @@ fn random_hex(bytes: usize) -> String {
     hex::encode(b)
 }
 
-fn secs(d: Duration) -> i64 {
-    i64::try_from(d.as_secs()).unwrap_or(i64::MAX / 4)
+/// When to ask a hub again after `retry`, stretched by up to a quarter at random: after a hub
+/// outage, many sources (and many Tributaries) retrying it on the same second would be a
+/// thundering herd.
+fn retry_at(retry: Duration) -> i64 {
+    unix_now() + lifecycle::secs(retry.mul_f64(rand::random_range(1.0..=1.25)))
 }
