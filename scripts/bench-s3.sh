@@ -30,19 +30,8 @@ WEED=$(command -v weed || echo "$ROOT/.ci/venv/bin/weed")
 [[ -x $BIN ]] || (cd "$ROOT" && cargo build --release --bin tributary)
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-# A port p with p + 10000 free too: SeaweedFS puts each server's gRPC there.
-port_pair() {
-    python3 -c '
-import socket
-while True:
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]
-    if p < 55000:
-        t = socket.socket()
-        try:
-            t.bind(("127.0.0.1", p + 10000)); print(p); break
-        except OSError: pass
-'
-}
+# shellcheck source=scripts/seaweedfs.sh
+. "$ROOT/scripts/seaweedfs.sh"
 
 WEED_PID=""
 SERVE_PID=""
@@ -53,24 +42,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-KEY=bench-key
-SECRET=bench-secret-$RANDOM$RANDOM
-cat >"$WORK/s3.json" <<EOF
-{"identities":[{"name":"bench","credentials":[{"accessKey":"$KEY","secretKey":"$SECRET"}],"actions":["Admin","Read","Write","List","Tagging"]}]}
-EOF
-S3_PORT=$(port_pair)
-mkdir -p "$WORK/weed"
-"$WEED" server -dir="$WORK/weed" -ip=127.0.0.1 -ip.bind=127.0.0.1 -master.port="$(port_pair)" \
-    -volume.port="$(port_pair)" -filer.port="$(port_pair)" -s3 -s3.port="$S3_PORT" \
-    -s3.config="$WORK/s3.json" -s3.port.iceberg=0 -s3.port.lance=0 -master.telemetry=false \
-    -master.volumeSizeLimitMB=128 -volume.max=0 >"$WORK/weed.log" 2>&1 &
-WEED_PID=$!
-export AWS_ENDPOINT="http://127.0.0.1:$S3_PORT" AWS_ACCESS_KEY_ID=$KEY AWS_SECRET_ACCESS_KEY=$SECRET \
-    AWS_REGION=us-east-1 AWS_ALLOW_HTTP=true
-for _ in $(seq 1 300); do
-    curl -s -o /dev/null "$AWS_ENDPOINT/" && break
-    sleep 0.2
-done
+start_seaweedfs "$WORK/weed" "$WORK/weed.log" bench-key "bench-secret-$RANDOM$RANDOM" 128 || exit 1
 echo "== SeaweedFS on $AWS_ENDPOINT (log: $WORK/weed.log)"
 
 SIM_PORT=$(free_port)

@@ -13,7 +13,8 @@
 #
 # Environment: CHAIN=1 (records harvested from another aggregator: upstream ≠ origin), PORT
 # (18095), WORK (keep the store there instead of a temporary directory; it takes ~3 KB per
-# record). Needs curl and wrk.
+# record), PROFILE (the cargo profile the examples are built with: release, or test-opt for a
+# quicker build without LTO). Needs curl and wrk.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export LC_NUMERIC=C
@@ -29,8 +30,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-cargo build --release --quiet --example ingest_bench --example publish_bench
-bin=${CARGO_TARGET_DIR:-target}/release/examples
+profile=${PROFILE:-release}
+cargo build --profile "$profile" --quiet --example ingest_bench --example publish_bench
+bin=${CARGO_TARGET_DIR:-target}/$profile/examples
 
 rm -rf "$work/store"
 echo "ingesting $n records ..."
@@ -41,6 +43,10 @@ mkfifo "$work/stdin"
 server=$!
 exec 3> "$work/stdin"   # the server runs until this closes
 for _ in $(seq 100); do curl -sf -o /dev/null "${base}.well-known/resourcesync" && break; sleep 0.1; done
+
+# The server's resident memory (MiB): what a walk of the records leaves resident (STORE.md, "Memory").
+rss() { awk -v k="$1:" '$1 == k { printf "%.0f", $2 / 1024 }' "/proc/$server/status"; }
+rss_before=$(rss VmRSS)
 
 # The first request of the index computes the set's partition (one walk of its records).
 start=$EPOCHREALTIME
@@ -54,6 +60,7 @@ for part in $parts; do
 done
 secs=$(awk -v s="$start" -v e="$EPOCHREALTIME" 'BEGIN {printf "%.2f", e - s}')
 echo "resource list: index in $first s (first request), then $(echo "$parts" | wc -l) parts; $bytes bytes in $secs s = $(awk -v b="$bytes" -v s="$secs" 'BEGIN {printf "%.0f", b / s / 1e6}') MB/s"
+echo "server RSS: $rss_before MiB before the walk, $(rss VmRSS) MiB after it (peak $(rss VmHWM) MiB)"
 
 cat > "$work/prov.lua" <<LUA
 math.randomseed(42)

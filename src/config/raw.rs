@@ -232,7 +232,10 @@ impl RawConfig {
             check_id(&s.id, &mut ids, at)?;
             let (url, feed) = source_kind(raw, at)?;
             let capability_list = s.capability_list.as_ref().map(|c| at.http_url(c, "capability_list")).transpose()?;
-            let settings = s.apply(&defaults, at)?;
+            let mut settings = s.apply(&defaults, at)?;
+            if s.dumps.is_none() && self.defaults.dumps.is_none() && shares_bucket(&aggregator, &shards, &url) {
+                settings.dumps = false;
+            }
             let shard = super::shard::check_member(s.shard.as_ref(), &s.id, "source", &shards, at)?;
             let push = push_channel(s, feed.is_some(), at)?;
             sources.push(Source { id: s.id.get_ref().clone(), url, capability_list, feed, settings, shard, push });
@@ -244,6 +247,16 @@ impl RawConfig {
         let hub = self.hub.validate(at)?;
         Ok(Config { path: at.path.to_owned(), aggregator, publish, defaults, sources, sets, simulators, shards, hub })
     }
+}
+
+/// Whether a source is one of the file's own shards (its `url` under a shard's `base_url`)
+/// and the instances keep their bitstreams in a bucket, which they all share. Such a source
+/// does not use dumps unless asked to: a dump's packages carry every bitstream, while the
+/// lists let the harvester ask the bucket for each declared sha-256 first and fetch nothing it
+/// holds (CONFIGURATION.md, `dumps`).
+fn shares_bucket(aggregator: &Aggregator, shards: &[super::shard::ShardDef], url: &Url) -> bool {
+    aggregator.blobs.is_some()
+        && shards.iter().filter_map(|s| s.base_url.as_ref()).any(|base| url.as_str().starts_with(base.as_str()))
 }
 
 /// A source is a ResourceSync Source (`url`) or a feed (`feed`), never both.

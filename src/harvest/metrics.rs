@@ -10,13 +10,8 @@ use super::report::SourceReport;
 
 /// The counts of one finished pass over a source.
 pub(crate) fn record_pass(report: &SourceReport, elapsed: Duration) {
+    record_resources(report);
     let source = report.source.clone();
-    let count = |name: &'static str, v: u64| metrics::counter!(name, "source" => source.clone()).increment(v);
-    count("tributary_source_resources_fetched_total", report.fetched);
-    count("tributary_source_resources_unchanged_total", report.unchanged);
-    count("tributary_source_resources_failed_total", report.failed);
-    count("tributary_source_resources_deleted_total", report.deleted);
-    count("tributary_source_bytes_total", report.bytes);
     let outcome = match (&report.error, report.interrupted) {
         (Some(_), _) => "error",
         (None, true) => "interrupted",
@@ -24,4 +19,15 @@ pub(crate) fn record_pass(report: &SourceReport, elapsed: Duration) {
     };
     metrics::counter!("tributary_source_passes_total", "source" => source.clone(), "outcome" => outcome).increment(1);
     metrics::histogram!("tributary_source_harvest_duration_seconds", "source" => source).record(elapsed.as_secs_f64());
+}
+
+/// The resources and bytes of a pass or of an applied change notification: a change that
+/// arrives by push is fetched and stored like a polled one, and counts the same.
+pub(crate) fn record_resources(report: &SourceReport) {
+    let count = |name: &'static str, v: u64| metrics::counter!(name, "source" => report.source.clone()).increment(v);
+    count("tributary_source_resources_fetched_total", report.fetched);
+    count("tributary_source_resources_unchanged_total", report.unchanged);
+    count("tributary_source_resources_failed_total", report.failed);
+    count("tributary_source_resources_deleted_total", report.deleted);
+    count("tributary_source_bytes_total", report.bytes);
 }

@@ -414,6 +414,24 @@ fn blobs_is_an_s3_url_and_its_options_need_it() {
     );
     assert!(!parse(&format!("{HEAD}blobs = \"s3://bits\"\n")).unwrap().aggregator.blobs.unwrap().presign);
 
+    // A top level's sources that are the file's own shards, sharing the bucket, use no dumps
+    // unless asked to (a dump would download what the bucket holds); other sources keep them.
+    let shards = "[shards.one]\nbase_url = \"http://10.0.0.1:8080/\"\n[shards.top]\nbase_url = \"http://10.0.0.9/\"\n";
+    let src = |id: &str, url: &str, extra: &str| {
+        format!("[[source]]\nid = \"{id}\"\nurl = \"{url}\"\nshard = \"{id}\"\n{extra}")
+    };
+    let srcs = [
+        src("one", "https://provider.example.org/", ""),
+        src("top", "http://10.0.0.1:8080/.well-known/resourcesync", ""),
+    ]
+    .concat();
+    let dumps = |text: String| parse(&text).unwrap().sources.iter().map(|s| s.settings.dumps).collect::<Vec<_>>();
+    assert_eq!(dumps(format!("{HEAD}blobs = \"s3://bits\"\n{shards}{srcs}")), [true, false]);
+    assert_eq!(dumps(format!("{HEAD}{shards}{srcs}")), [true, true], "no bucket: nothing shared");
+    assert_eq!(dumps(format!("{HEAD}blobs = \"s3://bits\"\n[defaults]\ndumps = true\n{shards}{srcs}")), [true, true]);
+    let asked = src("top", "http://10.0.0.1:8080/", "dumps = true\n");
+    assert_eq!(dumps(format!("{HEAD}blobs = \"s3://bits\"\n{shards}{asked}")), [true]);
+
     assert_invalid(&format!("{HEAD}blobs = \"https://bits.example/x\"\n"), 6, "blobs", "not an s3:// URL");
     assert_invalid(&format!("{HEAD}blobs = \"s3://Bits\"\n"), 6, "blobs", "not a bucket name");
     assert_invalid(&format!("{HEAD}blobs = \"s3://bits/a//b\"\n"), 6, "blobs", "prefix");

@@ -18,6 +18,7 @@ mod cli_serve;
 mod cli_shard;
 mod config;
 mod dashboard_browser;
+mod demo_shards;
 mod discover;
 mod dump;
 mod dump_interop;

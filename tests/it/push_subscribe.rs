@@ -417,6 +417,18 @@ async fn delivery_count(svc: &Service, outcome: &str) -> f64 {
     value(&parse_metrics(&text), "tributary_push_deliveries_total", &[("outcome", outcome)]).unwrap_or(0.0)
 }
 
+/// `tributary_source_resources_fetched_total` (`what = "fetched"`) or
+/// `tributary_source_bytes_total` (`"bytes"`) of the source `up`.
+async fn source_counter(svc: &Service, what: &str) -> f64 {
+    let name = if what == "bytes" {
+        "tributary_source_bytes_total".to_owned()
+    } else {
+        format!("tributary_source_resources_{what}_total")
+    };
+    let (_, _, text) = svc.get("metrics").await;
+    value(&parse_metrics(&text), &name, &[("source", "up")]).unwrap_or(0.0)
+}
+
 /// A world: an upstream with one Source `up`, a hub, and Tributary subscribed to the Source.
 struct World {
     _dir: tempfile::TempDir,
@@ -451,12 +463,15 @@ async fn a_verified_subscription_applies_each_change_once_whether_pushed_replaye
     assert_eq!(row["push"]["hub"], w.hub.url);
     assert!(row["push"]["lease_expires"].is_string(), "{row}");
 
-    // Pushed: applied at once, one event.
+    // Pushed: applied at once, one event, its fetch counted in /metrics as a polled one is.
+    let before = (source_counter(&w.svc, "fetched").await, source_counter(&w.svc, "bytes").await);
     let t1 = w.source.at + 10;
     let entry = w.source.update(1, "up v2 of 1", t1);
     let n1 = notification(w.source.at, t1, &[&entry]);
     assert_eq!(w.hub.deliver(&n1, None).await, 204);
     assert_eq!(changes(&w.svc, "up").await, 3, "the delivery is committed when it is acknowledged");
+    let after = (source_counter(&w.svc, "fetched").await, source_counter(&w.svc, "bytes").await);
+    assert_eq!((after.0 - before.0, after.1 - before.1), (1.0, "up v2 of 1".len() as f64));
     assert_eq!(content(&w.svc, "up", "/res1").await, "up v2 of 1");
     assert_eq!(events_for(&w.svc, "up", "/res1").await, ["created", "updated"]);
     assert!(row["freshness_seconds"].is_i64(), "{row}");

@@ -199,6 +199,7 @@ async fn applied(push: &Push, sub: &Subscription, source: &Source, sets: &[Strin
     match apply::apply(ctx, turn, source, sets, &topic, n).await {
         Ok(Outcome::Stale) => counted(id, "stale", StatusCode::NO_CONTENT, ""),
         Ok(Outcome::Applied { report, gap }) => {
+            crate::harvest::metrics::record_resources(&report);
             tracing::info!(source.id = %id, fetched = report.fetched, created = report.created, updated = report.updated,
                 deleted = report.deleted, failed = report.failed, "notification applied");
             counted(id, if gap { "gap" } else { "applied" }, StatusCode::NO_CONTENT, "")
