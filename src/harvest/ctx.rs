@@ -97,6 +97,8 @@ pub(crate) struct Turn {
     pub(crate) polled: tokio::sync::Notify,
     /// Rung when the subscription's state changed (a verification arrived).
     pub(crate) changed: tokio::sync::Notify,
+    /// Rung when a verified lease begins: the poll loop moves its next poll out to `push_poll`.
+    pub(crate) verified: tokio::sync::Notify,
     pub(crate) subscribed: std::sync::atomic::AtomicBool,
 }
 

@@ -19,7 +19,7 @@ use tokio::task::JoinSet;
 
 use super::report::{NoProgress, Progress, SourceReport, Summary};
 
-use super::ctx::{Ctx, HarvestError, Turns, join_error, load_state, save_state};
+use super::ctx::{Ctx, HarvestError, Turn, Turns, join_error, load_state, save_state};
 use super::push::Push;
 use crate::config::{Config, Source};
 use crate::fetch::Fetcher;
@@ -165,11 +165,16 @@ async fn poll_loop(ctx: &Ctx, source: &Source, sets: &[String], sem: &Semaphore)
     // Ends at shutdown; each turn is one harvest.
     loop {
         let wait = due.map_or(Duration::ZERO, |d| until(&d));
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
+        let verified = tokio::select! {
+            _ = tokio::time::sleep(wait) => false,
             // A gap in the notifications, or a subscription that fell through.
-            _ = turn.poll_now.notified() => {}
+            _ = turn.poll_now.notified() => false,
+            _ = turn.verified.notified() => true,
             _ = shutdown.wait_for(|stop| *stop) => return,
+        };
+        if verified {
+            due = reschedule_for_push(ctx, source, &turn).await.or(due);
+            continue;
         }
         let permit = tokio::select! {
             p = sem.acquire() => p,
@@ -185,6 +190,27 @@ async fn poll_loop(ctx: &Ctx, source: &Source, sets: &[String], sem: &Semaphore)
             due = Some(after(source.settings.poll));
         }
     }
+}
+
+/// A subscription verified after the last pass had scheduled the next one at `poll` (the
+/// baseline usually ends before the hub verifies): while it stands, the next poll is
+/// `push_poll` after that pass instead, or the safety net would poll once at `poll` for
+/// nothing. Only after a successful pass; a backoff after a failure is kept. Saved, so the
+/// dashboard and a restart see it, under the source's turn (push deliveries save its state too).
+async fn reschedule_for_push(ctx: &Ctx, source: &Source, turn: &Turn) -> Option<W3cDateTime> {
+    let _turn = turn.lock.lock().await;
+    let mut state = load_state(ctx, &source.id).await.ok()?;
+    if state.status.state != HarvestState::Idle {
+        return None;
+    }
+    let last = state.status.last_success?;
+    let wait = i64::try_from(poll_interval(ctx, source).as_secs()).unwrap_or(i64::MAX / 2);
+    let next = W3cDateTime::from_unix(last.unix_timestamp().saturating_add(wait), 0).ok()?;
+    state.status.next_attempt = Some(next);
+    if let Err(e) = save_state(ctx, &source.id, state).await {
+        tracing::warn!(source.id = %source.id, error = %crate::error::chain(&e), "cannot save the next poll");
+    }
+    Some(next)
 }
 
 fn until(t: &W3cDateTime) -> Duration {

@@ -76,9 +76,13 @@ pub(super) async fn manage(push: Push, source: Source) {
 }
 
 /// Tells the poll loop whether a verified lease stands; one that just lapsed asks for a poll
-/// now, so the source is not left waiting for the slow safety interval. Returns `subscribed`.
+/// now, so the source is not left waiting for the slow safety interval, and one that just began
+/// lets it wait that long. Returns `subscribed`.
 fn mark(turn: &Turn, source: &str, subscribed: bool, was: bool) -> bool {
     turn.subscribed.store(subscribed, Ordering::Release);
+    if subscribed && !was {
+        turn.verified.notify_one();
+    }
     if was && !subscribed {
         tracing::warn!(source.id = %source, "no verified subscription stands any more; polling at the normal interval");
         turn.poll_now.notify_one();
