@@ -29,7 +29,10 @@ impl Clock {
         let source = match mode {
             ClockMode::Virtual => Source::Virtual { now_ms: start_ms.unwrap_or(VIRTUAL_EPOCH_MS) },
             ClockMode::Real => {
-                let wall = (W3cDateTime::now().unix_nanos() / 1_000_000) as i64;
+                // To the millisecond: `W3cDateTime::now` is whole seconds, which would put every
+                // instant up to a second behind the real time the Destination measures against.
+                let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+                let wall = since_epoch.map_or(0, |d| d.as_millis() as i64);
                 Source::Real { start_ms: start_ms.unwrap_or(wall), origin: tokio::time::Instant::now() }
             }
         };
@@ -91,6 +94,15 @@ mod tests {
         assert!(b > a);
         c.observe(b + 10);
         assert_eq!(c.issue(), b + 11);
+    }
+
+    #[tokio::test]
+    async fn the_real_clock_starts_at_the_current_millisecond() {
+        let before = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+        let c = Clock::new(ClockMode::Real, None);
+        let after = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+        let t = c.now_ms();
+        assert!(before <= t && t <= after + 1, "{before} <= {t} <= {after}");
     }
 
     #[test]

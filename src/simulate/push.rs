@@ -2,9 +2,13 @@
 //! `{base}hub` and its change-notification channel, the topic `{base}notifications`
 //! (ResourceSync Change Notification 1.0.1; WebSub lets a publisher be its own hub).
 //!
-//! - **Payloads.** Every batch of changes applied together — one ticker tick (at most 10 ms to
-//!   1 s of changes, see `sim::tick_loop`) or one [`Simulator::step`](super::Simulator::step)
-//!   call — becomes one `<urlset>` with `rs:md capability="change-notification"`, the batch's
+//! - **Payloads.** Every batch of changes applied together — one
+//!   [`Simulator::step`](super::Simulator::step) call, or the ticker's changes since the last
+//!   payload: each tick (10 ms to 1 s apart, see `sim::tick_loop`) notifies its changes, unless
+//!   a subscriber is still being delivered the previous payload, in which case they wait for
+//!   the first tick after it (adaptive batching: a subscriber slower than the ticks — Tributary
+//!   acknowledges only after a durable commit — gets larger payloads rather than an ever longer
+//!   queue) — becomes one `<urlset>` with `rs:md capability="change-notification"`, the batch's
 //!   Change List entries in the order applied (forward chronological, §3), `from` the previous
 //!   payload's `until` (the first: the simulator's start) and `until` the last change's
 //!   datetime. Consecutive payloads therefore cover consecutive intervals and a subscriber
@@ -145,6 +149,11 @@ impl PushHub {
     /// Payloads built so far.
     pub(crate) fn sent(&self) -> u64 {
         lock(&self.chain).sent
+    }
+
+    /// Whether a subscriber is still being delivered an earlier payload.
+    pub(crate) fn delivering(&self) -> bool {
+        lock(&self.subs).values().any(|a| !a.worker.is_idle())
     }
 
     /// Builds the payload of `batch` (taken by `take` under the chain's lock, so payloads are

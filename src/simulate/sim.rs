@@ -113,9 +113,13 @@ impl Simulator {
         self.inner.push.as_ref().map_or(0, |p| p.sent())
     }
 
-    /// Notifies the changes applied since the last notification, as one payload.
-    fn notify(&self) {
-        if let Some(push) = &self.inner.push {
+    /// Notifies the changes applied since the last notification, as one payload; unless
+    /// `coalesce` and a delivery is still under way, when they wait for a later call (see
+    /// `push`).
+    fn notify(&self, coalesce: bool) {
+        if let Some(push) = &self.inner.push
+            && !(coalesce && push.delivering())
+        {
             push.publish(&self.inner.site, || self.write().take_outbox());
         }
     }
@@ -150,7 +154,7 @@ impl Simulator {
         for _ in 0..n {
             self.write().apply_event(&self.inner.site);
         }
-        self.notify();
+        self.notify(false);
     }
 
     /// Moves the virtual clock forward by `d` (the real clock ignores this) and closes the open
@@ -268,7 +272,7 @@ impl Simulator {
     /// # Panics
     /// When called outside a tokio runtime.
     pub fn start_ticking(&self) -> Ticker {
-        Ticker { handle: tokio::spawn(tick_loop(self.clone())) }
+        Ticker { handle: tokio::spawn(tick_loop(self.clone())), sim: self.clone() }
     }
 
     fn tick(&self, events: u64) {
@@ -276,7 +280,7 @@ impl Simulator {
             self.write().apply_event(&self.inner.site);
         }
         self.write().roll_if_due(&self.inner.site);
-        self.notify();
+        self.notify(true);
     }
 }
 
@@ -284,6 +288,7 @@ impl Simulator {
 #[derive(Debug)]
 pub struct Ticker {
     handle: tokio::task::JoinHandle<()>,
+    sim: Simulator,
 }
 
 impl Ticker {
@@ -292,8 +297,10 @@ impl Ticker {
 }
 
 impl Drop for Ticker {
+    /// Stops, and notifies the changes still waiting for a delivery to end (push on).
     fn drop(&mut self) {
         self.handle.abort();
+        self.sim.notify(false);
     }
 }
 

@@ -77,6 +77,8 @@ struct Queue {
 pub struct DeliveryCounts {
     /// Delivered (2xx).
     pub delivered: u64,
+    /// Bytes of the payloads delivered (bodies only).
+    pub delivered_bytes: u64,
     /// Attempts that failed (each retry counts).
     pub failed_attempts: u64,
     /// Notifications given up after every attempt failed.
@@ -205,7 +207,10 @@ impl Worker {
             let target = lock(&self.target).clone();
             match out.post(&target.callback, headers(&target, payload, dropped), payload.body.clone(), 1024).await {
                 Ok(r) if (200..300).contains(&r.status) => {
-                    lock(&self.counts).delivered += 1;
+                    let mut counts = lock(&self.counts);
+                    counts.delivered += 1;
+                    counts.delivered_bytes += payload.body.len() as u64;
+                    drop(counts);
                     self.meter("delivered");
                     return Ok(());
                 }

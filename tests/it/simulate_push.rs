@@ -303,3 +303,33 @@ async fn check_accepts_the_capability_list_that_advertises_the_channel() {
     let r = plain.client.post(plain.sim.url("/hub")).header("content-type", FORM).body("x=1").send().await.unwrap();
     assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
 }
+
+#[tokio::test]
+async fn a_slow_subscriber_gets_the_ticks_coalesced_into_chained_payloads() {
+    let s = start(|c| {
+        c.resources = 20;
+        c.push = true;
+        c.clock = tributary::simulate::ClockMode::Real;
+        c.change_rate_per_sec = 40.0;
+    })
+    .await;
+    // Each delivery takes a second: far slower than the ticks (every 25 ms).
+    let slow = Subscriber::start(OnPost::Slow(Duration::from_secs(1)), OnVerify::Echo).await;
+    assert_eq!(subscribe(&s, &slow.callback(), "k").await, StatusCode::ACCEPTED);
+    assert!(eventually(LIMIT, || async { s.sim.subscribers().len() == 1 }).await, "verified");
+    let ticker = s.sim.start_ticking();
+    assert!(eventually(LIMIT, || async { slow.deliveries().len() >= 3 }).await, "deliveries go on");
+    drop(ticker);
+    let made = s.sim.history().len();
+    let all = eventually(LIMIT, || async {
+        slow.deliveries().iter().map(|d| d.document().entries.len()).sum::<usize>() == made
+    })
+    .await;
+    assert!(all, "every change is notified, the ones waiting when the ticker stopped included");
+    let deliveries = slow.deliveries();
+    assert!(deliveries.len() < made, "{} payloads for {made} changes: ticks were coalesced", deliveries.len());
+    assert!(deliveries.iter().any(|d| d.document().entries.len() > 1));
+    for pair in deliveries.windows(2) {
+        assert_eq!(pair[1].interval().0, pair[0].interval().1, "consecutive intervals");
+    }
+}

@@ -28,6 +28,8 @@ pub(crate) enum OnPost {
     Redirect(String),
     /// Waits this long, then 204 (the hub has long given up by then).
     Hang(Duration),
+    /// Records the delivery, then waits this long before 204: a slow but working subscriber.
+    Slow(Duration),
 }
 
 /// How the callback answers a verification.
@@ -144,6 +146,11 @@ async fn deliver(State(inner): State<Arc<Mutex<Inner>>>, headers: HeaderMap, bod
         OnPost::Status(s) => StatusCode::from_u16(s).unwrap().into_response(),
         OnPost::Redirect(to) => (StatusCode::TEMPORARY_REDIRECT, [(header::LOCATION, to)]).into_response(),
         OnPost::Hang(d) => {
+            tokio::time::sleep(d).await;
+            StatusCode::NO_CONTENT.into_response()
+        }
+        OnPost::Slow(d) => {
+            inner.lock().unwrap().deliveries.push(Delivery { headers, body });
             tokio::time::sleep(d).await;
             StatusCode::NO_CONTENT.into_response()
         }
