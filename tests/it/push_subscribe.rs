@@ -18,7 +18,7 @@ use tokio::net::TcpListener;
 use tributary::model::W3cDateTime;
 
 use crate::support::digest::md_attrs;
-use crate::support::net::free_port;
+use crate::support::net::{eventually, free_port};
 use crate::support::service::{Service, parse_metrics, value};
 
 /// Generous bounds for a loaded 2-core machine; none is a timing assertion.
@@ -447,6 +447,10 @@ async fn subscribed_world(defaults: &str) -> World {
     let cfg = config(free_port(), defaults, &[("up", &source.url("capabilitylist.xml"), "")]);
     let svc = Service::start(dir.path(), &cfg, &[], &[]).await;
     wait_push_mode(&svc, "up", "subscribed").await;
+    // Tributary counts itself subscribed once it has echoed the challenge; the hub records the
+    // subscription only when the echo has reached it, a moment later.
+    let recorded = eventually(LIMIT, || async { hub.subscription().is_some() }).await;
+    assert!(recorded, "the hub never recorded the verified subscription");
     wait_changes(&svc, "up", 2).await;
     World { _dir: dir, files, source, hub, svc }
 }
@@ -719,6 +723,8 @@ async fn leases_are_renewed_before_they_end_through_a_hub_that_redirects() {
     let svc = Service::start(dir.path(), &cfg, &[], &[]).await;
     wait_push_mode(&svc, "up", "subscribed").await;
     assert_eq!(source_row(&svc, "up").await["push"]["hub"], second.url, "the hub redirected to");
+    // The hub records the subscription once the echo has reached it, just after Tributary.
+    svc.wait_until("the hub recorded the subscription", LIMIT, |_| async { second.subscription().is_some() }).await;
     let old = second.subscription().unwrap();
     assert_eq!(old.lease, "10");
     // Renewed at four fifths of the lease (8 s), at the advertised hub, which redirects again.
