@@ -173,7 +173,11 @@ async fn poll_loop(ctx: &Ctx, source: &Source, sets: &[String], sem: &Semaphore)
             _ = shutdown.wait_for(|stop| *stop) => return,
         };
         if verified {
-            due = reschedule_for_push(ctx, source, &turn).await.or(due);
+            // A poll already due (the first, or a restart after downtime) still runs now: it
+            // catches what was missed while nobody was subscribed.
+            if due.as_ref().is_some_and(|d| !until(d).is_zero()) {
+                due = reschedule_for_push(ctx, source, &turn).await.or(due);
+            }
             continue;
         }
         let permit = tokio::select! {
