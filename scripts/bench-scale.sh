@@ -42,7 +42,15 @@ mkfifo "$work/stdin"
 "$bin/publish_bench" serve "$work/store" "$base" "127.0.0.1:$port" 50000 1000 < "$work/stdin" &
 server=$!
 exec 3> "$work/stdin"   # the server runs until this closes
-for _ in $(seq 100); do curl -sf -o /dev/null "${base}.well-known/resourcesync" && break; sleep 0.1; done
+# Opening a large store takes sled a while (it reads its log): wait up to 30 min, and report it.
+start=$EPOCHREALTIME
+for _ in $(seq 18000); do
+  curl -sf -o /dev/null "${base}.well-known/resourcesync" && break
+  kill -0 "$server" 2>/dev/null || { echo "the server exited before answering"; exit 1; }
+  sleep 0.1
+done
+curl -sf -o /dev/null "${base}.well-known/resourcesync" || { echo "the server did not answer within 30 min"; exit 1; }
+echo "server answering $(awk -v s="$start" -v e="$EPOCHREALTIME" 'BEGIN {printf "%.1f", e - s}') s after it started (opening the store)"
 
 # The server's resident memory (MiB): what a walk of the records leaves resident (STORE.md, "Memory").
 rss() { awk -v k="$1:" '$1 == k { printf "%.0f", $2 / 1024 }' "/proc/$server/status"; }

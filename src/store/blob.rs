@@ -1,8 +1,3 @@
-// ==== NOTE FROM THE LEAD TO THE HELPER (delete this comment block in your first commit) ====
-// Your prompt was cut: the section below is the part you did not get. Read it now: /tmp/helper_common.md
-// Key points: commit everything by 14:35 UTC (check `date`), full suite + fmt + clippy passing at your last commit;
-// never run `issues resolved/note/blocked`; stay in /work/s3; the final message is your report to the lead.
-// ==== END OF NOTE ====
 //! Bitstreams by content: identities, what a put must match, stored metadata, and streaming
 //! reads with byte ranges.
 //!
