@@ -106,6 +106,9 @@ pub struct Publishing {
     pub dump_package_size: u64,
     /// A Resource Dump is rebuilt on request once its set has changed and it is this old.
     pub dump_max_age: Duration,
+    /// Publish Resource Dumps and Change Dumps at all. Off by default when bitstreams are in a
+    /// bucket: a dump's packages are local ZIP copies of every bitstream of the set.
+    pub dumps: bool,
 }
 
 impl Default for Publishing {
@@ -117,6 +120,7 @@ impl Default for Publishing {
             dump_package_entries: SITEMAP_MAX_ENTRIES,
             dump_package_size: 1 << 30,
             dump_max_age: Duration::from_secs(3600),
+            dumps: true,
         }
     }
 }

@@ -160,11 +160,17 @@ pub(super) struct RawPublish {
     dump_package_entries: Option<Spanned<i64>>,
     dump_package_size: Option<Spanned<SizeValue>>,
     dump_max_age: Option<Spanned<String>>,
+    dumps: Option<Spanned<bool>>,
 }
 
 impl RawPublish {
-    fn validate(&self, at: &Locator<'_>) -> Result<Publishing> {
-        let mut p = Publishing::default();
+    /// `bucket`: whether `[aggregator] blobs` puts the bitstreams in a bucket, which turns
+    /// dumps off unless `dumps` is given.
+    fn validate(&self, at: &Locator<'_>, bucket: bool) -> Result<Publishing> {
+        let mut p = Publishing { dumps: !bucket, ..Publishing::default() };
+        if let Some(v) = &self.dumps {
+            p.dumps = *v.get_ref();
+        }
         // The sitemap protocol's limit: no list or part may hold more.
         let max = u32::try_from(SITEMAP_MAX_ENTRIES).unwrap_or(u32::MAX);
         if let Some(v) = &self.resource_list_entries {
@@ -222,7 +228,7 @@ impl RawConfig {
             return Err(at.error(0..0, "aggregator", "the [aggregator] table is missing (base_url and user_agent)"));
         };
         let aggregator = validate_aggregator(agg, at)?;
-        let publish = self.publish.validate(at)?;
+        let publish = self.publish.validate(at, aggregator.blobs.is_some())?;
         let defaults = self.defaults.apply(&Settings::default(), at)?;
         let shards = super::shard::validate_all(&self.shards, at)?;
         let mut ids = HashSet::new();

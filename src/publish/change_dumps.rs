@@ -62,7 +62,7 @@ impl Publisher {
     /// [`PublishError::UnknownSet`]; [`PublishError::Store`]; [`PublishError::Dump`] when the
     /// open package cannot be built.
     pub fn change_dump(&self, set: &str) -> Result<Vec<u8>, PublishError> {
-        let view = self.view_or_missing(set)?;
+        let view = self.dump_view(set)?;
         let _building = lock(&view.dump);
         let st = self.extend(view)?;
         let from = st.closed.first().map_or(st.open_from, |c| c.from);
@@ -99,7 +99,7 @@ impl Publisher {
         last: Option<u64>,
         manifest: bool,
     ) -> Result<Option<DumpFile>, PublishError> {
-        let view = self.view_or_missing(set)?;
+        let view = self.dump_view(set)?;
         let _building = lock(&view.dump);
         let period = match last {
             Some(last) => Period { n, first: 0, last, from: W3cDateTime::now(), until: None },

@@ -46,6 +46,7 @@ impl Limits {
                 package_bytes: p.dump_package_size,
                 max_age: p.dump_max_age,
             },
+            dumps: p.dumps,
         }
     }
 }

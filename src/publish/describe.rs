@@ -68,12 +68,15 @@ impl Publisher {
         let mut header = Header::new(RootFormat::UrlSet, md(Capability::CapabilityList));
         header.links.push(Link::new("describedby", self.naming.set_page(set)));
         header.links.push(Link::new("up", self.naming.source_description()));
-        let mut entries = vec![
-            Entry { md: Some(md(Capability::ResourceList)), ..Entry::new(self.naming.resource_list(set)) },
-            Entry { md: Some(md(Capability::ResourceDump)), ..Entry::new(self.naming.resource_dump(set)) },
-            Entry { md: Some(md(Capability::ChangeList)), ..Entry::new(self.naming.change_list(set)) },
-            Entry { md: Some(md(Capability::ChangeDump)), ..Entry::new(self.naming.change_dump(set)) },
-        ];
+        let entry = |capability, loc| Entry { md: Some(md(capability)), ..Entry::new(loc) };
+        let mut entries = vec![entry(Capability::ResourceList, self.naming.resource_list(set))];
+        if self.limits.dumps {
+            entries.push(entry(Capability::ResourceDump, self.naming.resource_dump(set)));
+        }
+        entries.push(entry(Capability::ChangeList, self.naming.change_list(set)));
+        if self.limits.dumps {
+            entries.push(entry(Capability::ChangeDump, self.naming.change_dump(set)));
+        }
         entries.extend(self.notification_channel(set));
         Some(to_bytes(&Document { header, entries }))
     }

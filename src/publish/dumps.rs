@@ -153,7 +153,7 @@ impl Publisher {
     /// package cannot be written or a bitstream is missing from the store (no dump is served
     /// then, rather than a short one).
     pub fn resource_dump(&self, set: &str) -> Result<Arc<ResourceDump>, PublishError> {
-        let view = self.view_or_missing(set)?;
+        let view = self.dump_view(set)?;
         let mut state = lock(&view.dump);
         let seq = self.store.set_info(set)?.map_or(0, |i| i.visible_seq);
         if state.current.is_none() {
@@ -224,7 +224,7 @@ impl Publisher {
         n: u64,
         manifest: bool,
     ) -> Result<Option<DumpFile>, PublishError> {
-        self.view_or_missing(set)?;
+        self.dump_view(set)?;
         let Some(dump) = self.dump_at(set, seq)? else { return Ok(None) };
         let Some(p) = dump.packages.iter().find(|p| p.n == n) else { return Ok(None) };
         let dir = self.dump_dir(set);
@@ -596,6 +596,25 @@ mod tests {
                 (f.name().unwrap().into_owned(), bytes)
             })
             .collect()
+    }
+
+    #[test]
+    fn with_dumps_off_no_dump_is_advertised_built_or_served() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_with(&dir.path().join("s"), &StoreOptions::small()).unwrap();
+        put(&store, "a", b"alpha");
+        let naming = Naming::new(&url::Url::parse("http://t/").unwrap());
+        let limits = Limits { dumps: false, ..Limits::default() };
+        let p = Publisher::new(store.clone(), naming, vec![SetConfig::source("s")], LinkPolicies::default(), limits)
+            .unwrap();
+        let capabilities = String::from_utf8(p.capability_list("s").unwrap()).unwrap();
+        assert!(capabilities.contains("capability=\"resourcelist\""), "{capabilities}");
+        assert!(!capabilities.contains("dump"), "{capabilities}");
+        assert!(matches!(p.resource_dump("s"), Err(PublishError::DumpsOff)));
+        assert!(matches!(p.resource_dump_file("s", 1, 1, false), Err(PublishError::DumpsOff)));
+        assert!(matches!(p.change_dump("s"), Err(PublishError::DumpsOff)));
+        assert!(matches!(p.change_dump_file("s", 1, None, true), Err(PublishError::DumpsOff)));
+        assert!(!dir.path().join("s/dumps").exists(), "nothing was built");
     }
 
     #[test]

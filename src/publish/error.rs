@@ -16,6 +16,9 @@ pub enum PublishError {
     /// No set with this id is configured.
     #[error("no set {0:?} is configured")]
     UnknownSet(String),
+    /// Dumps are not published (`[publish] dumps = false`, the default with a bucket).
+    #[error("this Tributary publishes no Resource Dumps or Change Dumps ([publish] dumps = false)")]
+    DumpsOff,
     /// Reading the store failed.
     #[error("reading the store")]
     Store(#[from] StoreError),

@@ -103,6 +103,8 @@ pub struct Limits {
     pub change_list: Rollover,
     /// Resource Dump packages.
     pub dump: DumpLimits,
+    /// Whether Resource Dumps and Change Dumps are published at all (`[publish] dumps`).
+    pub dumps: bool,
 }
 
 impl Default for Limits {
@@ -111,6 +113,7 @@ impl Default for Limits {
             resource_list_entries: SITEMAP_MAX_ENTRIES,
             change_list: Rollover::default(),
             dump: DumpLimits::default(),
+            dumps: true,
         }
     }
 }
@@ -224,6 +227,14 @@ impl Publisher {
 
     fn view_or_missing(&self, id: &str) -> Result<&SetView, PublishError> {
         self.view(id).ok_or_else(|| PublishError::UnknownSet(id.to_owned()))
+    }
+
+    /// The set, for a dump document or file: none while dumps are off, so nothing is built.
+    fn dump_view(&self, id: &str) -> Result<&SetView, PublishError> {
+        if !self.limits.dumps {
+            return Err(PublishError::DumpsOff);
+        }
+        self.view_or_missing(id)
     }
 }
 

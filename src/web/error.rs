@@ -45,7 +45,9 @@ impl From<tokio::task::JoinError> for WebError {
 impl WebError {
     fn status(&self) -> StatusCode {
         match self {
-            WebError::NotFound(_) | WebError::Publish(PublishError::UnknownSet(_)) => StatusCode::NOT_FOUND,
+            WebError::NotFound(_) | WebError::Publish(PublishError::UnknownSet(_) | PublishError::DumpsOff) => {
+                StatusCode::NOT_FOUND
+            }
             WebError::Gone(_) => StatusCode::GONE,
             WebError::BadRequest(_) => StatusCode::BAD_REQUEST,
             WebError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,

@@ -198,6 +198,18 @@ fn publish_table_shapes_the_served_documents() {
     assert_invalid(&format!("{HEAD}[publish]\nparts = 3\n"), 7, "parts", "unknown field");
 }
 
+/// Dumps are published by default, but not from a bucket (a package is a local copy of every
+/// bitstream) unless asked for; `dumps = false` turns them off anywhere.
+#[test]
+fn publish_dumps_default_to_off_with_a_bucket_only() {
+    assert!(parse(HEAD).unwrap().publish.dumps);
+    assert!(!parse(&format!("{HEAD}[publish]\ndumps = false\n")).unwrap().publish.dumps);
+    let bucket = format!("{HEAD}blobs = \"s3://bits\"\n");
+    assert!(!parse(&bucket).unwrap().publish.dumps);
+    assert!(parse(&format!("{bucket}[publish]\ndumps = true\n")).unwrap().publish.dumps);
+    assert_invalid(&format!("{HEAD}[publish]\ndumps = \"no\"\n"), 7, "dumps", "");
+}
+
 #[test]
 fn shipped_sources_toml_starts_its_simulated_sources() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("sources.toml");

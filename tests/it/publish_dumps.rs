@@ -139,6 +139,38 @@ async fn a_second_tributary_baselines_from_the_dump() {
     }
 }
 
+/// `[publish] dumps = false`: the Capability List advertises no dump, every dump path answers
+/// 404 saying why, nothing is built, and a second Tributary baselines from the Resource List.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_dumps_off_a_second_tributary_baselines_from_the_list() {
+    let s = sim::start(|c| c.resources = 12).await;
+    let (dir, store) = temp_store();
+    let (listener, naming) = bind().await;
+    assert_eq!(harvest(&s.client, &s.sim.url("/resourcelist.xml"), &store, &naming, "s", &["s"]).await, 12);
+    let limits = Limits { dumps: false, ..Limits::default() };
+    let a = start(listener, naming, &store, vec![SetConfig::source("s")], LinkPolicies::default(), limits);
+    let caps = entries(&a.client, &a.naming.capability_list("s")).await;
+    let advertised: Vec<String> = caps.iter().map(|e| e.md.as_ref().unwrap().capability.unwrap().to_string()).collect();
+    assert_eq!(advertised.iter().filter(|c| c.contains("dump")).count(), 0, "{advertised:?}");
+    assert!(advertised.iter().any(|c| c == "resourcelist"), "{advertised:?}");
+    let base = a.naming.resource_dump("s");
+    let base = base.trim_end_matches("resourcedump.xml");
+    for path in ["resourcedump.xml", "resourcedump-1-1.zip", "changedump.xml", "changedump-1.zip"] {
+        let (status, _, body) = get(&a, &format!("{base}{path}"), &[]).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}");
+        assert!(String::from_utf8_lossy(&body).contains("dumps = false"), "{path}: {}", String::from_utf8_lossy(&body));
+    }
+
+    let (sd, pick) =
+        (a.naming.source_description(), format!("capability_list = \"{}\"", a.naming.capability_list("s")));
+    let b = Harness::new(|dir| config_text(dir, "", UNLIMITED, &[("a", &sd, &pick)]));
+    let report = b.pass_one().await;
+    assert_eq!(report.error, None, "{report:?}");
+    assert_eq!(b.events("a").len(), 12, "every resource, from the list");
+    assert!(!store.path().join("dumps").exists(), "nothing was built");
+    drop(dir);
+}
+
 /// The packages of both dumps open with Python's `zipfile` (manifest first) and every
 /// manifest parses with the reference implementation's `ResourceDumpManifest` or
 /// `ChangeDumpManifest`, naming each bitstream's path and hash. A skipped test under the conditions of `support::tools`.
