@@ -7,7 +7,8 @@
 //! bitstream put (small, so packed; distinct content per record), its record upserted, one
 //! batch applied durably per `batch` records (default 1,000) — and prints a line per tenth of
 //! the run with the records/s of that tenth, then the whole run's rate, the bytes the
-//! metadata (`db/`) takes per record, and the peak RSS. `CHAIN=1` writes records as a
+//! metadata (sled's `db/` and the engine's `lsm/`) takes per record at the end and once the
+//! engine's merges are done, and the peak RSS. `CHAIN=1` writes records as a
 //! harvest from another aggregator does (upstream ≠ origin: two more index rows each).
 
 /// The allocator the `tributary` binary uses, so what is measured is what ships.
@@ -60,10 +61,22 @@ fn fill(dir: &Path, base: &str, n: usize, batch_size: usize) -> Result<(), Box<d
     }
     let secs = start.elapsed().as_secs_f64();
     store.flush()?;
-    drop(store);
-    let db = dir_size(&dir.join("db"))?;
     println!("total: {n} records in {secs:.1} s = {:.0} records/s", n as f64 / secs);
-    println!("metadata on disk: {db} bytes = {:.0} bytes/record", db as f64 / n as f64);
+    let metadata = || -> std::io::Result<u64> { Ok(dir_size(&dir.join("db"))? + dir_size(&dir.join("lsm"))?) };
+    let at_end = metadata()?;
+    println!("metadata on disk at the end: {at_end} bytes = {:.0} bytes/record", at_end as f64 / n as f64);
+    // What the store settles to once its background merges are done (a merge in flight holds
+    // its inputs and its output at once).
+    let settling = Instant::now();
+    store.settle(std::time::Duration::from_secs(3600));
+    let settled = metadata()?;
+    println!(
+        "metadata on disk settled: {settled} bytes = {:.0} bytes/record ({:.1} s to settle)",
+        settled as f64 / n as f64,
+        settling.elapsed().as_secs_f64()
+    );
+    println!("{}", store.stats()?.to_string().lines().filter(|l| l.starts_with("engine")).collect::<String>());
+    drop(store);
     println!("peak RSS: {} KiB", peak_rss_kib());
     Ok(())
 }

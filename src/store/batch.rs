@@ -236,7 +236,7 @@ impl Store {
         }
         let ranges = tx.write_counters()?;
         tx.write_blob_rows()?;
-        tx.w.commit(&t.main)?;
+        tx.w.commit(&t.main, &t.lsm)?;
         inner.committed(taken, &tx.blobs);
         for (set, first, last) in ranges {
             unflushed.note(&set, first, last);

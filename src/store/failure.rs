@@ -204,7 +204,7 @@ impl Iterator for FailureIter {
 
     fn next(&mut self) -> Option<Self::Item> {
         let kv = self.inner.next()?;
-        Some(kv.map_err(StoreError::from).and_then(|(k, v)| decode(&k, &v)))
+        Some(kv.and_then(|(k, v)| decode(&k, &v)))
     }
 }
 

@@ -53,7 +53,7 @@ impl Iterator for FeedItemIter {
 
     fn next(&mut self) -> Option<Self::Item> {
         let kv = self.inner.next()?;
-        Some(kv.map_err(StoreError::from).and_then(|(k, v)| {
+        Some(kv.and_then(|(k, v)| {
             let id = k.get(self.skip..).unwrap_or_default();
             let id = String::from_utf8(id.to_vec()).map_err(|e| StoreError::corrupt("feed item key", e))?;
             Ok((id, v.to_vec()))

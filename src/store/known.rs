@@ -30,6 +30,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use fastbloom::AtomicBloomFilter;
 
 use super::blob::BlobId;
+use super::error::StoreError;
 use super::table::Table;
 
 /// The least number of ids a filter is sized for: 1.2 MB, so a small store needs no rebuild
@@ -185,7 +186,7 @@ fn start_build(generation: &Arc<Generation>, blobs: &Table) {
     }
 }
 
-fn build(weak: &Weak<Generation>, blobs: &Table) -> sled::Result<()> {
+fn build(weak: &Weak<Generation>, blobs: &Table) -> Result<(), StoreError> {
     let Some(rows) = scan(weak, blobs, |_, _| {})? else { return Ok(()) };
     match weak.upgrade() {
         Some(g) => g.make_filter(rows),
@@ -206,7 +207,11 @@ fn build(weak: &Weak<Generation>, blobs: &Table) -> sled::Result<()> {
 
 /// Calls `each` for every blob id, [`SCAN_STEP`] ids at a time; the number of rows, or `None`
 /// when the store was closed.
-fn scan(weak: &Weak<Generation>, blobs: &Table, each: impl Fn(&Generation, &BlobId)) -> sled::Result<Option<usize>> {
+fn scan(
+    weak: &Weak<Generation>,
+    blobs: &Table,
+    each: impl Fn(&Generation, &BlobId),
+) -> Result<Option<usize>, StoreError> {
     let mut n = 0;
     let mut step = Vec::with_capacity(SCAN_STEP);
     let mut keys = blobs.iter().keys();

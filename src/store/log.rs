@@ -274,10 +274,9 @@ impl Inner {
 
     /// The chunk row holding `seq` (the last one starting at or before it), if any.
     fn chunk_of(&self, set: &str, seq: u64) -> Result<Option<(u64, IVec)>, StoreError> {
-        let Some(kv) = self.trees.log.range_inclusive(&event_key(set, 0), &event_key(set, seq)).next_back() else {
+        let Some((k, v)) = self.trees.log.floor(&event_key(set, 0), &event_key(set, seq))? else {
             return Ok(None);
         };
-        let (k, v) = kv?;
         let first = chunk_first(&k).ok_or_else(|| StoreError::corrupt("change log", hex::encode(&k)))?;
         Ok(Some((first, v)))
     }
@@ -434,7 +433,7 @@ impl EventIter {
             }
             let (key, value) = match self.rows.as_mut()?.next()? {
                 Ok(kv) => kv,
-                Err(e) => return Some(Err(e.into())),
+                Err(e) => return Some(Err(e)),
             };
             let Some(first) = chunk_first(&key) else {
                 return Some(Err(StoreError::corrupt("change log", hex::encode(&key))));

@@ -31,6 +31,7 @@ mod history;
 mod hub_subscribers;
 mod known;
 mod log;
+mod lsm;
 mod maint;
 mod open;
 mod pack;
@@ -65,7 +66,7 @@ pub use log::{Event, EventIter, SetInfo};
 pub use open::StoreOptions;
 pub use record::{Listing, NewRecord, Record, RecordIter, Via};
 pub use remote::{DEFAULT_GC_GRACE, PRESIGN_FOR, RemoteBlobs};
-pub use report::{FailureReport, FailureRow, GcReport, Problem, SetStats, Stats, VerifyReport};
+pub use report::{EngineStats, FailureReport, FailureRow, GcReport, Problem, SetStats, Stats, VerifyReport};
 pub use state::{
     DocumentValidators, HarvestState, KnownCapabilities, NotificationChannel, PassCounts, SourceState, SourceStatus,
 };
@@ -81,7 +82,7 @@ pub use writer::BlobWriter;
 pub const INLINE_MAX: usize = 8 * 1024;
 
 /// The store format this build reads and writes (the `FORMAT` file and `meta/format_version`).
-pub const FORMAT_VERSION: u32 = 7;
+pub const FORMAT_VERSION: u32 = 8;
 
 /// An open store. Cheap to clone; all clones share one database. `Send + Sync`: the harvester
 /// may write from several threads, the publisher read from others.
@@ -90,10 +91,12 @@ pub struct Store {
     inner: Arc<Inner>,
 }
 
-/// The kinds of row, each a [`table::Table`] (a key prefix) in one sled tree.
+/// The kinds of row, each a [`table::Table`] (a key prefix) in sled's tree or in the engine.
 struct Trees {
-    /// The one sled tree every table lives in; batches are applied to it atomically.
+    /// The one sled tree the small tables live in; batches are applied to it atomically.
     main: sled::Tree,
+    /// The engine holding the tables with a row or more per resource (store format 8).
+    lsm: Arc<lsm::Lsm>,
     meta: table::Table,
     blobs: table::Table,
     records: table::Table,
@@ -218,6 +221,7 @@ impl Drop for Inner {
         if let Err(e) = self.db.flush() {
             tracing::warn!(error = %crate::error::chain(&e), "could not flush the database while closing the store");
         }
+        self.trees.lsm.shutdown();
     }
 }
 

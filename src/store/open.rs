@@ -17,9 +17,20 @@ use std::time::{Duration, Instant};
 
 use fs2::FileExt;
 
+use std::sync::Arc;
+
 use super::error::StoreError;
+use super::lsm::{Lsm, LsmOptions, MetaKeys};
 use super::table::{Overlay, Table};
 use super::{FORMAT_VERSION, Inner, Trees, log};
+
+/// The prefixes of the tables in the engine (store format 8); up to format 7 they were sled's.
+const BLOBS: u8 = b'b';
+const RECORDS: u8 = b'r';
+const BY_ORIGIN: u8 = b'o';
+const BY_SHA: u8 = b'h';
+const LOG: u8 = b'l';
+const ENGINE_TABLES: [u8; 5] = [BLOBS, BY_SHA, LOG, BY_ORIGIN, RECORDS];
 
 /// How to open a store. The defaults suit the long-running service.
 #[derive(Debug, Clone)]
@@ -39,6 +50,8 @@ pub struct StoreOptions {
     /// files under `blobs/`. Opening checks that the bucket answers; a store that has used a
     /// bucket must always be opened with the same one.
     pub blobs: Option<super::RemoteBlobs>,
+    /// The engine's tuning (the memtable's size).
+    pub(super) lsm: LsmOptions,
 }
 
 impl Default for StoreOptions {
@@ -49,6 +62,7 @@ impl Default for StoreOptions {
             flush_every_ms: Some(1000),
             pack_bytes: 64 * 1024 * 1024,
             blobs: None,
+            lsm: LsmOptions::default(),
         }
     }
 }
@@ -61,8 +75,19 @@ impl StoreOptions {
     }
 
     /// Options with a small cache, for tests and short-lived commands.
+    /// Its memtable is small too, so the tests' stores write runs and merge them.
     pub fn small() -> Self {
-        StoreOptions { cache_capacity: 8 * 1024 * 1024, ..StoreOptions::default() }
+        StoreOptions {
+            cache_capacity: 8 * 1024 * 1024,
+            lsm: LsmOptions { memtable_bytes: 256 * 1024, ..LsmOptions::default() },
+            ..StoreOptions::default()
+        }
+    }
+
+    /// These options with a memtable of `bytes`: it is frozen and written out as a run once
+    /// its entries take about that much memory (32 MiB by default).
+    pub fn with_memtable_bytes(self, bytes: usize) -> Self {
+        StoreOptions { lsm: LsmOptions { memtable_bytes: bytes, ..self.lsm }, ..self }
     }
 
     /// These options with bitstreams in `blobs` (or local files for `None`).
@@ -75,10 +100,10 @@ impl StoreOptions {
 /// valid format 6 store: format 6 lets a blob row name one of the records that refer to it,
 /// instead of listing all of them in the sha-256 index, and a row without that field names
 /// none. Format 7 drops the upstream index (table `u`), whose answers a record's name already
-/// gives; the upgrade deletes its rows. An older build then refuses the store, as it must: it
-/// would not see the referrers (its gc would remove content still in use) nor find the
-/// records harvested through an aggregator without their upstream rows.
-const UPGRADES_FROM: [u32; 2] = [5, 6];
+/// gives; the upgrade deletes its rows. Format 8 keeps the tables with a row per resource in
+/// the engine ([`super::lsm`]) instead of sled; the upgrade moves their rows over, unchanged.
+/// An older build then refuses the store, as it must: it would find none of its records.
+const UPGRADES_FROM: [u32; 3] = [5, 6, 7];
 
 /// The prefix of the upstream index that formats up to 6 kept; see [`UPGRADES_FROM`].
 const RETIRED_BY_UPSTREAM: u8 = b'u';
@@ -105,7 +130,7 @@ pub(super) fn open(path: &Path, options: &StoreOptions) -> Result<Inner, StoreEr
         write_format(&root)?;
     }
     let db = open_db(&root, options)?;
-    let trees = open_trees(&db)?;
+    let trees = open_trees(&root, &db, options)?;
     let meta = check_meta(&root, &trees.meta)?;
     if found.is_some_and(|v| UPGRADES_FROM.contains(&v)) || UPGRADES_FROM.contains(&meta) {
         upgrade(&root, &db, &trees)?;
@@ -248,20 +273,46 @@ fn lock(root: &Path) -> Result<fs::File, StoreError> {
     }
 }
 
-/// Upgrades a format 5 or 6 store to this format: the retired upstream index removed, then
-/// the database marked, durably, then `FORMAT`. Every step can be repeated, so an open that
-/// finds either mark still old finishes the job, whatever the moment of an interruption.
+/// Upgrades a format 5, 6 or 7 store to this format: the retired upstream index removed, the
+/// engine's tables moved out of sled, then the database marked, durably, then `FORMAT`. Every
+/// step can be repeated, so an open that finds either mark still old finishes the job,
+/// whatever the moment of an interruption.
 fn upgrade(root: &Path, db: &sled::Db, trees: &Trees) -> Result<(), StoreError> {
-    let removed = remove_retired_rows(&trees.main, &Table::new(&trees.main, RETIRED_BY_UPSTREAM))?;
+    let removed = remove_rows(trees, &Table::new(&trees.main, RETIRED_BY_UPSTREAM))?;
+    let moved = move_into_engine(trees)?;
     trees.meta.insert(FORMAT_KEY, &FORMAT_VERSION.to_be_bytes())?;
     db.flush()?;
     write_format(root)?;
-    tracing::info!(store = %root.display(), to = FORMAT_VERSION, removed, "store format upgraded");
+    tracing::info!(store = %root.display(), to = FORMAT_VERSION, removed, moved, "store format upgraded");
     Ok(())
 }
 
-/// Deletes every row of a retired table, a bounded batch at a time; returns how many.
-fn remove_retired_rows(main: &sled::Tree, table: &Table) -> Result<u64, StoreError> {
+/// Moves the rows of the engine's tables from sled, where formats up to 7 kept them, into one
+/// run older than anything the engine holds, then deletes them from sled; returns how many.
+/// Interrupted before the deletions finish, it runs again and moves what is left: the same
+/// rows, which nothing else can have written meanwhile (the store is still marked old).
+fn move_into_engine(trees: &Trees) -> Result<u64, StoreError> {
+    let old: Vec<Table> = ENGINE_TABLES.iter().map(|&p| Table::new(&trees.main, p)).collect();
+    let count = old.iter().map(|t| t.iter().count()).sum::<usize>();
+    if count == 0 {
+        return Ok(0);
+    }
+    // The prefixes are in byte order, so the tables one after another are in key order.
+    let rows = old.iter().flat_map(|t| {
+        t.iter().map(|kv| {
+            let (k, v) = kv?;
+            Ok((t.key(&k), v.to_vec()))
+        })
+    });
+    let moved = trees.lsm.load_oldest(rows, count)?;
+    for t in &old {
+        remove_rows(trees, t)?;
+    }
+    Ok(moved)
+}
+
+/// Deletes every row of a sled table, a bounded batch at a time; returns how many.
+fn remove_rows(trees: &Trees, table: &Table) -> Result<u64, StoreError> {
     let mut removed = 0;
     loop {
         let keys: Vec<_> = table.iter().keys().take(10_000).collect::<Result<_, _>>()?;
@@ -272,7 +323,7 @@ fn remove_retired_rows(main: &sled::Tree, table: &Table) -> Result<u64, StoreErr
         for k in &keys {
             w.remove(table, k);
         }
-        w.commit(main)?;
+        w.commit(&trees.main, &trees.lsm)?;
         removed += keys.len() as u64;
     }
 }
@@ -355,16 +406,20 @@ fn remove_partial_snapshots(db_path: &Path) -> Result<(), StoreError> {
     Ok(())
 }
 
-fn open_trees(db: &sled::Db) -> Result<Trees, StoreError> {
+fn open_trees(root: &Path, db: &sled::Db, options: &StoreOptions) -> Result<Trees, StoreError> {
     let main = db.open_tree("main")?;
     let t = |prefix: u8| Table::new(&main, prefix);
+    let meta = t(b'M');
+    let keys = MetaKeys { wal: meta.key(b"lsm_wal"), manifest: meta.key(b"lsm_manifest") };
+    let lsm = Arc::new(Lsm::open(&root.join("lsm"), main.clone(), keys, options.lsm.clone())?);
+    let e = |prefix: u8| Table::in_lsm(&lsm, prefix);
     Ok(Trees {
-        meta: t(b'M'),
-        blobs: t(b'b'),
-        records: t(b'r'),
-        by_origin: t(b'o'),
-        by_sha: t(b'h'),
-        log: t(b'l'),
+        meta,
+        blobs: e(BLOBS),
+        records: e(RECORDS),
+        by_origin: e(BY_ORIGIN),
+        by_sha: e(BY_SHA),
+        log: e(LOG),
         sets: t(b's'),
         sources: t(b'S'),
         failures: t(b'f'),
@@ -372,6 +427,7 @@ fn open_trees(db: &sled::Db) -> Result<Trees, StoreError> {
         hub_subscribers: t(b'w'),
         subscriptions: t(b'p'),
         main,
+        lsm,
     })
 }
 
@@ -414,8 +470,8 @@ mod tests {
     use crate::store::{Batch, Expected, Store, codec};
 
     /// Rewrites a store as format 5 wrote it: blob rows without a referrer, every record in
-    /// the sha-256 index, 5 in both version marks.
-    fn make_format_5(store: &Store) {
+    /// the sha-256 index, all of it in sled, 5 in both version marks.
+    fn make_format_5(store: Store) {
         let t = &store.inner.trees;
         for kv in t.blobs.iter() {
             let (k, v) = kv.unwrap();
@@ -427,13 +483,36 @@ mod tests {
             let v5 = codec::encode(&(row.length, row.md5, row.sha1, row.created, row.place)).unwrap();
             t.blobs.insert(id.0, v5).unwrap();
         }
-        mark(store, 5);
+        into_sled_layout(store, 5);
     }
 
-    fn mark(store: &Store, version: u32) {
-        store.inner.trees.meta.insert(FORMAT_KEY, &version.to_be_bytes()).unwrap();
-        store.flush().unwrap();
-        fs::write(store.path().join(FORMAT_FILE), format!("{FORMAT_MAGIC} {version}\n")).unwrap();
+    /// Closes `store` and rewrites it as formats up to 7 kept it: every row of the engine's
+    /// tables in sled, no engine, `version` in both marks.
+    fn into_sled_layout(store: Store, version: u32) {
+        let path = store.path().to_path_buf();
+        let t = &store.inner.trees;
+        let mut rows = Vec::new();
+        for table in [&t.blobs, &t.by_sha, &t.log, &t.by_origin, &t.records] {
+            for kv in table.iter() {
+                let (k, v) = kv.unwrap();
+                rows.push((table.key(&k), v.to_vec()));
+            }
+        }
+        drop(store);
+        let db = sled::Config::new().path(path.join("db")).open().unwrap();
+        let main = db.open_tree("main").unwrap();
+        for (k, v) in rows {
+            main.insert(k, v).unwrap();
+        }
+        let meta = Table::new(&main, b'M');
+        for key in [&b"lsm_wal"[..], b"lsm_manifest"] {
+            meta.remove(key).unwrap();
+        }
+        meta.insert(FORMAT_KEY, &version.to_be_bytes()).unwrap();
+        db.flush().unwrap();
+        drop((meta, main, db));
+        fs::remove_dir_all(path.join("lsm")).unwrap();
+        fs::write(path.join(FORMAT_FILE), format!("{FORMAT_MAGIC} {version}\n")).unwrap();
     }
 
     fn marks(path: &Path) -> (String, Vec<u8>) {
@@ -453,8 +532,7 @@ mod tests {
         store
             .apply(Batch::new().upsert(&["s"], record(a, x)).upsert(&["s"], record(b, x)).upsert(&["s"], record(c, y)))
             .unwrap();
-        make_format_5(&store);
-        drop(store);
+        make_format_5(store);
 
         let now = (format!("{FORMAT_MAGIC} {FORMAT_VERSION}\n"), FORMAT_VERSION.to_be_bytes().to_vec());
         assert_eq!(marks(&path), now);
@@ -498,13 +576,47 @@ mod tests {
         for i in 0..12_345 {
             retired.insert(format!("http://agg/gone/{i}").as_bytes(), uri.as_bytes()).unwrap();
         }
-        mark(&store, 6);
-        drop((retired, store));
+        drop(retired);
+        into_sled_layout(store, 6);
 
         assert_eq!(marks(&path), (format!("{FORMAT_MAGIC} {FORMAT_VERSION}\n"), FORMAT_VERSION.to_be_bytes().to_vec()));
         let store = Store::open(&path).unwrap();
         assert_eq!(Table::new(&store.inner.trees.main, RETIRED_BY_UPSTREAM).iter().count(), 0);
         assert!(store.verify().unwrap().is_clean());
         assert_eq!(store.uri_by_upstream(upstream, &[uri.to_owned()]).unwrap().as_deref(), Some(uri));
+    }
+
+    /// Format 7 kept records, blob rows, indexes and the log in sled; the upgrade moves them
+    /// into the engine unchanged, and a second run of it (an interrupted upgrade finished by
+    /// the next open) changes nothing.
+    #[test]
+    fn a_format_7_store_moves_into_the_engine_with_everything_it_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store");
+        let store = Store::open_with(&path, &StoreOptions::small()).unwrap();
+        let mut uris = Vec::new();
+        for i in 0..300 {
+            let id = store.put(format!("content {}", i % 250).as_bytes(), &Expected::none()).unwrap().id;
+            let uri = format!("http://t/r/s/{i:04}");
+            store.apply(Batch::new().upsert(&["s", "all"], record(&uri, id))).unwrap();
+            uris.push(uri);
+        }
+        store.apply(Batch::new().delete(&["s", "all"], &uris[7])).unwrap();
+        let before: Vec<_> = store.records().map(Result::unwrap).collect();
+        let events: Vec<_> = store.events_after("all", 0).unwrap().map(Result::unwrap).collect();
+        into_sled_layout(store, 7);
+
+        for _ in 0..2 {
+            let store = Store::open_with(&path, &StoreOptions::small()).unwrap();
+            assert!(Table::new(&store.inner.trees.main, RECORDS).iter().next().is_none(), "moved out of sled");
+            assert_eq!(store.records().map(Result::unwrap).collect::<Vec<_>>(), before);
+            assert_eq!(store.events_after("all", 0).unwrap().map(Result::unwrap).collect::<Vec<_>>(), events);
+            assert_eq!(store.history(&uris[7]).unwrap().len(), 4, "created and deleted, in two sets");
+            let report = store.verify().unwrap();
+            assert!(report.is_clean(), "{report}");
+            drop(store);
+            // As if the upgrade had been cut off before its last mark.
+            fs::write(path.join(FORMAT_FILE), format!("{FORMAT_MAGIC} 7\n")).unwrap();
+        }
     }
 }

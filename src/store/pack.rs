@@ -379,7 +379,7 @@ fn write_rows<'a>(
 ) -> Result<(), StoreError> {
     let mut w = Overlay::with_capacity(rows.len());
     encode_rows(trees, rows, &mut w)?;
-    Ok(w.commit(&trees.main)?)
+    w.commit(&trees.main, &trees.lsm)
 }
 
 fn encode_rows<'a>(
@@ -444,7 +444,7 @@ mod tests {
         let mut w = Overlay::with_capacity(2);
         taken.write_into(&inner.trees, &mut w).unwrap();
         w.insert(&inner.trees.blobs, &id.0, row.encode().unwrap());
-        w.commit(&inner.trees.main).unwrap();
+        w.commit(&inner.trees.main, &inner.trees.lsm).unwrap();
         inner.committed(taken, &HashMap::from([(id, row)]));
         assert!(inner.packs.pending(&id).is_some(), "the merged row is still to be written");
 

@@ -291,7 +291,7 @@ impl Iterator for RecordIter {
 
     fn next(&mut self) -> Option<Self::Item> {
         let item = self.iter.next()?;
-        Some(item.map_err(StoreError::from).and_then(|(k, v)| row::decode(&k, &v)))
+        Some(item.and_then(|(k, v)| row::decode(&k, &v)))
     }
 }
 

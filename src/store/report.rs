@@ -27,10 +27,28 @@ pub struct Stats {
     pub sets: Vec<SetStats>,
     /// Sources with saved harvest state.
     pub sources: u64,
-    /// The database's size on disk (excluding blob files and packs).
+    /// The metadata's size on disk: sled's database and the engine's runs and log (blob files
+    /// and packs excluded).
     pub database_bytes: u64,
     /// The packs' size on disk, including space not yet reclaimed by `gc`.
     pub pack_bytes: u64,
+    /// The engine holding records, blob rows, indexes and the change log.
+    pub engine: EngineStats,
+}
+
+/// What the engine holding the per-resource tables has (docs/STORE.md, "Format 8").
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    /// Sorted runs on disk.
+    pub runs: u64,
+    /// Entries in them: every version and deletion a merge has not yet dropped counts.
+    pub run_entries: u64,
+    /// Their bytes on disk.
+    pub run_bytes: u64,
+    /// Entries only in memory (and in the write-ahead log) so far.
+    pub memtable_entries: u64,
+    /// Memory the memtables take (an estimate) plus the runs' indexes and Bloom filters.
+    pub memory_bytes: u64,
 }
 
 /// One set's counters.
@@ -69,6 +87,12 @@ impl fmt::Display for Stats {
         writeln!(f, "sources:        {}", self.sources)?;
         writeln!(f, "database bytes: {}", self.database_bytes)?;
         writeln!(f, "pack bytes:     {}", self.pack_bytes)?;
+        let e = &self.engine;
+        writeln!(
+            f,
+            "engine:         {} runs, {} entries in {} bytes; {} entries in memory; {} bytes of memory",
+            e.runs, e.run_entries, e.run_bytes, e.memtable_entries, e.memory_bytes
+        )?;
         writeln!(f, "sets:           {}", self.sets.len())?;
         for s in &self.sets {
             let last = s.last_change.map_or_else(|| "-".to_owned(), |t| t.to_string());

@@ -45,6 +45,10 @@ impl Store {
         // Blobs put by this process but not yet committed are checked too.
         inner.commit_pending()?;
         let mut r = VerifyReport::default();
+        // Every block of every run, checksums and order, before the walks below read them.
+        for e in inner.trees.lsm.verify() {
+            r.problem("engine run", String::new(), crate::error::chain(&e).to_string());
+        }
         let blobs = inner.verify_blobs(&mut r)?;
         inner.count_stray_files(&blobs, &mut r)?;
         let live = inner.verify_records(&blobs, &mut r)?;

@@ -154,7 +154,7 @@ impl Iterator for RawRecordIter {
     type Item = Result<RawRecord, StoreError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        Some(self.iter.next()?.map(|(key, value)| RawRecord { key, value }).map_err(StoreError::from))
+        Some(self.iter.next()?.map(|(key, value)| RawRecord { key, value }))
     }
 }
 

@@ -1,0 +1,289 @@
+//! The engine's two background threads: the flusher writes frozen memtables out as runs, the
+//! merger combines runs. Two, so that a long merge of the oldest runs never holds up the
+//! flushes that commits wait on.
+//!
+//! Both end the same way: the new run is complete and synced, the manifest naming it is
+//! written to sled and flushed, and only then are the files it replaces deleted (log
+//! generations for a flush, runs for a merge). A crash at any point leaves either the old
+//! files, which still hold everything, or the new ones; a run file no manifest names is removed
+//! at the next open.
+//!
+//! Merge policy: a run's weight is the number of memtables in it; its tier is ⌊log₄ weight⌋.
+//! Whenever [`FANOUT`] or more runs next to each other (in age) share a tier, they are merged
+//! into one of the next tier. A store of N memtables' worth has at most three runs per tier,
+//! O(log N) in all, and each entry is rewritten once per tier it climbs.
+
+use std::ops::Range;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, RwLock};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::merge::RunMerge;
+use super::run::{Run, RunWriter};
+use super::{Frozen, Levels, Manifest, Shared, lock, read, wal, write};
+use crate::store::codec;
+use crate::store::error::StoreError;
+
+/// Runs of one tier merged together.
+const FANOUT: usize = 4;
+/// After a failed flush or merge (a full disk, say), the thread waits this long and tries again.
+const RETRY: Duration = Duration::from_secs(1);
+/// A merge checks for shutdown every this many entries.
+const SHUTDOWN_CHECK: u64 = 4096;
+
+pub(super) fn spawn(shared: &Arc<Shared>) -> Result<Vec<JoinHandle<()>>, StoreError> {
+    let flusher = {
+        let s = shared.clone();
+        std::thread::Builder::new().name("store-flush".into()).spawn(move || {
+            let _alive = AliveGuard(&s);
+            flusher(&s);
+        })
+    };
+    let merger = {
+        let s = shared.clone();
+        std::thread::Builder::new().name("store-merge".into()).spawn(move || merger(&s))
+    };
+    let spawned = |r: std::io::Result<JoinHandle<()>>| r.map_err(|e| StoreError::io(&shared.dir, e));
+    Ok(vec![spawned(flusher)?, spawned(merger)?])
+}
+
+/// Clears `flusher_alive` when the flusher ends, even by a panic, so commits waiting for room
+/// give up instead of waiting forever.
+struct AliveGuard<'a>(&'a Shared);
+
+impl Drop for AliveGuard<'_> {
+    fn drop(&mut self) {
+        self.0.flusher_alive.store(false, Ordering::Release);
+        self.0.notify();
+    }
+}
+
+fn flusher(s: &Shared) {
+    loop {
+        let next = {
+            let mut bg = lock(&s.bg);
+            loop {
+                if bg.shutdown {
+                    return;
+                }
+                if let Some(f) = read(&s.levels).frozen.last().cloned() {
+                    break f;
+                }
+                bg = s.wake.wait(bg).unwrap_or_else(|p| p.into_inner());
+            }
+        };
+        match flush(s, &next) {
+            Ok(()) => {
+                lock(&s.bg).error = None;
+                s.request_merge();
+            }
+            Err(e) => {
+                let why = crate::error::chain(&e).to_string();
+                tracing::error!(error = %why, "could not write a memtable out to a run; retrying");
+                lock(&s.bg).error = Some(why);
+                s.notify();
+                if wait_or_shutdown(s, RETRY) {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Writes the oldest frozen memtable out and installs the run in its place.
+fn flush(s: &Shared, frozen: &Arc<Frozen>) -> Result<(), StoreError> {
+    // Every run is older than every frozen memtable: with no run, nothing older is left for a
+    // deletion to hide.
+    let drop_deletions = read(&s.levels).runs.is_empty();
+    let id = next_id(s);
+    let mut w = RunWriter::create(&s.dir, id, 1, frozen.mem.len())?;
+    for (k, slot) in frozen.mem.iter() {
+        if slot.is_none() && drop_deletions {
+            continue;
+        }
+        if let Err(e) = w.add(k, slot) {
+            w.abandon();
+            return Err(e);
+        }
+    }
+    let run = if w.entries() == 0 {
+        w.abandon();
+        None
+    } else {
+        Some(Arc::new(w.finish()?))
+    };
+    install(s, Some(frozen.generation + 1), Some(frozen), |runs| {
+        if let Some(run) = run {
+            runs.insert(0, run);
+        }
+        Ok(())
+    })?;
+    s.notify();
+    for generation in wal::generations(&s.dir)? {
+        if generation <= frozen.generation {
+            let path = wal::path(&s.dir, generation);
+            std::fs::remove_file(&path).map_err(|e| StoreError::io(&path, e))?;
+        }
+    }
+    Ok(())
+}
+
+fn merger(s: &Shared) {
+    loop {
+        {
+            let mut bg = lock(&s.bg);
+            while !bg.merge_wanted && !bg.shutdown {
+                bg = s.wake.wait(bg).unwrap_or_else(|p| p.into_inner());
+            }
+            if bg.shutdown {
+                return;
+            }
+            bg.merge_wanted = false;
+        }
+        // One merge can make another due (four tier-1 runs after four tier-0 ones merged).
+        loop {
+            // Its own statement: a read guard in a `while let` condition would live through
+            // the merge, which takes the write lock.
+            let window = pick(&read(&s.levels).runs);
+            let Some(window) = window else { break };
+            match merge(s, window) {
+                Ok(true) => {}
+                Ok(false) => return,
+                Err(e) => {
+                    tracing::error!(error = %crate::error::chain(&e), "could not merge runs; retrying");
+                    if wait_or_shutdown(s, RETRY) {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Whether a merge is due in `levels` (for settling).
+pub(super) fn merge_due(levels: &RwLock<Arc<Levels>>) -> bool {
+    pick(&read(levels).runs).is_some()
+}
+
+fn tier(weight: u64) -> u32 {
+    weight.max(1).ilog(FANOUT as u64)
+}
+
+/// The newest group of at least [`FANOUT`] neighbouring runs in one tier.
+fn pick(runs: &[Arc<Run>]) -> Option<Range<usize>> {
+    let mut start = 0;
+    while start < runs.len() {
+        let t = tier(runs[start].weight);
+        let end = start + runs[start..].iter().take_while(|r| tier(r.weight) == t).count();
+        if end - start >= FANOUT {
+            return Some(start..end);
+        }
+        start = end;
+    }
+    None
+}
+
+/// Merges the runs at `window` into one and installs it. `Ok(false)`: abandoned for shutdown.
+fn merge(s: &Shared, window: Range<usize>) -> Result<bool, StoreError> {
+    let (inputs, drop_deletions) = {
+        let levels = read(&s.levels);
+        (levels.runs[window.clone()].to_vec(), window.end == levels.runs.len())
+    };
+    let weight = inputs.iter().map(|r| r.weight).sum();
+    let expected = inputs.iter().map(|r| r.entries).sum::<u64>();
+    let id = next_id(s);
+    let mut w = RunWriter::create(&s.dir, id, weight, usize::try_from(expected).unwrap_or(usize::MAX))?;
+    let mut seen = 0u64;
+    for e in RunMerge::new(&inputs) {
+        let written = e.and_then(|(k, slot)| if slot.is_none() && drop_deletions { Ok(()) } else { w.add(&k, &slot) });
+        if let Err(e) = written {
+            w.abandon();
+            return Err(e);
+        }
+        seen += 1;
+        if seen.is_multiple_of(SHUTDOWN_CHECK) && lock(&s.bg).shutdown {
+            w.abandon();
+            return Ok(false);
+        }
+    }
+    let run = if w.entries() == 0 {
+        w.abandon();
+        None
+    } else {
+        Some(Arc::new(w.finish()?))
+    };
+    install(s, None, None, |runs| {
+        // Flushes only add runs in front, so the inputs are still together, in order.
+        let at = runs
+            .iter()
+            .position(|r| Arc::ptr_eq(r, &inputs[0]))
+            .ok_or_else(|| StoreError::corrupt("lsm manifest", "a merged run disappeared"))?;
+        runs.splice(at..at + inputs.len(), run);
+        Ok(())
+    })?;
+    for r in &inputs {
+        // Readers that still hold the run keep reading through their open handle.
+        if let Err(e) = std::fs::remove_file(r.path()) {
+            tracing::warn!(path = %r.path().display(), error = %e, "could not remove a merged run");
+        }
+    }
+    Ok(true)
+}
+
+/// Makes the run list `change` gives the manifest — written to sled and flushed first — then
+/// the readers' view, with `flushed` (a frozen memtable now in a run) gone from it.
+///
+/// Only the flusher and the merger change the runs, one at a time under the manifest lock, so
+/// the list computed here is still current when it is installed. Commits freeze memtables
+/// meanwhile, which changes the levels too: so the new view is made from the levels as they
+/// are under the write lock, not from a copy taken before the manifest was written (that copy
+/// would lose a memtable frozen in between).
+pub(super) fn install(
+    s: &Shared,
+    wal_start: Option<u64>,
+    flushed: Option<&Arc<Frozen>>,
+    change: impl FnOnce(&mut Vec<Arc<Run>>) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    let mut manifest = lock(&s.manifest);
+    let mut runs = read(&s.levels).runs.clone();
+    change(&mut runs)?;
+    let mut m = manifest.clone();
+    if let Some(start) = wal_start {
+        m.wal_start = start;
+    }
+    m.runs = runs.iter().map(|r| (r.id, r.weight)).collect();
+    persist(s, &m)?;
+    *manifest = m;
+    let mut levels = write(&s.levels);
+    let mut next = Levels { frozen: levels.frozen.clone(), runs };
+    if let Some(f) = flushed {
+        next.frozen.retain(|x| !Arc::ptr_eq(x, f));
+    }
+    *levels = Arc::new(next);
+    Ok(())
+}
+
+pub(super) fn next_id(s: &Shared) -> u64 {
+    let mut m = lock(&s.manifest);
+    let id = m.next_id;
+    m.next_id += 1;
+    id
+}
+
+/// Writes the manifest to sled, durably.
+fn persist(s: &Shared, m: &Manifest) -> Result<(), StoreError> {
+    s.tree.insert(s.keys.manifest.as_slice(), codec::encode(m)?)?;
+    s.tree.flush()?;
+    Ok(())
+}
+
+/// Sleeps `d` unless shutdown comes first; true on shutdown.
+fn wait_or_shutdown(s: &Shared, d: Duration) -> bool {
+    let bg = lock(&s.bg);
+    if bg.shutdown {
+        return true;
+    }
+    let (bg, _) = s.wake.wait_timeout(bg, d).unwrap_or_else(|p| p.into_inner());
+    bg.shutdown
+}
