@@ -424,8 +424,9 @@ impl Shared {
                 return Ok(slot.clone());
             }
         }
+        let hash = encoding::key_hash(key);
         for r in &levels.runs {
-            if let Some(slot) = r.get(key)? {
+            if let Some(slot) = r.get(key, hash)? {
                 return Ok(slot);
             }
         }

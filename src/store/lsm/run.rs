@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::Slot;
-use super::encoding::{Bloom, get_varint, key_hash, put_varint, read_slot, slot_tag, take};
+use super::encoding::{Bloom, get_varint, key_hash, put_varint, slot_tag, take};
 use crate::store::error::StoreError;
 use crate::store::open::sync_dir;
 
@@ -289,19 +289,20 @@ impl Run {
         after.checked_sub(1)
     }
 
-    /// `key`'s slot here: `None` when the run has no entry for it.
-    pub(super) fn get(&self, key: &[u8]) -> Result<Option<Slot>, StoreError> {
-        if !self.bloom.may_contain(key_hash(key)) {
+    /// `key`'s slot here: `None` when the run has no entry for it. `hash` is `key_hash(key)`,
+    /// computed once by a caller asking several runs.
+    pub(super) fn get(&self, key: &[u8], hash: u64) -> Result<Option<Slot>, StoreError> {
+        if !self.bloom.may_contain(hash) {
             return Ok(None);
         }
         let Some(i) = self.block_for(key, true) else { return Ok(None) };
         let block = self.block(i)?;
         let mut entries = BlockEntries::new(&block);
-        while let Some(e) = entries.next_entry() {
-            let (k, slot) = e.map_err(|why| self.corrupt_block(i, why))?;
-            match k.as_slice().cmp(key) {
+        while let Some(e) = entries.advance() {
+            e.map_err(|why| self.corrupt_block(i, why))?;
+            match entries.key.as_slice().cmp(key) {
                 std::cmp::Ordering::Less => continue,
-                std::cmp::Ordering::Equal => return Ok(Some(slot)),
+                std::cmp::Ordering::Equal => return Ok(Some(entries.slot())),
                 std::cmp::Ordering::Greater => return Ok(None),
             }
         }
@@ -390,26 +391,31 @@ fn decode_index(bytes: &[u8]) -> Option<Vec<BlockHandle>> {
     (pos == bytes.len()).then_some(index)
 }
 
-/// The entries of one decompressed block, in order.
+/// The entries of one decompressed block, in order. [`BlockEntries::advance`] reads the next
+/// entry's key into a buffer it reuses and notes where its value is, without copying it: a
+/// point read scans up to a block's worth of keys to find one, and only that one is copied.
 struct BlockEntries<'a> {
     block: &'a [u8],
     pos: usize,
     key: Vec<u8>,
+    /// The current entry's value: `None` for a deletion.
+    value: Option<std::ops::Range<usize>>,
 }
 
 impl<'a> BlockEntries<'a> {
     fn new(block: &'a [u8]) -> Self {
-        BlockEntries { block, pos: 0, key: Vec::new() }
+        BlockEntries { block, pos: 0, key: Vec::new(), value: None }
     }
 
-    fn next_entry(&mut self) -> Option<Result<(Vec<u8>, Slot), &'static str>> {
+    /// Moves to the next entry; `None` at the end of the block.
+    fn advance(&mut self) -> Option<Result<(), &'static str>> {
         if self.pos >= self.block.len() {
             return None;
         }
         Some(self.decode().ok_or("malformed entry"))
     }
 
-    fn decode(&mut self) -> Option<(Vec<u8>, Slot)> {
+    fn decode(&mut self) -> Option<()> {
         let b = self.block;
         let shared = usize::try_from(get_varint(b, &mut self.pos)?).ok()?;
         let unshared = get_varint(b, &mut self.pos)?;
@@ -419,8 +425,25 @@ impl<'a> BlockEntries<'a> {
         }
         self.key.truncate(shared);
         self.key.extend_from_slice(take(b, &mut self.pos, unshared)?);
-        let slot = read_slot(b, &mut self.pos, tag)?;
-        Some((self.key.clone(), slot))
+        self.value = match tag {
+            0 => None,
+            n => {
+                let start = self.pos;
+                take(b, &mut self.pos, n - 1)?;
+                Some(start..self.pos)
+            }
+        };
+        Some(())
+    }
+
+    /// The current entry's value, copied.
+    fn slot(&self) -> Slot {
+        self.value.clone().map(|r| self.block[r].to_vec())
+    }
+
+    /// The next entry, copied.
+    fn next_entry(&mut self) -> Option<Result<(Vec<u8>, Slot), &'static str>> {
+        Some(self.advance()?.map(|()| (self.key.clone(), self.slot())))
     }
 }
 
@@ -450,7 +473,7 @@ impl RunIter {
         loop {
             if self.pos < self.block.len() {
                 let mut entries =
-                    BlockEntries { block: &self.block, pos: self.pos, key: std::mem::take(&mut self.key) };
+                    BlockEntries { block: &self.block, pos: self.pos, key: std::mem::take(&mut self.key), value: None };
                 let e = entries.next_entry();
                 self.pos = entries.pos;
                 self.key = entries.key;
@@ -515,11 +538,14 @@ mod tests {
         let run = write(dir.path(), 5_000);
         assert!(run.index.len() > 10, "several blocks: {}", run.index.len());
         run.verify().unwrap();
-        assert_eq!(run.get(&key(200)).unwrap(), Some(Some(format!("value {}", 100).repeat(20).into_bytes())));
-        assert_eq!(run.get(&key(6)).unwrap(), Some(None), "a deletion is an entry");
-        assert_eq!(run.get(&key(201)).unwrap(), None, "between two keys");
-        assert_eq!(run.get(b"a").unwrap(), None, "before the first");
-        assert_eq!(run.get(b"z").unwrap(), None, "after the last");
+        assert_eq!(
+            run.get(&key(200), key_hash(&key(200))).unwrap(),
+            Some(Some(format!("value {}", 100).repeat(20).into_bytes()))
+        );
+        assert_eq!(run.get(&key(6), key_hash(&key(6))).unwrap(), Some(None), "a deletion is an entry");
+        assert_eq!(run.get(&key(201), key_hash(&key(201))).unwrap(), None, "between two keys");
+        assert_eq!(run.get(b"a", key_hash(b"a")).unwrap(), None, "before the first");
+        assert_eq!(run.get(b"z", key_hash(b"z")).unwrap(), None, "after the last");
     }
 
     #[test]
