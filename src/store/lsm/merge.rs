@@ -14,7 +14,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use super::memtable::Memtable;
-use super::run::{Run, RunIter};
+use super::run::{BlockEnd, Run, RunIter, RunWriter};
 use super::{Entry, Frozen, Shared, Slot, read};
 use crate::store::error::StoreError;
 
@@ -220,26 +220,105 @@ impl Iterator for LsmIter {
     }
 }
 
-/// Every entry of `runs` (newest first), deletions included, for a merge.
-pub(super) struct RunMerge {
-    heads: Heads,
+/// One input of a merge: a run read a block at a time.
+struct MergeInput {
+    run: Arc<Run>,
+    next_block: usize,
+    /// The entries left of the block being read, when it had to be decoded.
+    entries: VecDeque<(Vec<u8>, Slot)>,
 }
 
-impl RunMerge {
-    pub(super) fn new(runs: &[Arc<Run>]) -> Self {
-        let sources = runs.iter().map(|r| Source::Run(Box::new(RunIter::new(r.clone(), Bound::Unbounded)))).collect();
-        RunMerge { heads: Heads::new(sources) }
+impl MergeInput {
+    /// The smallest key this input has left, and whether it is the first key of a block not yet
+    /// decoded (then the block might be copied whole).
+    fn head(&self) -> Option<(&[u8], bool)> {
+        if let Some((k, _)) = self.entries.front() {
+            return Some((k, false));
+        }
+        (self.next_block < self.run.block_count()).then(|| (self.run.block_first(self.next_block), true))
+    }
+
+    fn at_block(&self) -> bool {
+        self.head().is_some_and(|(_, block)| block)
+    }
+
+    fn decode_next(&mut self) -> Result<(), StoreError> {
+        self.entries = self.run.block_entries(self.next_block)?.into();
+        self.next_block += 1;
+        Ok(())
     }
 }
 
-impl Iterator for RunMerge {
-    type Item = Result<(Vec<u8>, Slot), StoreError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        match self.heads.pop(None, 0, None) {
-            Ok(Next::Entry(e)) => Some(Ok(e)),
-            Ok(Next::End | Next::Rotated) => None,
-            Err(e) => Some(Err(e)),
+/// Merges `runs` (newest first) into `w`; on equal keys the newest wins. A block whose key range
+/// no other input reaches into is copied as stored ([`RunWriter::add_block`]): runs of a sorted
+/// harvest, and always the change log's chunks, hold disjoint ranges, so most of a merge is
+/// copying instead of decoding, comparing and compressing again. `Ok(false)`: `stop` said to
+/// stop (asked every few thousand steps).
+pub(super) fn merge_into(
+    runs: &[Arc<Run>],
+    w: &mut RunWriter,
+    drop_deletions: bool,
+    mut stop: impl FnMut() -> bool,
+) -> Result<bool, StoreError> {
+    let mut inputs: Vec<MergeInput> =
+        runs.iter().map(|r| MergeInput { run: r.clone(), next_block: 0, entries: VecDeque::new() }).collect();
+    let mut steps = 0u64;
+    // Each turn writes an entry or a block, or decodes a block: bounded by the inputs' size.
+    loop {
+        steps += 1;
+        if steps.is_multiple_of(4096) && stop() {
+            return Ok(false);
+        }
+        // The newest input holding the smallest key.
+        let mut best: Option<usize> = None;
+        for i in 0..inputs.len() {
+            if let Some((k, _)) = inputs[i].head()
+                && best.is_none_or(|b| k < inputs[b].head().expect("a head").0)
+            {
+                best = Some(i);
+            }
+        }
+        let Some(b) = best else { return Ok(true) };
+        let min = inputs[b].head().expect("a head").0;
+        let ties: Vec<usize> =
+            (b + 1..inputs.len()).filter(|&j| inputs[j].head().is_some_and(|(k, _)| k == min)).collect();
+        // Every input holding the key must have it decoded before the newest one's is taken.
+        if let Some(&j) = ties.iter().find(|&&j| inputs[j].at_block()) {
+            inputs[j].decode_next()?;
+            continue;
+        }
+        if inputs[b].at_block() {
+            if ties.is_empty() && block_is_clear(&inputs, b) {
+                let block = inputs[b].run.stored_block(inputs[b].next_block)?;
+                if !(drop_deletions && block.has_deletions) {
+                    w.add_block(&block)?;
+                    inputs[b].next_block += 1;
+                    continue;
+                }
+            }
+            inputs[b].decode_next()?;
+            continue;
+        }
+        let (k, slot) = inputs[b].entries.pop_front().expect("a decoded head");
+        for j in ties {
+            inputs[j].entries.pop_front();
+        }
+        if !(slot.is_none() && drop_deletions) {
+            w.add(&k, &slot)?;
         }
     }
+}
+
+/// Whether no input but `s` has a key within the range of `s`'s next block.
+fn block_is_clear(inputs: &[MergeInput], s: usize) -> bool {
+    let (run, block) = (&inputs[s].run, inputs[s].next_block);
+    let end = run.block_end(block);
+    inputs.iter().enumerate().filter(|(i, _)| *i != s).all(|(_, other)| match other.head() {
+        None => true,
+        // Whatever `other` has left is at or after its head.
+        Some((k, _)) => match end {
+            BlockEnd::Below(end) => end <= k,
+            BlockEnd::AtMost(last) => last < k,
+        },
+    })
 }

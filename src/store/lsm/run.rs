@@ -6,7 +6,8 @@
 //!             (tag 0: deleted; n: a value of n − 1 bytes); each block's first entry shares
 //!             nothing, so a block decodes on its own
 //! index       count varint, then per block: first key (len varint · bytes), offset varint,
-//!             compressed length varint, raw length varint, crc32 of the compressed bytes u32 LE
+//!             compressed length varint, raw length varint, crc32 of the compressed bytes u32 LE;
+//!             then the run's last key (len varint · bytes)
 //! bloom       the Bloom filter's words (see `encoding`)
 //! footer      index offset, index length, bloom offset, bloom length, entries (u64 LE each),
 //!             "TRBRUNFT"
@@ -79,10 +80,30 @@ pub(super) struct Run {
     path: PathBuf,
     file: File,
     index: Vec<BlockHandle>,
+    /// The greatest key: where the last block's keys end.
+    last: Box<[u8]>,
     bloom: Bloom,
     pub(super) entries: u64,
     /// The file's size.
     pub(super) bytes: u64,
+}
+
+/// Where a block's keys end: below the next block's first key, or at the run's last key.
+pub(super) enum BlockEnd<'a> {
+    Below(&'a [u8]),
+    AtMost(&'a [u8]),
+}
+
+/// A block as stored, with what a writer needs to take it whole (see [`RunWriter::add_block`]).
+pub(super) struct StoredBlock {
+    compressed: Vec<u8>,
+    crc: u32,
+    rlen: u32,
+    first: Vec<u8>,
+    last: Vec<u8>,
+    hashes: Vec<u64>,
+    /// Whether any entry is a deletion (a merge dropping deletions cannot take it whole).
+    pub(super) has_deletions: bool,
 }
 
 /// Writes a run from entries given in strictly increasing key order.
@@ -184,6 +205,34 @@ impl RunWriter {
         Ok(())
     }
 
+    /// Adds a block of another run as it is stored, without decoding and compressing it again:
+    /// a merge does this wherever no other input has keys within the block's range. Its keys
+    /// must all be greater than the last one added.
+    pub(super) fn add_block(&mut self, b: &StoredBlock) -> Result<(), StoreError> {
+        if self.entries > 0 && b.first.as_slice() <= self.last.as_slice() {
+            return Err(StoreError::corrupt("run", "block written out of order"));
+        }
+        self.raw += self.block.len() as u64;
+        self.finish_block()?;
+        let handle = BlockHandle {
+            first: b.first.clone().into(),
+            offset: self.offset,
+            clen: u32::try_from(b.compressed.len()).map_err(|_| StoreError::corrupt("run", "block over 4 GiB"))?,
+            rlen: b.rlen,
+            crc: b.crc,
+        };
+        self.write(&b.compressed)?;
+        self.index.push(handle);
+        for h in &b.hashes {
+            self.bloom.insert(*h);
+        }
+        self.entries += b.hashes.len() as u64;
+        self.raw += u64::from(b.rlen);
+        self.last.clear();
+        self.last.extend_from_slice(&b.last);
+        Ok(())
+    }
+
     /// Entries added so far.
     pub(super) fn entries(&self) -> u64 {
         self.entries
@@ -191,6 +240,7 @@ impl RunWriter {
 
     /// Writes the index, filter and footer, syncs the file and gives it its final name.
     pub(super) fn finish(mut self) -> Result<Run, StoreError> {
+        self.raw += self.block.len() as u64;
         self.finish_block()?;
         let mut index = Vec::new();
         put_varint(&mut index, self.index.len() as u64);
@@ -202,6 +252,8 @@ impl RunWriter {
             put_varint(&mut index, u64::from(h.rlen));
             index.extend_from_slice(&h.crc.to_le_bytes());
         }
+        put_varint(&mut index, self.last.len() as u64);
+        index.extend_from_slice(&self.last);
         let index_offset = self.offset;
         self.write(&index)?;
         let bloom = self.bloom.to_bytes();
@@ -257,9 +309,9 @@ impl Run {
             file.read_exact_at(&mut buf, offset).map_err(|e| StoreError::io(&path, e))?;
             Ok(buf)
         };
-        let index = decode_index(&read(index_offset, index_len)?).ok_or_else(|| corrupt("malformed index"))?;
+        let (index, last) = decode_index(&read(index_offset, index_len)?).ok_or_else(|| corrupt("malformed index"))?;
         let bloom = Bloom::from_bytes(&read(bloom_offset, bloom_len)?).ok_or_else(|| corrupt("malformed filter"))?;
-        Ok(Run { id, weight, path, file, index, bloom, entries, bytes })
+        Ok(Run { id, weight, path, file, index, last, bloom, entries, bytes })
     }
 
     /// Memory the run keeps: its index and filter.
@@ -273,14 +325,77 @@ impl Run {
 
     /// The decompressed block `i`, checked against its checksum.
     fn block(&self, i: usize) -> Result<Vec<u8>, StoreError> {
+        let compressed = self.compressed_block(i)?;
+        self.decompress(i, &compressed)
+    }
+
+    /// Block `i` as stored, checked against its checksum.
+    fn compressed_block(&self, i: usize) -> Result<Vec<u8>, StoreError> {
         let h = &self.index[i];
         let mut compressed = vec![0; h.clen as usize];
         self.file.read_exact_at(&mut compressed, h.offset).map_err(|e| StoreError::io(&self.path, e))?;
-        let corrupt = |why: String| StoreError::corrupt("run", format!("{} block {i}: {why}", self.path.display()));
         if crc32fast::hash(&compressed) != h.crc {
-            return Err(corrupt("checksum mismatch".into()));
+            return Err(self.corrupt_block(i, "checksum mismatch"));
         }
-        lz4_flex::block::decompress(&compressed, h.rlen as usize).map_err(|e| corrupt(e.to_string()))
+        Ok(compressed)
+    }
+
+    fn decompress(&self, i: usize, compressed: &[u8]) -> Result<Vec<u8>, StoreError> {
+        lz4_flex::block::decompress(compressed, self.index[i].rlen as usize)
+            .map_err(|e| StoreError::corrupt("run", format!("{} block {i}: {e}", self.path.display())))
+    }
+
+    /// How many blocks the run has.
+    pub(super) fn block_count(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Block `i`'s first key.
+    pub(super) fn block_first(&self, i: usize) -> &[u8] {
+        &self.index[i].first
+    }
+
+    /// Where block `i`'s keys end.
+    pub(super) fn block_end(&self, i: usize) -> BlockEnd<'_> {
+        match self.index.get(i + 1) {
+            Some(next) => BlockEnd::Below(&next.first),
+            None => BlockEnd::AtMost(&self.last),
+        }
+    }
+
+    /// Block `i`'s entries, decoded.
+    pub(super) fn block_entries(&self, i: usize) -> Result<Vec<(Vec<u8>, Slot)>, StoreError> {
+        let block = self.block(i)?;
+        let mut entries = BlockEntries::new(&block);
+        let mut out = Vec::new();
+        while let Some(e) = entries.next_entry() {
+            out.push(e.map_err(|why| self.corrupt_block(i, why))?);
+        }
+        Ok(out)
+    }
+
+    /// Block `i` as stored, for [`RunWriter::add_block`]: it is decompressed once, to hash its
+    /// keys for the new run's filter, but not compressed again.
+    pub(super) fn stored_block(&self, i: usize) -> Result<StoredBlock, StoreError> {
+        let compressed = self.compressed_block(i)?;
+        let raw = self.decompress(i, &compressed)?;
+        let mut entries = BlockEntries::new(&raw);
+        let (mut hashes, mut has_deletions) = (Vec::new(), false);
+        while let Some(e) = entries.advance() {
+            e.map_err(|why| self.corrupt_block(i, why))?;
+            hashes.push(key_hash(&entries.key));
+            has_deletions |= entries.value.is_none();
+        }
+        let h = &self.index[i];
+        Ok(StoredBlock {
+            compressed,
+            crc: h.crc,
+            rlen: h.rlen,
+            first: h.first.to_vec(),
+            last: entries.key,
+            hashes,
+            has_deletions,
+        })
     }
 
     /// The block that would hold `key`: the last whose first key is at or before it.
@@ -365,6 +480,12 @@ impl Run {
                 count += 1;
             }
         }
+        if last.as_deref().is_some_and(|l| *l != *self.last) {
+            return Err(StoreError::corrupt(
+                "run",
+                format!("{}: the last key differs from the index", self.path.display()),
+            ));
+        }
         if count != self.entries {
             return Err(StoreError::corrupt(
                 "run",
@@ -375,7 +496,7 @@ impl Run {
     }
 }
 
-fn decode_index(bytes: &[u8]) -> Option<Vec<BlockHandle>> {
+fn decode_index(bytes: &[u8]) -> Option<(Vec<BlockHandle>, Box<[u8]>)> {
     let mut pos = 0;
     let n = get_varint(bytes, &mut pos)?;
     let mut index = Vec::with_capacity(usize::try_from(n).ok()?.min(1 << 20));
@@ -388,7 +509,9 @@ fn decode_index(bytes: &[u8]) -> Option<Vec<BlockHandle>> {
         let crc = u32::from_le_bytes(take(bytes, &mut pos, 4)?.try_into().ok()?);
         index.push(BlockHandle { first, offset, clen, rlen, crc });
     }
-    (pos == bytes.len()).then_some(index)
+    let len = get_varint(bytes, &mut pos)?;
+    let last = take(bytes, &mut pos, len)?.into();
+    (pos == bytes.len()).then_some((index, last))
 }
 
 /// The entries of one decompressed block, in order. [`BlockEntries::advance`] reads the next

@@ -261,3 +261,50 @@ fn a_full_disk_while_writing_runs_refuses_commits_and_loses_nothing() {
     let lsm = f.open(tiny());
     assert_eq!(lsm.range(b"k", None).count(), (acknowledged + 1) * 50);
 }
+
+/// A merge copies blocks no other input reaches into and decodes the rest: whichever it does,
+/// the result is the newest slot of every key (deletions kept, or dropped at the bottom).
+#[test]
+fn merges_keep_the_newest_slot_whether_they_copy_blocks_or_decode_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Lcg(7);
+    // Runs newest first; run r holds keys from r·2,000 to r·2,000 + 2,600: each overlaps its
+    // neighbours at the edges and has a stretch of its own in the middle.
+    let mut runs = Vec::new();
+    for r in (0..4u64).rev() {
+        let mut w = run::RunWriter::create(dir.path(), 10 + r, 1, 3000).unwrap();
+        let mut keys: Vec<u64> = (r * 2000..r * 2000 + 2600).filter(|_| rng.next(3) > 0).collect();
+        keys.dedup();
+        for k in keys {
+            let key = format!("k{k:06}").into_bytes();
+            let slot = if rng.next(10) == 0 { None } else { Some(format!("run {r} {}", "v".repeat(40)).into_bytes()) };
+            w.add(&key, &slot).unwrap();
+        }
+        runs.insert(0, Arc::new(w.finish().unwrap()));
+    }
+    // Run 0 is the newest: replaying the runs oldest first leaves each key's newest slot.
+    let mut expected: BTreeMap<Vec<u8>, Slot> = BTreeMap::new();
+    for r in runs.iter().rev() {
+        for e in run::RunIter::new(r.clone(), Bound::Unbounded) {
+            let (k, v) = e.unwrap();
+            expected.insert(k, v);
+        }
+    }
+    for (id, drop_deletions) in [(100, false), (101, true)] {
+        let mut w = run::RunWriter::create(dir.path(), id, 4, 12_000).unwrap();
+        assert!(merge::merge_into(&runs, &mut w, drop_deletions, || false).unwrap());
+        let merged = Arc::new(w.finish().unwrap());
+        merged.verify().unwrap();
+        let got: Vec<_> = run::RunIter::new(merged.clone(), Bound::Unbounded).map(Result::unwrap).collect();
+        let want: Vec<_> = expected
+            .iter()
+            .filter(|(_, v)| !(drop_deletions && v.is_none()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        assert_eq!(got.len(), want.len(), "drop deletions: {drop_deletions}");
+        assert_eq!(got, want, "drop deletions: {drop_deletions}");
+        for (k, v) in want.iter().step_by(97) {
+            assert_eq!(merged.get(k, encoding::key_hash(k)).unwrap(), Some(v.clone()), "point read after a merge");
+        }
+    }
+}
