@@ -117,6 +117,28 @@ pub struct DumpWalker {
     settings: Settings,
     options: DumpOptions,
     aborted: bool,
+    /// The next package of a streamed walk, already downloading (see
+    /// [`DumpWalker::next_package_streamed`]), or the error finding it gave.
+    ahead: Option<Result<Ahead, DumpError>>,
+}
+
+/// A package whose download started before it was asked for.
+struct Ahead {
+    entry: Entry,
+    expect: DocumentKind,
+    download: AbortOnDrop,
+}
+
+/// A downloaded package: the file, the URL after redirects and its length.
+type Downloaded = (std::fs::File, Url, u64);
+
+/// A download task that stops when the walk that started it is dropped, never asked for.
+struct AbortOnDrop(tokio::task::JoinHandle<Result<Downloaded, DumpError>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl DumpWalker {
@@ -129,6 +151,7 @@ impl DumpWalker {
             settings: settings.clone(),
             options,
             aborted: false,
+            ahead: None,
         }
     }
 
@@ -170,17 +193,51 @@ impl DumpWalker {
     /// `items`' capacity rather than a whole package. Drain `items` concurrently with this
     /// future; dropping the receiver stops the read after the current entry.
     ///
+    /// The next package's download starts as soon as this one's has finished, so it arrives
+    /// while this one is read (a package is read from a local file, on a blocking thread): the
+    /// source still sees one package request at a time.
+    ///
     /// # Errors
     /// As [`DumpWalker::next_package`]; items sent before a package error stay sent.
     pub async fn next_package_streamed(
         &mut self,
         items: mpsc::Sender<DumpItem>,
     ) -> Result<Option<StreamedPackage>, DumpError> {
-        let Some((url, entry, expect)) = self.next_wanted(|_| true).await? else { return Ok(None) };
-        let read = self.read(url, &entry, expect, items).await;
+        let ahead = match self.ahead.take() {
+            Some(ahead) => ahead?,
+            None => match self.next_wanted(|_| true).await? {
+                Some((url, entry, expect)) => self.start_download(url, entry, expect),
+                None => return Ok(None),
+            },
+        };
+        let Ahead { entry, expect, mut download } = ahead;
+        let downloaded = (&mut download.0)
+            .await
+            .map_err(|e| DumpError::TempFile { url: entry.loc.clone(), source: std::io::Error::other(e) });
+        let read = match downloaded.and_then(|d| d) {
+            Ok(file) => {
+                // The walk to the next package entry and its download overlap this read.
+                self.ahead = match self.next_wanted(|_| true).await {
+                    Ok(Some((url, entry, expect))) => Some(Ok(self.start_download(url, entry, expect))),
+                    Ok(None) => None,
+                    Err(e) => Some(Err(e)),
+                };
+                self.read_downloaded(file, expect, items).await
+            }
+            Err(e) => Err(e),
+        };
         read.map(|(url, manifest, _)| Some(StreamedPackage { url, manifest })).inspect_err(|e| {
             self.aborted |= !e.is_package_local();
         })
+    }
+
+    /// Starts downloading a package on a task of its own.
+    fn start_download(&self, url: Url, entry: Entry, expect: DocumentKind) -> Ahead {
+        let (fetcher, settings, temp_dir) =
+            (self.fetcher.clone(), self.settings.clone(), self.options.temp_dir.clone());
+        let declared = entry.clone();
+        let download = tokio::spawn(async move { download(&fetcher, &settings, temp_dir, &url, &declared).await });
+        Ahead { entry, expect, download: AbortOnDrop(download) }
     }
 
     /// Like [`DumpWalker::next_package`], but packages whose dump entry (`<loc>` and its
@@ -249,47 +306,63 @@ impl DumpWalker {
         url: Url,
         entry: &Entry,
         expect: DocumentKind,
+        sink: S,
+    ) -> Result<(Url, Header, S), DumpError> {
+        let downloaded = download(&self.fetcher, &self.settings, self.options.temp_dir.clone(), &url, entry).await?;
+        self.read_downloaded(downloaded, expect, sink).await
+    }
+
+    /// Reads a downloaded package on a blocking thread, handing its items to `sink`.
+    async fn read_downloaded<S: Sink>(
+        &self,
+        (file, final_url, length): Downloaded,
+        expect: DocumentKind,
         mut sink: S,
     ) -> Result<(Url, Header, S), DumpError> {
-        let (file, final_url, length) = self.download(&url, entry).await?;
         let input =
             PackageFile { url: final_url.clone(), file, length, expect, authority: self.options.authority.clone() };
         let (store, limits) = (self.store.clone(), self.options.limits.clone());
         let read = move || read_package(input, &store, &limits, |item| sink.take(item)).map(|h| (h, sink));
         let (manifest, sink) = tokio::task::spawn_blocking(read)
             .await
-            .map_err(|e| DumpError::TempFile { url: url.to_string(), source: std::io::Error::other(e) })??;
+            .map_err(|e| DumpError::TempFile { url: final_url.to_string(), source: std::io::Error::other(e) })??;
         Ok((final_url, manifest, sink))
     }
+}
 
-    /// Streams the package into an anonymous temporary file, checking the dump's declared
-    /// length and hashes on the way.
-    async fn download(&self, url: &Url, entry: &Entry) -> Result<(std::fs::File, Url, u64), DumpError> {
-        let fetch_err = |source| DumpError::Fetch { url: url.to_string(), source };
-        let temp_err = |source| DumpError::TempFile { url: url.to_string(), source };
-        let mut resp = match self.fetcher.get_stream(url, &self.settings, None).await.map_err(fetch_err)? {
-            Fetched::Modified(r) => r,
-            Fetched::NotModified => {
-                let detail = "304 Not Modified to an unconditional request".to_owned();
-                return Err(DumpError::PackageMismatch { url: url.to_string(), detail });
-            }
-        };
-        let file = match &self.options.temp_dir {
-            Some(dir) => tempfile::tempfile_in(dir),
-            None => tempfile::tempfile(),
+/// Streams the package into an anonymous temporary file (in `temp_dir`, else the system's),
+/// checking the dump's declared length and hashes on the way.
+async fn download(
+    fetcher: &Fetcher,
+    settings: &Settings,
+    temp_dir: Option<PathBuf>,
+    url: &Url,
+    entry: &Entry,
+) -> Result<Downloaded, DumpError> {
+    let fetch_err = |source| DumpError::Fetch { url: url.to_string(), source };
+    let temp_err = |source| DumpError::TempFile { url: url.to_string(), source };
+    let mut resp = match fetcher.get_stream(url, settings, None).await.map_err(fetch_err)? {
+        Fetched::Modified(r) => r,
+        Fetched::NotModified => {
+            let detail = "304 Not Modified to an unconditional request".to_owned();
+            return Err(DumpError::PackageMismatch { url: url.to_string(), detail });
         }
-        .map_err(temp_err)?;
-        let mut out = tokio::io::BufWriter::with_capacity(256 * 1024, tokio::fs::File::from_std(file));
-        let mut check = PackageCheck::new(entry);
-        // Bounded by the fetcher's size cap and deadlines.
-        while let Some(chunk) = resp.chunk().await.map_err(fetch_err)? {
-            check.update(&chunk);
-            out.write_all(&chunk).await.map_err(temp_err)?;
-        }
-        out.flush().await.map_err(temp_err)?;
-        let length = check.finish(url)?;
-        Ok((out.into_inner().into_std().await, resp.url, length))
+    };
+    let file = match &temp_dir {
+        Some(dir) => tempfile::tempfile_in(dir),
+        None => tempfile::tempfile(),
     }
+    .map_err(temp_err)?;
+    let mut out = tokio::io::BufWriter::with_capacity(256 * 1024, tokio::fs::File::from_std(file));
+    let mut check = PackageCheck::new(entry);
+    // Bounded by the fetcher's size cap and deadlines.
+    while let Some(chunk) = resp.chunk().await.map_err(fetch_err)? {
+        check.update(&chunk);
+        out.write_all(&chunk).await.map_err(temp_err)?;
+    }
+    out.flush().await.map_err(temp_err)?;
+    let length = check.finish(url)?;
+    Ok((out.into_inner().into_std().await, resp.url, length))
 }
 
 /// The length and hashes a dump declares for a package, checked as it downloads.
