@@ -636,18 +636,26 @@ fn explain(detail: &str, location: &RemoteBlobs) -> String {
             "the bucket {:?} does not exist: create it, or set `blobs_create_bucket = true` in [aggregator] to have Tributary create it",
             location.bucket
         )
-    } else if ["InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403", "InvalidSecurity"]
+    } else if unreachable(detail) {
+        "the endpoint cannot be reached: check AWS_ENDPOINT (or AWS_ENDPOINT_URL) and that the server is running"
+            .to_owned()
+    } else if ["InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403 Forbidden", "InvalidSecurity"]
         .iter()
         .any(|c| detail.contains(c))
     {
         "the credentials were refused: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY".to_owned()
-    } else if detail.contains("error sending request") || detail.contains("connect") || detail.contains("timed out") {
-        "the endpoint cannot be reached: check AWS_ENDPOINT (or AWS_ENDPOINT_URL) and that the server is running"
-            .to_owned()
     } else {
         return detail.to_owned();
     };
     format!("{hint} ({detail})")
+}
+
+/// Whether the request never got an answer. Checked before the credential codes: a refused
+/// connection's message carries an elapsed time such as "in 403.58µs", which once read as a 403.
+fn unreachable(detail: &str) -> bool {
+    ["error sending request", "tcp connect error", "Connection refused", "dns error", "timed out"]
+        .iter()
+        .any(|c| detail.contains(c))
 }
 
 /// Replaces the secret key and session token, should either ever appear in a message, by `***`.
@@ -726,5 +734,17 @@ mod tests {
         location.client.push(("secret_access_key".into(), "hush-hush-1234".into()));
         assert_eq!(scrub("x hush-hush-1234 y", &location), "x *** y");
         assert_eq!(scrub("nothing secret", &location), "nothing secret");
+    }
+
+    #[test]
+    fn a_refused_connection_is_not_read_as_refused_credentials() {
+        let location = RemoteBlobs::parse("s3://bucket/p").unwrap();
+        let down = "Error performing GET http://127.0.0.1:1/b in 403.58µs - HTTP error: error sending request: \
+                    client error (Connect): tcp connect error: Connection refused (os error 111)";
+        assert!(explain(down, &location).starts_with("the endpoint cannot be reached"));
+        let denied = "Client error with status 403 Forbidden: <Code>AccessDenied</Code>";
+        assert!(explain(denied, &location).starts_with("the credentials were refused"));
+        let missing = "<Code>NoSuchBucket</Code>";
+        assert!(explain(missing, &location).starts_with("the bucket \"bucket\" does not exist"));
     }
 }
