@@ -31,7 +31,20 @@ impl Site {
     async fn new(cap: &str, packages: Vec<Vec<u8>>) -> Site {
         let paths: Vec<String> = (0..packages.len()).map(|i| format!("/p{i}.zip")).collect();
         let locs: Vec<(&str, &str)> = paths.iter().map(|p| (p.as_str(), "")).collect();
-        let dump = urlset(cap, &[("up", "/capabilitylist.xml")], &locs);
+        Site::serving(urlset(cap, &[("up", "/capabilitylist.xml")], &locs), paths, packages).await
+    }
+
+    /// A Resource Dump whose package `i` is declared with the attributes `mds[i]`.
+    async fn declaring(packages: Vec<Vec<u8>>, mds: &[String]) -> Site {
+        let paths: Vec<String> = (0..packages.len()).map(|i| format!("/p{i}.zip")).collect();
+        let mut dump = urlset("resourcedump", &[("up", "/capabilitylist.xml")], &[]);
+        let urls: String =
+            paths.iter().zip(mds).map(|(p, md)| format!("<url><loc>{p}</loc><rs:md {md}/></url>")).collect();
+        dump = dump.replace("</urlset>", &format!("{urls}</urlset>"));
+        Site::serving(dump, paths, packages).await
+    }
+
+    async fn serving(dump: String, paths: Vec<String>, packages: Vec<Vec<u8>>) -> Site {
         let mut routes: Vec<(&str, Vec<Reply>)> = vec![("/dump.xml", vec![Reply::xml(dump)])];
         for (p, z) in paths.iter().zip(packages) {
             routes.push((p.as_str(), vec![Reply::ok(z).header("Content-Type", "application/zip")]));
@@ -281,6 +294,33 @@ async fn broken_packages_are_clear_errors() {
     assert!(matches!(&r[2], Err(DumpError::WrongManifest { .. })), "{:?}", r[2]);
     assert!(matches!(&r[3], Err(DumpError::NoManifest { .. })), "{:?}", r[3]);
     assert!(matches!(&r[4], Err(DumpError::NotZip { .. })), "{:?}", r[4]);
+}
+
+/// A package's declared `length` and `hash` (md5 and sha-256) are checked on the whole download
+/// before any of its entries is read: a mismatch refuses the package and names what differs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_package_unlike_its_declared_length_or_hash_is_refused_whole() {
+    use md5::Digest as _;
+    let zip = with_good(md_for("/ok/also", b"also"), vec![stored("ok/also", b"also")]);
+    let (sha, md5) = (hex::encode(sha2::Sha256::digest(&zip)), hex::encode(md5::Md5::digest(&zip)));
+    let n = zip.len();
+    let mds = [
+        format!("length=\"{n}\" hash=\"md5:{md5} sha-256:{sha}\""),
+        format!("length=\"{n}\" hash=\"md5:{md5} sha-256:{}\"", "0".repeat(64)),
+        format!("length=\"{n}\" hash=\"md5:{} sha-256:{sha}\"", "f".repeat(32)),
+        format!("length=\"{}\" hash=\"sha-256:{sha}\"", n + 1),
+    ];
+    let site = Site::declaring(vec![zip; 4], &mds).await;
+    let r = site.walk().await;
+    assert_eq!(r.len(), 4);
+    assert!(matches!(&r[0], Ok(p) if p.items.len() == 2 && p.items.iter().all(|i| i.outcome.is_ok())), "{:?}", r[0]);
+    let detail = |r: &Result<Package, DumpError>| match r {
+        Err(DumpError::PackageMismatch { detail, .. }) => detail.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert!(detail(&r[1]).starts_with(&format!("sha-256 is {sha}, but the dump declares 000")), "{}", detail(&r[1]));
+    assert!(detail(&r[2]).starts_with(&format!("md5 is {md5}, but the dump declares fff")), "{}", detail(&r[2]));
+    assert_eq!(detail(&r[3]), format!("{n} bytes, but the dump declares {}", n + 1));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

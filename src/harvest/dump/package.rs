@@ -11,6 +11,8 @@
 use std::fs::File;
 use std::io::{Cursor, Read};
 use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
 use url::Url;
 use zip::ZipArchive;
@@ -18,6 +20,7 @@ use zip::result::ZipError;
 
 use super::error::{DumpError, EntryError};
 use super::item::{Content, DumpItem, DumpLimits};
+use super::window::WindowReader;
 use crate::harvest::authority::within_authority;
 use crate::model::{Capability, DocumentKind, DocumentReader, Entry, Header, ReadOptions};
 use crate::store::{BlobInfo, Expected, Store, StoreError};
@@ -45,22 +48,24 @@ pub(super) struct PackageFile {
 /// `each` in processing order as soon as it is stored; `each` returning `Break` stops the
 /// read (the consumer went away). Returns the manifest header.
 ///
-/// A Resource Dump Manifest is read as it is used: each entry is parsed, its bitstream stored
-/// and handed on before the next is parsed, so the first records reach the store while most of
-/// a 50,000-entry manifest is still unread (parsing it whole first held the commits back a
-/// quarter of a second per package). A manifest that turns out malformed part-way ends the
-/// package with [`DumpError::Manifest`] after the items before it, each verified against its
-/// own `hash` and `length`. A Change Dump Manifest is read whole, because its entries may have
-/// to be put into forward chronological order first ([`order`]).
+/// A Resource Dump Manifest is read as it is used: this thread parses entries and hands them
+/// to up to [`MAX_READERS`] threads (one per core) that store their bitstreams — hashing is
+/// most of a dump's cost — and hand each item on as it is stored, so the first records reach
+/// the store while most of a 50,000-entry manifest is still unread, and items arrive in about
+/// manifest order (`position` says exactly). A manifest that turns out malformed part-way ends
+/// the package with [`DumpError::Manifest`] after the items before it, each verified against
+/// its own `hash` and `length`. A Change Dump Manifest is read whole and applied on this thread,
+/// in order, because its entries may have to be put into forward chronological order first
+/// ([`order`]).
 pub(super) fn read_package(
     p: PackageFile,
     store: &Store,
     limits: &DumpLimits,
-    mut each: impl FnMut(DumpItem) -> ControlFlow<()>,
+    mut each: impl FnMut(DumpItem) -> ControlFlow<()> + Send,
 ) -> Result<Header, DumpError> {
     let url = p.url.to_string();
-    let mut archive =
-        ZipArchive::new(p.file).map_err(|e| DumpError::NotZip { url: url.clone(), source: Box::new(e) })?;
+    let file = WindowReader::new(p.file).map_err(|e| DumpError::TempFile { url: url.clone(), source: e })?;
+    let mut archive = ZipArchive::new(file).map_err(|e| DumpError::NotZip { url: url.clone(), source: Box::new(e) })?;
     if archive.len() > limits.max_entries {
         return Err(DumpError::TooManyEntries { url, count: archive.len(), max: limits.max_entries });
     }
@@ -70,15 +75,17 @@ pub(super) fn read_package(
     let header = manifest.header().clone();
     check_kind(&header, p.expect, &url)?;
     let manifest_err = |source| DumpError::Manifest { url: url.clone(), source };
-    let mut reader = PackageReader {
+    let budget = Mutex::new(budget);
+    let reader = |archive| PackageReader {
         archive,
         url: &p.url,
         authority: p.authority.as_ref(),
         store,
-        budget,
+        budget: &budget,
         buf: vec![0u8; COPY_BUF],
     };
     if p.expect == DocumentKind::ChangeDumpManifest {
+        let mut reader = reader(archive);
         let mut entries = Vec::new();
         // Bounded by the reader's entry limit.
         while let Some(e) = manifest.next_entry().map_err(manifest_err)? {
@@ -92,16 +99,92 @@ pub(super) fn read_package(
         }
         return Ok(header);
     }
-    let mut position = 0;
-    // Bounded by the reader's entry limit.
-    while let Some(entry) = manifest.next_entry().map_err(manifest_err)? {
-        let outcome = reader.item(&entry, p.expect)?;
-        if each(DumpItem { position, entry, outcome }).is_break() {
-            break;
-        }
-        position += 1;
-    }
+    read_in_parallel(&mut manifest, || reader(archive.clone()), &mut each).map_err(|e| match e {
+        Failed::Package(e) => e,
+        Failed::Manifest(e) => manifest_err(e),
+    })?;
     Ok(header)
+}
+
+/// Most threads reading one package: its entries are small and independent, and past a few
+/// threads the manifest parser and the store's commits are what the others wait for.
+const MAX_READERS: usize = 4;
+/// Entries parsed ahead of the readers.
+const PARSED_AHEAD: usize = 256;
+
+/// What ended a parallel read early.
+enum Failed {
+    Package(DumpError),
+    Manifest(crate::model::ReadError),
+}
+
+/// Parses the manifest's entries on this thread and stores their bitstreams on reader threads
+/// made by `make` (each with its own handle on the archive), handing every item to `each` as
+/// it is stored. The first package-level error, or `each` breaking, stops the parsing; the
+/// readers finish the entries already handed to them and skip the rest.
+fn read_in_parallel<'a>(
+    manifest: &mut DocumentReader<Cursor<Vec<u8>>>,
+    make: impl Fn() -> PackageReader<'a> + Sync,
+    each: &mut (impl FnMut(DumpItem) -> ControlFlow<()> + Send),
+) -> Result<(), Failed> {
+    let readers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, MAX_READERS);
+    let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Entry)>(PARSED_AHEAD);
+    let (rx, each) = (Mutex::new(rx), Mutex::new(each));
+    let stop = AtomicBool::new(false);
+    let failed: Mutex<Option<DumpError>> = Mutex::new(None);
+    let parsed = std::thread::scope(|scope| {
+        for _ in 0..readers {
+            scope.spawn(|| {
+                let mut reader = make();
+                // Bounded by the entries parsed: the loop ends when the parser drops `tx`.
+                loop {
+                    let job = lock(&rx).recv();
+                    let Ok((position, entry)) = job else { return };
+                    if stop.load(Ordering::Relaxed) {
+                        continue;
+                    }
+                    match reader.item(&entry, DocumentKind::ResourceDumpManifest) {
+                        Ok(outcome) => {
+                            if (lock(&each))(DumpItem { position, entry, outcome }).is_break() {
+                                stop.store(true, Ordering::Relaxed);
+                            }
+                        }
+                        Err(e) => {
+                            stop.store(true, Ordering::Relaxed);
+                            lock(&failed).get_or_insert(e);
+                        }
+                    }
+                }
+            });
+        }
+        let mut position = 0;
+        // Bounded by the reader's entry limit.
+        let parsed = loop {
+            if stop.load(Ordering::Relaxed) {
+                break Ok(());
+            }
+            match manifest.next_entry() {
+                Ok(Some(entry)) => {
+                    if tx.send((position, entry)).is_err() {
+                        break Ok(());
+                    }
+                    position += 1;
+                }
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(e),
+            }
+        };
+        drop(tx);
+        parsed
+    });
+    if let Some(e) = failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        return Err(Failed::Package(e));
+    }
+    parsed.map_err(Failed::Manifest)
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Why a name could escape a directory if it were ever used as a path.
@@ -123,7 +206,7 @@ pub(super) fn unsafe_name(name: &[u8]) -> Option<&'static str> {
     }
 }
 
-fn check_names(archive: &ZipArchive<File>, url: &str) -> Result<(), DumpError> {
+fn check_names(archive: &ZipArchive<WindowReader>, url: &str) -> Result<(), DumpError> {
     for raw in archive.file_names_raw() {
         if let Some(reason) = unsafe_name(raw) {
             let name = String::from_utf8_lossy(raw).into_owned();
@@ -166,7 +249,7 @@ fn order(entries: Vec<Entry>, kind: DocumentKind) -> Vec<(usize, Entry)> {
 /// The package's `manifest.xml`, read into memory within the budget, with its header parsed
 /// and its entries ready to be read one at a time.
 fn open_manifest(
-    archive: &mut ZipArchive<File>,
+    archive: &mut ZipArchive<WindowReader>,
     url: &str,
     budget: &mut Budget,
 ) -> Result<DocumentReader<Cursor<Vec<u8>>>, DumpError> {
@@ -285,11 +368,14 @@ fn is_verification(e: &StoreError) -> bool {
 
 /// The state shared by the entries of one package.
 struct PackageReader<'a> {
-    archive: ZipArchive<File>,
+    archive: ZipArchive<WindowReader>,
     url: &'a Url,
     authority: Option<&'a Url>,
     store: &'a Store,
-    budget: Budget,
+    /// Shared by the threads reading the package: the decompressed bytes it may still produce.
+    /// Two readers may each pass the check before either settles, so the total can exceed the
+    /// limit by at most one entry per reader, each within `max_entry_bytes`.
+    budget: &'a Mutex<Budget>,
     /// The copy buffer of every entry.
     buf: Vec<u8>,
 }
@@ -342,15 +428,18 @@ impl PackageReader<'_> {
             return Ok(Err(e));
         }
         // The bomb checks come first: a bomb ends the package even when it is also too large.
-        let cap = self.budget.cap(&url, path, file.size(), file.compressed_size(), u64::MAX)?;
-        let max = self.budget.limits.max_entry_bytes;
+        let (cap, max) = {
+            let budget = lock(self.budget);
+            (budget.cap(&url, path, file.size(), file.compressed_size(), u64::MAX)?, budget.limits.max_entry_bytes)
+        };
         if cap > max {
             return Ok(Err(EntryError::TooLarge { path: path.to_owned(), size: cap, max }));
         }
         let mut writer = self.store.blob_writer(expected);
         let pumped = pump(&mut file, cap, &mut self.buf, &mut |chunk| writer.write(chunk));
         drop(file);
-        let committed = match self.budget.settle(&url, path, cap, pumped) {
+        let settled = lock(self.budget).settle(&url, path, cap, pumped);
+        let committed = match settled {
             Ok(()) => writer.commit(),
             Err(Settled::Entry(e)) => return Ok(Err(e)),
             Err(Settled::Package(e)) => return Err(e),
@@ -364,7 +453,7 @@ impl PackageReader<'_> {
 }
 
 /// Refuses what is not a plain file, before reading it.
-fn check_kind_of_entry(file: &zip::read::ZipFile<'_, File>, path: &str) -> Result<(), EntryError> {
+fn check_kind_of_entry(file: &zip::read::ZipFile<'_, WindowReader>, path: &str) -> Result<(), EntryError> {
     let is_link = file.unix_mode().is_some_and(|m| m & S_IFMT == S_IFLNK) || file.is_symlink();
     if is_link {
         return Err(EntryError::Symlink(path.to_owned()));
