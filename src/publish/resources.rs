@@ -49,7 +49,7 @@ impl Publisher {
     /// [`PublishError::UnknownSet`]; [`PublishError::Store`].
     pub fn resource_list(&self, set: &str) -> Result<ResourceListDoc, PublishError> {
         let view = self.view_or_missing(set)?;
-        let at = W3cDateTime::now();
+        let at = self.store.read_point();
         let layout = self.validated_layout(view)?;
         match layout {
             Layout::Single => {
@@ -87,7 +87,7 @@ impl Publisher {
         let view = self.view_or_missing(&job.set)?;
         let mut header = Header::new(
             RootFormat::UrlSet,
-            Md { capability: Some(Capability::ResourceList), at: Some(W3cDateTime::now()), ..Md::default() },
+            Md { capability: Some(Capability::ResourceList), at: Some(self.store.read_point()), ..Md::default() },
         );
         header.links.push(Link::new("up", self.naming.capability_list(&job.set)));
         if job.part {

@@ -190,6 +190,17 @@ impl Store {
         self.inner.remote.as_deref().map(remote::Remote::location)
     }
 
+    /// The instant a read of records starting now is complete as of, for a document's `at`:
+    /// it waits for an apply in progress (applies stamp their events and commit under the same
+    /// lock), so every batch stamped before the returned time is already readable, and every
+    /// later batch is stamped at or after it. A plain clock read could fall inside an apply:
+    /// its records then missed the document while its events, stamped earlier, fell before
+    /// the `at` a Destination follows the Change Lists from, and were never applied there.
+    pub fn read_point(&self) -> crate::model::W3cDateTime {
+        let _applies = self.inner.unflushed.lock().unwrap_or_else(|p| p.into_inner());
+        crate::model::W3cDateTime::now()
+    }
+
     /// Makes everything written so far durable: blob files are already synced when their put
     /// returns; this syncs the active pack and commits the rows of blobs put into it, flushes
     /// the database, and then lets readers see the change events written by
