@@ -155,7 +155,7 @@ impl Publisher {
     pub fn resource_dump(&self, set: &str) -> Result<Arc<ResourceDump>, PublishError> {
         let view = self.dump_view(set)?;
         let mut state = lock(&view.dump);
-        let seq = self.store.set_info(set)?.map_or(0, |i| i.visible_seq);
+        let (seq, at) = self.store.snapshot_point(set)?;
         if state.current.is_none() {
             state.current = self.saved_dump(set)?.map(Arc::new);
         }
@@ -164,7 +164,7 @@ impl Publisher {
         {
             return Ok(d.clone());
         }
-        let dump = match self.build_dump(view, seq) {
+        let dump = match self.build_dump(view, seq, at) {
             Ok(d) => Arc::new(d),
             Err(e) => {
                 self.remove_generation(set, seq);
@@ -286,11 +286,12 @@ impl Publisher {
         }
     }
 
-    fn build_dump(&self, view: &SetView, seq: u64) -> Result<ResourceDump, PublishError> {
+    /// Builds the dump of `set` as it stood at event `seq`; `at` comes with `seq` from
+    /// [`Store::snapshot_point`](crate::store::Store::snapshot_point).
+    fn build_dump(&self, view: &SetView, seq: u64, at: W3cDateTime) -> Result<ResourceDump, PublishError> {
         let set = &view.config.id;
         let dir = self.dump_dir(set);
         fs::create_dir_all(&dir).map_err(|e| dump_io(&dir, e))?;
-        let at = W3cDateTime::now();
         let all = KeyRange::all();
         let mut items = self.snapshot(view, &all, seq).peekable();
         let mut packages = Vec::new();
@@ -658,7 +659,7 @@ mod tests {
         put(&store, "a", b"second");
         put(&store, "b", b"new");
         let view = p.view_or_missing("s").unwrap();
-        let dump = p.build_dump(view, seq).unwrap();
+        let dump = p.build_dump(view, seq, W3cDateTime::now()).unwrap();
         let m = members(&p.dump_dir("s").join(package_name(seq, 1)));
         assert_eq!(m.len(), 2, "b did not exist at the position: {:?}", m.iter().map(|(n, _)| n).collect::<Vec<_>>());
         assert_eq!(m[1].1, b"first");

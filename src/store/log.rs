@@ -356,6 +356,26 @@ impl Store {
         Ok(EventIter { rows, chunk: None, start, last, until })
     }
 
+    /// Where a snapshot of `set` stands: the last event a reader may see, and the `at` of a
+    /// document holding that state — the datetime of the first event still hidden (stamped
+    /// by a batch not yet flushed), else [`Store::read_point`]'s. Every event after the
+    /// returned one is stamped at or after the returned datetime, so a Destination following
+    /// the Change Lists from that `at` misses none of them.
+    ///
+    /// # Errors
+    /// [`StoreError::Database`] / [`StoreError::Corrupt`].
+    pub fn snapshot_point(&self, set: &str) -> Result<(u64, W3cDateTime), StoreError> {
+        // Applies stamp and commit under this lock (see `visible_seq`).
+        let unflushed = self.inner.unflushed.lock().unwrap_or_else(|p| p.into_inner());
+        match unflushed.0.get(set) {
+            Some(&(first, _)) => {
+                let at = self.inner.event(set, first)?.map_or_else(W3cDateTime::now, |e| e.datetime);
+                Ok((first - 1, at))
+            }
+            None => Ok((self.inner.counters(set)?.last_seq, W3cDateTime::now())),
+        }
+    }
+
     /// A set's counters, or `None` for a set with no events yet.
     ///
     /// # Errors

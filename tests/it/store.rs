@@ -247,8 +247,16 @@ fn unflushed_events_are_hidden_until_flush() {
     assert_eq!(store.events_after("s", 0).unwrap().count(), 1);
     let info = store.set_info("s").unwrap().unwrap();
     assert_eq!((info.events, info.visible_seq), (3, 1));
+    // A snapshot stands at the last visible event, and its `at` is the first hidden event's
+    // datetime: following changes from there misses neither hidden event.
+    let hidden = store.record("http://tributary.test/2").unwrap().unwrap().changed;
+    assert_eq!(store.snapshot_point("s").unwrap(), (1, hidden));
     store.flush().unwrap();
     assert_eq!(store.events_after("s", 0).unwrap().count(), 3);
+    let (seq, at) = store.snapshot_point("s").unwrap();
+    assert_eq!(seq, 3);
+    assert!(at >= store.events_after("s", 2).unwrap().next().unwrap().unwrap().datetime);
+    assert!(at <= store.read_point());
 }
 
 #[test]
