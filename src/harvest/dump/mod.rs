@@ -368,13 +368,12 @@ async fn download(
     .map_err(temp_err)?;
     let check = PackageCheck::new(entry);
     let (to_file, writing) = on_thread(move |chunks| write_all(file, chunks));
-    let hashing: Vec<_> =
-        check.wanted().into_iter().map(|alg| (alg.clone(), on_thread(move |chunks| digest(alg, chunks)))).collect();
+    let hashing = check.wanted().map(|alg| (alg.clone(), on_thread(move |chunks| digest(alg, chunks))));
     let mut read = 0u64;
     // Bounded by the fetcher's size cap and deadlines.
     while let Some(chunk) = resp.chunk().await.map_err(fetch_err)? {
         read += chunk.len() as u64;
-        for (_, (tx, _)) in &hashing {
+        if let Some((_, (tx, _))) = &hashing {
             // A hashing thread only goes away when the runtime shuts down.
             let _ = tx.send(chunk.clone()).await;
         }
@@ -383,13 +382,15 @@ async fn download(
         }
     }
     drop(to_file);
-    let file = joined(writing).await.map_err(temp_err)?;
-    let mut digests = Vec::new();
-    for (alg, (tx, hashed)) in hashing {
-        drop(tx);
-        digests.push((alg, joined(hashed).await.map_err(temp_err)?));
-    }
-    let length = check.finish(url, read, &digests)?;
+    let file = joined(writing).await.and_then(|r| r).map_err(temp_err)?;
+    let digest = match hashing {
+        Some((alg, (tx, hashed))) => {
+            drop(tx);
+            Some((alg, joined(hashed).await.map_err(temp_err)?))
+        }
+        None => None,
+    };
+    let length = check.finish(url, read, digest)?;
     Ok((file, resp.url, length))
 }
 
@@ -405,8 +406,8 @@ fn on_thread<T: Send + 'static>(work: impl FnOnce(Chunks) -> T + Send + 'static)
     (tx, tokio::task::spawn_blocking(move || work(rx)))
 }
 
-async fn joined<T>(task: tokio::task::JoinHandle<std::io::Result<T>>) -> std::io::Result<T> {
-    task.await.map_err(std::io::Error::other)?
+async fn joined<T>(task: tokio::task::JoinHandle<T>) -> std::io::Result<T> {
+    task.await.map_err(std::io::Error::other)
 }
 
 fn write_all(file: std::fs::File, mut chunks: Chunks) -> std::io::Result<std::fs::File> {
@@ -419,7 +420,7 @@ fn write_all(file: std::fs::File, mut chunks: Chunks) -> std::io::Result<std::fs
     out.into_inner().map_err(std::io::IntoInnerError::into_error)
 }
 
-fn digest(alg: HashAlgorithm, mut chunks: Chunks) -> std::io::Result<String> {
+fn digest(alg: HashAlgorithm, mut chunks: Chunks) -> String {
     fn run<D: sha2::Digest>(mut h: D, chunks: &mut Chunks) -> String {
         // Bounded by the download: the loop ends when its sender is dropped.
         while let Some(chunk) = chunks.blocking_recv() {
@@ -427,11 +428,11 @@ fn digest(alg: HashAlgorithm, mut chunks: Chunks) -> std::io::Result<String> {
         }
         hex::encode(h.finalize())
     }
-    Ok(match alg {
+    match alg {
         HashAlgorithm::Md5 => run(md5::Md5::new(), &mut chunks),
         HashAlgorithm::Sha1 => run(sha1::Sha1::new(), &mut chunks),
         _ => run(sha2::Sha256::new(), &mut chunks),
-    })
+    }
 }
 
 /// The length and hash a dump declares for a package, checked once it is downloaded.
@@ -456,17 +457,16 @@ impl PackageCheck {
             .find(|alg| self.declared.get(alg).is_some())
     }
 
-    fn finish(self, url: &Url, read: u64, digests: &[(HashAlgorithm, String)]) -> Result<u64, DumpError> {
+    fn finish(self, url: &Url, read: u64, digest: Option<(HashAlgorithm, String)>) -> Result<u64, DumpError> {
         let mismatch = |detail| Err(DumpError::PackageMismatch { url: url.to_string(), detail });
         if let Some(len) = self.length.filter(|&l| l != read) {
             return mismatch(format!("{read} bytes, but the dump declares {len}"));
         }
-        for (alg, value) in digests {
-            if let Some(want) = self.declared.get(alg)
-                && value != want
-            {
-                return mismatch(format!("{} is {value}, but the dump declares {want}", alg.as_str()));
-            }
+        if let Some((alg, value)) = digest
+            && let Some(want) = self.declared.get(&alg)
+            && value != want
+        {
+            return mismatch(format!("{} is {value}, but the dump declares {want}", alg.as_str()));
         }
         Ok(read)
     }
