@@ -4,7 +4,8 @@
 #
 #   start_seaweedfs DIR LOG KEY SECRET [VOLUME_MB]
 #
-# keeps its data and its identities file under DIR, logs to LOG, accepts KEY and SECRET, and
+# keeps its data and its identities file under DIR, logs to LOG, accepts KEY and SECRET (KEY
+# "-": no identities, so anonymous requests are allowed: only for measuring the server), and
 # returns once the S3 gateway and the volume server both answer (at most 60 s; otherwise it
 # returns 1 with a message). It sets WEED_PID and exports the AWS_* variables a `tributary`
 # process reads. WEED names the binary (default: `weed` on PATH, else .ci/venv/bin/weed).
@@ -33,12 +34,14 @@ start_seaweedfs() {
 {"identities":[{"name":"tributary","credentials":[{"accessKey":"$key","secretKey":"$secret"}],"actions":["Admin","Read","Write","List","Tagging"]}]}
 EOF
     )
+    local identities=(-s3.config="$dir/s3.json")
+    [[ $key == - ]] && identities=()
     s3=$(port_pair)
     volume=$(port_pair)
     # No usage statistics sent anywhere: everything stays on loopback.
     "$WEED" server -dir="$dir/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 -master.port="$(port_pair)" \
         -volume.port="$volume" -filer.port="$(port_pair)" -s3 -s3.port="$s3" \
-        -s3.config="$dir/s3.json" -s3.port.iceberg=0 -s3.port.lance=0 -master.telemetry=false \
+        "${identities[@]}" -s3.port.iceberg=0 -s3.port.lance=0 -master.telemetry=false \
         -master.volumeSizeLimitMB="$volume_mb" -volume.max=0 >"$log" 2>&1 &
     WEED_PID=$!
     export AWS_ENDPOINT="http://127.0.0.1:$s3" AWS_ACCESS_KEY_ID=$key AWS_SECRET_ACCESS_KEY=$secret \

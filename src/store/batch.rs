@@ -15,11 +15,11 @@ use super::codec::{self, check_key};
 use super::error::StoreError;
 use super::failure::{self, NewFailure};
 use super::feeds;
-use super::log::{ChunkBuf, Counters, Event, event_key};
+use super::log::{ChunkBuf, Counters, EventRef, event_key};
 use super::record::{NewRecord, Record, keys};
 use super::row;
 use super::state::{self, SourceState};
-use super::table::Overlay;
+use super::table::{FastMap, Overlay};
 use super::{Inner, Store, Trees};
 use crate::model::{Change, W3cDateTime};
 
@@ -176,9 +176,23 @@ struct Tx<'a> {
     counters: HashMap<String, (u64, Counters)>,
     /// Per set, the chunk of change events being filled (see [`super::log`]).
     chunks: HashMap<String, ChunkBuf>,
-    /// Blob rows whose referrer this batch changed, as they will be.
-    blobs: HashMap<BlobId, BlobRow>,
+    /// Blob rows this batch writes, as they will be: the pending rows it carries (see
+    /// `pack`) and those whose referrer it changed.
+    blobs: FastMap<BlobId, TxBlob>,
     now: W3cDateTime,
+}
+
+/// A blob row as a batch sees it, and whether the batch writes it.
+struct TxBlob {
+    row: BlobRow,
+    write: bool,
+}
+
+impl TxBlob {
+    fn refer(&mut self, referrer: Option<String>) {
+        self.row.referrer = referrer;
+        self.write = true;
+    }
 }
 
 impl Store {
@@ -212,16 +226,12 @@ impl Store {
         let t = &inner.trees;
         // Up to five rows per op: the record, two index entries (or a blob row) and their
         // removal on an update; chunks and counters are per set, blob rows per blob.
-        let mut w = Overlay::with_capacity(batch.ops.len() * 5 + 8 + taken.len());
-        taken.write_into(t, &mut w)?;
-        let mut tx = Tx {
-            t,
-            w,
-            counters: HashMap::new(),
-            chunks: HashMap::new(),
-            blobs: HashMap::new(),
-            now: W3cDateTime::now(),
-        };
+        let w = Overlay::with_capacity(batch.ops.len() * 5 + 8);
+        // The pending rows join as rows, not encoded bytes: the upserts naming them (most of
+        // a harvest's) set their referrer in place, and each is encoded once, at the end.
+        let mut blobs = FastMap::with_capacity_and_hasher(taken.len(), Default::default());
+        blobs.extend(taken.iter().map(|(id, row)| (*id, TxBlob { row: row.clone(), write: true })));
+        let mut tx = Tx { t, w, counters: HashMap::new(), chunks: HashMap::new(), blobs, now: W3cDateTime::now() };
         let applied = tx.run(&batch.ops)?;
         tx.failures(&batch.failures)?;
         for (source, item, state) in &batch.feed_items {
@@ -237,7 +247,7 @@ impl Store {
         let ranges = tx.write_counters()?;
         tx.write_blob_rows()?;
         tx.w.commit(&t.main, &t.lsm)?;
-        inner.committed(taken, &tx.blobs);
+        inner.committed(taken, tx.blobs.iter().filter(|(_, b)| b.write).map(|(id, b)| (id, &b.row)));
         for (set, first, last) in ranges {
             unflushed.note(&set, first, last);
         }
@@ -292,18 +302,21 @@ impl Tx<'_> {
         self.w.get(&self.t.records, uri.as_bytes())?.map(|v| row::decode(uri.as_bytes(), &v)).transpose()
     }
 
-    /// The blob's row as this batch leaves it so far.
-    fn blob_row(&self, sha: &BlobId) -> Result<Option<BlobRow>, StoreError> {
-        if let Some(row) = self.blobs.get(sha) {
-            return Ok(Some(row.clone()));
+    /// The blob's row as this batch leaves it so far, taken into `blobs` (where a change to
+    /// it is written from) when it was only in the store.
+    fn blob_row(&mut self, sha: &BlobId) -> Result<Option<&mut TxBlob>, StoreError> {
+        if !self.blobs.contains_key(sha) {
+            let Some(v) = self.w.get(&self.t.blobs, &sha.0)? else { return Ok(None) };
+            self.blobs.insert(*sha, TxBlob { row: BlobRow::decode(&v)?, write: false });
         }
-        self.w.get(&self.t.blobs, &sha.0)?.map(|v| BlobRow::decode(&v)).transpose()
+        Ok(self.blobs.get_mut(sha))
     }
 
     fn upsert(&mut self, sets: &[String], new: &NewRecord) -> Result<OpResult, StoreError> {
         let Some(head) = self.blob_row(&new.sha256)? else {
             return Err(StoreError::MissingBlob { uri: new.uri.clone(), sha256: new.sha256.to_hex() });
         };
+        let (md5, length) = (head.row.md5.map(hex::encode), head.row.length);
         // A deleted record still heads its history, which a re-creation continues.
         let old = self.old_record(&new.uri)?;
         let mut rec = Record {
@@ -313,8 +326,8 @@ impl Tx<'_> {
             origin: new.listing.origin.clone(),
             upstream: new.upstream.clone(),
             sha256: new.sha256,
-            md5: head.md5.map(hex::encode),
-            length: head.length,
+            md5,
+            length,
             declared: new.listing.declared.clone(),
             media_type: new.listing.media_type.clone(),
             lastmod: new.listing.lastmod,
@@ -360,10 +373,7 @@ impl Tx<'_> {
         let t = self.t;
         // Read again rather than passed in: unindexing the old version may have just freed it.
         match self.blob_row(&rec.sha256)? {
-            Some(mut blob) if blob.referrer.is_none() => {
-                blob.referrer = Some(rec.uri.clone());
-                self.blobs.insert(rec.sha256, blob);
-            }
+            Some(blob) if blob.row.referrer.is_none() => blob.refer(Some(rec.uri.clone())),
             _ => self.w.insert(&t.by_sha, &keys::by_sha(&rec.sha256, &rec.uri), Vec::new()),
         }
         // A record fetched from its origin is found by its name instead (see `record`).
@@ -376,11 +386,10 @@ impl Tx<'_> {
     fn unindex(&mut self, rec: &Record) -> Result<(), StoreError> {
         let t = self.t;
         match self.blob_row(&rec.sha256)? {
-            Some(mut blob) if blob.referrer.as_deref() == Some(rec.uri.as_str()) => {
+            Some(blob) if blob.row.referrer.as_deref() == Some(rec.uri.as_str()) => {
                 // The index's other entries, if any, stay where they are: a referrer is not
                 // needed for the blob to count as referenced, only one fewer row.
-                blob.referrer = None;
-                self.blobs.insert(rec.sha256, blob);
+                blob.refer(None);
             }
             _ => self.w.remove(&t.by_sha, &keys::by_sha(&rec.sha256, &rec.uri)),
         }
@@ -435,18 +444,18 @@ impl Tx<'_> {
                 Some((_, q)) => *q = seq,
                 None => rec.heads.push((set.clone(), seq)),
             }
-            let event = Event {
+            let event = EventRef {
                 seq,
-                uri: rec.uri.clone(),
+                uri: &rec.uri,
                 change,
                 datetime,
-                sha256: rec.sha256,
-                md5: rec.md5.clone(),
+                sha256: &rec.sha256,
+                md5: rec.md5.as_deref(),
                 length: rec.length,
-                media_type: rec.media_type.clone(),
-                origin: rec.origin.clone(),
-                via: rec.via.clone(),
-                source: rec.source.clone(),
+                media_type: rec.media_type.as_deref(),
+                origin: &rec.origin,
+                via: &rec.via,
+                source: &rec.source,
                 prev,
             };
             self.push_event(set, &event)?;
@@ -456,7 +465,7 @@ impl Tx<'_> {
     }
 
     /// Adds an event to its set's open chunk, writing the chunk out once it is full.
-    fn push_event(&mut self, set: &str, event: &Event) -> Result<(), StoreError> {
+    fn push_event(&mut self, set: &str, event: &EventRef<'_>) -> Result<(), StoreError> {
         let chunk = match self.chunks.get_mut(set) {
             Some(c) => c,
             None => self.chunks.entry(set.to_owned()).or_insert_with(|| ChunkBuf::new(event.seq)),
@@ -469,10 +478,10 @@ impl Tx<'_> {
         Ok(())
     }
 
-    /// Writes the blob rows whose referrer changed.
+    /// Writes the blob rows: those pending and those whose referrer changed.
     fn write_blob_rows(&mut self) -> Result<(), StoreError> {
-        for (id, row) in &self.blobs {
-            self.w.insert(&self.t.blobs, &id.0, row.encode()?);
+        for (id, blob) in self.blobs.iter().filter(|(_, b)| b.write) {
+            self.w.insert(&self.t.blobs, &id.0, blob.row.encode()?);
         }
         Ok(())
     }

@@ -25,17 +25,29 @@ use crate::model::{Digest, HashAlgorithm, HashList, Link, W3cDateTime};
 const VALUE_VERSION: u8 = 1;
 
 /// Encodes a value as version byte + postcard.
+///
+/// Into a per-thread scratch buffer first, then copied into a vector of exactly its length:
+/// grown from one byte, a vector was reallocated four to seven times per value, and one
+/// allocated with room to spare kept that room for as long as the memtable held the row (a
+/// 70-byte blob row in 512 bytes).
 pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
-    // Room for a record row (about 260 bytes): grown from one byte, the vector was reallocated
-    // four to seven times per value, and a harvested resource encodes three (its record row,
-    // and its blob row when the pack's rows join the batch and again with its referrer).
-    let mut out = Vec::with_capacity(ENCODE_CAPACITY);
-    out.push(VALUE_VERSION);
-    postcard::to_extend(value, out).map_err(|e| StoreError::corrupt("value (encoding)", e))
+    thread_local! {
+        static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    SCRATCH.with(|cell| {
+        // A value encoded while another is (never, today) gets a buffer of its own.
+        let mut fresh = Vec::new();
+        let mut guard = cell.try_borrow_mut().ok();
+        let buf = guard.as_deref_mut().unwrap_or(&mut fresh);
+        buf.clear();
+        buf.push(VALUE_VERSION);
+        let out =
+            postcard::to_extend(value, std::mem::take(buf)).map_err(|e| StoreError::corrupt("value (encoding)", e))?;
+        let exact = out.clone();
+        *buf = out;
+        Ok(exact)
+    })
 }
-
-/// The starting capacity of an encoded value; larger values grow past it as before.
-const ENCODE_CAPACITY: usize = 512;
 
 /// Decodes a value written by [`encode`].
 pub(crate) fn decode<'a, T: Deserialize<'a>>(what: &'static str, bytes: &'a [u8]) -> Result<T, StoreError> {

@@ -62,6 +62,26 @@ pub struct Event {
     pub prev: Option<u64>,
 }
 
+/// An [`Event`] borrowed from the record it is about, for writing: encoded exactly as the
+/// owned one (serde writes `&str` as `String`), without cloning the record's fields per set.
+#[derive(Serialize)]
+pub(super) struct EventRef<'a> {
+    pub(super) seq: u64,
+    pub(super) uri: &'a str,
+    #[serde(with = "change_code")]
+    pub(super) change: Change,
+    #[serde(with = "w3c")]
+    pub(super) datetime: W3cDateTime,
+    pub(super) sha256: &'a BlobId,
+    pub(super) md5: Option<&'a str>,
+    pub(super) length: u64,
+    pub(super) media_type: Option<&'a str>,
+    pub(super) origin: &'a str,
+    pub(super) via: &'a Via,
+    pub(super) source: &'a str,
+    pub(super) prev: Option<u64>,
+}
+
 mod change_code {
     use serde::{Deserialize, Deserializer, Serializer};
 
@@ -179,7 +199,7 @@ impl ChunkBuf {
     }
 
     /// Appends the event with seq `first + count`.
-    pub(super) fn push(&mut self, event: &Event) -> Result<(), StoreError> {
+    pub(super) fn push(&mut self, event: &EventRef<'_>) -> Result<(), StoreError> {
         let mut b = std::mem::take(&mut self.bytes);
         let at = b.len();
         b.extend_from_slice(&[0; 4]);
@@ -487,5 +507,56 @@ impl Iterator for EventIter {
 impl std::fmt::Debug for EventIter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EventIter").field("until", &self.until).finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::HashList;
+
+    /// A chunk is read back as [`Event`]s, so what the batch writes from borrows must encode
+    /// byte for byte as the owned event would.
+    #[test]
+    fn a_borrowed_event_encodes_as_the_owned_one() {
+        let via = Via {
+            modified: Some("2024-05-01T10:00:00+02:00".parse().unwrap()),
+            hash: HashList::parse("md5:1e0d5cb8ef6ba40c99b14c0237be735e").unwrap().0,
+            length: Some(2048),
+            media_type: Some("text/plain".into()),
+        };
+        for (md5, media_type, prev) in [(Some("ab"), Some("text/xml"), Some(3)), (None, None, None)] {
+            let owned = Event {
+                seq: 7,
+                uri: "http://t/sets/a/res/1".into(),
+                change: Change::Updated,
+                datetime: "2026-11-26T10:00:00Z".parse().unwrap(),
+                sha256: BlobId([9; 32]),
+                md5: md5.map(str::to_owned),
+                length: 2048,
+                media_type: media_type.map(str::to_owned),
+                origin: "http://origin/1".into(),
+                via: via.clone(),
+                source: "a".into(),
+                prev,
+            };
+            let borrowed = EventRef {
+                seq: owned.seq,
+                uri: &owned.uri,
+                change: owned.change,
+                datetime: owned.datetime,
+                sha256: &owned.sha256,
+                md5: owned.md5.as_deref(),
+                length: owned.length,
+                media_type: owned.media_type.as_deref(),
+                origin: &owned.origin,
+                via: &owned.via,
+                source: &owned.source,
+                prev: owned.prev,
+            };
+            let (a, b) = (postcard::to_allocvec(&owned).unwrap(), postcard::to_allocvec(&borrowed).unwrap());
+            assert_eq!(a, b);
+            assert_eq!(postcard::from_bytes::<Event>(&b).unwrap(), owned);
+        }
     }
 }

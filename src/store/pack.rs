@@ -258,7 +258,7 @@ impl Inner {
         let taken = self.take_pending()?;
         if taken.len() > 0 {
             write_rows(&self.trees, taken.iter())?;
-            self.committed(taken, &HashMap::new());
+            self.committed(taken, std::iter::empty());
         }
         Ok(())
     }
@@ -296,9 +296,13 @@ impl Inner {
 
     /// The batch holding `taken` is in sled: its rows stop being pending. Not calling this (the
     /// batch failed) leaves them pending for the next commit, which writes them again.
-    /// `rewritten` are the blob rows the batch wrote with another referrer (see
-    /// [`BlobRow::referrer`]): a row still pending takes it, so writing it later keeps it.
-    pub(super) fn committed(&self, taken: TakenRows<'_>, rewritten: &HashMap<BlobId, BlobRow>) {
+    /// `rewritten` are the blob rows the batch wrote (see [`BlobRow::referrer`]): a row still
+    /// pending takes its referrer, so writing it later keeps it.
+    pub(super) fn committed<'a>(
+        &self,
+        taken: TakenRows<'_>,
+        rewritten: impl Iterator<Item = (&'a BlobId, &'a BlobRow)>,
+    ) {
         // Again now that the rows are in sled, for a blob filter rebuilt since the puts.
         for (id, _) in &taken.rows {
             self.known.add(id, &self.trees.blobs);
@@ -362,13 +366,8 @@ impl TakenRows<'_> {
         self.rows.len()
     }
 
-    fn iter(&self) -> impl ExactSizeIterator<Item = (&BlobId, &BlobRow)> {
+    pub(super) fn iter(&self) -> impl ExactSizeIterator<Item = (&BlobId, &BlobRow)> {
         self.rows.iter().map(|(id, row)| (id, row))
-    }
-
-    /// Adds the rows to `w`, so they commit with it.
-    pub(super) fn write_into(&self, trees: &Trees, w: &mut Overlay) -> Result<(), StoreError> {
-        encode_rows(trees, self.iter(), w)
     }
 }
 
@@ -378,19 +377,10 @@ fn write_rows<'a>(
     rows: impl ExactSizeIterator<Item = (&'a BlobId, &'a BlobRow)>,
 ) -> Result<(), StoreError> {
     let mut w = Overlay::with_capacity(rows.len());
-    encode_rows(trees, rows, &mut w)?;
-    w.commit(&trees.main, &trees.lsm)
-}
-
-fn encode_rows<'a>(
-    trees: &Trees,
-    rows: impl Iterator<Item = (&'a BlobId, &'a BlobRow)>,
-    w: &mut Overlay,
-) -> Result<(), StoreError> {
     for (id, row) in rows {
         w.insert(&trees.blobs, &id.0, row.encode()?);
     }
-    Ok(())
+    w.commit(&trees.main, &trees.lsm)
 }
 
 fn pack_path(dir: &Path, pack: u32) -> PathBuf {
@@ -442,10 +432,9 @@ mod tests {
         let mut row = taken.rows[0].1.clone();
         row.referrer = Some("http://t/a".into());
         let mut w = Overlay::with_capacity(2);
-        taken.write_into(&inner.trees, &mut w).unwrap();
         w.insert(&inner.trees.blobs, &id.0, row.encode().unwrap());
         w.commit(&inner.trees.main, &inner.trees.lsm).unwrap();
-        inner.committed(taken, &HashMap::from([(id, row)]));
+        inner.committed(taken, [(&id, &row)].into_iter());
         assert!(inner.packs.pending(&id).is_some(), "the merged row is still to be written");
 
         inner.commit_pending().unwrap();

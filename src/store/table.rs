@@ -60,7 +60,11 @@ impl Table {
     }
 
     pub(super) fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<IVec>, StoreError> {
-        let key = self.key(key.as_ref());
+        self.get_full(self.key(key.as_ref()))
+    }
+
+    /// [`Table::get`] of a key with the table's prefix in front already.
+    fn get_full(&self, key: Vec<u8>) -> Result<Option<IVec>, StoreError> {
         match &self.backend {
             Backend::Sled(t) => Ok(t.get(key)?),
             Backend::Lsm(l) => Ok(l.get(&key)?.map(IVec::from)),
@@ -210,29 +214,40 @@ impl Iterator for TableIter {
     }
 }
 
+/// The hash map of a batch's working sets: foldhash rather than std's SipHash, which was a
+/// visible part of an apply's time. Its seed is random per process, so keys an upstream chose
+/// (URIs) cannot be aimed at one bucket.
+pub(super) type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
+type Writes = FastMap<Vec<u8>, Option<Vec<u8>>>;
+
 /// The writes of one batch, collected so they can be applied atomically at the end; reads
 /// through it see the batch's own earlier writes (two ops on one URI in a batch).
 #[derive(Default)]
 pub(super) struct Overlay {
-    sled: HashMap<Vec<u8>, Option<Vec<u8>>>,
-    engine: HashMap<Vec<u8>, Option<Vec<u8>>>,
+    sled: Writes,
+    engine: Writes,
 }
 
 impl Overlay {
     /// An overlay expecting about `writes` writes, so a large batch does not rehash as it grows.
     pub(super) fn with_capacity(writes: usize) -> Self {
-        Overlay { sled: HashMap::with_capacity(8), engine: HashMap::with_capacity(writes) }
+        Overlay {
+            sled: Writes::with_capacity_and_hasher(8, Default::default()),
+            engine: Writes::with_capacity_and_hasher(writes, Default::default()),
+        }
     }
 
-    fn writes(&mut self, table: &Table) -> &mut HashMap<Vec<u8>, Option<Vec<u8>>> {
+    fn writes(&mut self, table: &Table) -> &mut Writes {
         if table.in_engine() { &mut self.engine } else { &mut self.sled }
     }
 
     pub(super) fn get(&self, table: &Table, key: &[u8]) -> Result<Option<IVec>, StoreError> {
         let writes = if table.in_engine() { &self.engine } else { &self.sled };
-        match writes.get(&table.key(key)) {
+        let key = table.key(key);
+        match writes.get(&key) {
             Some(v) => Ok(v.as_deref().map(IVec::from)),
-            None => table.get(key),
+            None => table.get_full(key),
         }
     }
 
