@@ -45,9 +45,15 @@ pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
             postcard::to_extend(value, std::mem::take(buf)).map_err(|e| StoreError::corrupt("value (encoding)", e))?;
         let exact = out.clone();
         *buf = out;
+        // Kept for the next value, unless one unusually large value grew it.
+        buf.shrink_to(SCRATCH_KEPT);
         Ok(exact)
     })
 }
+
+/// The most an [`encode`] scratch buffer keeps between values: a record row is a few hundred
+/// bytes.
+const SCRATCH_KEPT: usize = 64 * 1024;
 
 /// Decodes a value written by [`encode`].
 pub(crate) fn decode<'a, T: Deserialize<'a>>(what: &'static str, bytes: &'a [u8]) -> Result<T, StoreError> {

@@ -89,6 +89,9 @@ impl Wal {
             return Err(StoreError::io(path(&self.dir, self.generation), e));
         }
         self.len += frame.len() as u64;
+        // A batch's frame is bounded by the committer's batch size; anything far past it (a
+        // single write of an unusual size) is not kept.
+        self.frame.shrink_to(FRAME_KEPT);
         Ok(Pos { generation: self.generation, offset: self.len })
     }
 
@@ -118,6 +121,9 @@ impl Wal {
         Ok(())
     }
 }
+
+/// The most the frame buffer keeps between commits: a batch of 1,200 records is about 1 MiB.
+const FRAME_KEPT: usize = 8 << 20;
 
 fn encode_frame(writes: &[(Vec<u8>, Slot)], frame: &mut Vec<u8>) -> Result<(), StoreError> {
     frame.clear();
