@@ -241,3 +241,13 @@ impl std::fmt::Debug for Store {
         f.debug_struct("Store").field("path", &self.inner.root).finish_non_exhaustive()
     }
 }
+
+/// Lowers the calling thread's scheduling priority as far as it goes (nice 19 on Linux): for
+/// the store's background work that can wait — merging runs, rebuilding the blob filter —
+/// so that it runs on what the harvester's commits leave of the machine. Failing to lower it
+/// changes nothing else.
+fn lowest_priority() {
+    if let Err(e) = thread_priority::set_current_thread_priority(thread_priority::ThreadPriority::Min) {
+        tracing::debug!(error = ?e, "could not lower a store background thread's priority");
+    }
+}

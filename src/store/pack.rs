@@ -34,6 +34,7 @@ use serde::{Deserialize, Serialize};
 
 use super::blob::{BlobId, BlobInfo, BlobRow, Place};
 use super::error::StoreError;
+use super::known::Add;
 use super::open::sync_dir;
 use super::table::Overlay;
 use super::{Inner, Trees};
@@ -227,7 +228,7 @@ impl Inner {
             self.packs.write_buffered(active)?;
         }
         // Before the row is pending, where readers and the next commit find it.
-        self.known.add(&id, &self.trees.blobs);
+        self.known.add(&id, Add::First, &self.trees.blobs);
         active.buf.extend_from_slice(data);
         row.place = Place::Pack(PackLoc { pack: active.id, offset: active.len });
         active.len += data.len() as u64;
@@ -305,7 +306,7 @@ impl Inner {
     ) {
         // Again now that the rows are in sled, for a blob filter rebuilt since the puts.
         for (id, _) in &taken.rows {
-            self.known.add(id, &self.trees.blobs);
+            self.known.add(id, Add::Again, &self.trees.blobs);
         }
         let mut active = self.packs.lock();
         for (id, row) in taken.rows {

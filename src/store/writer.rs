@@ -18,6 +18,7 @@ use sha2::Digest as _;
 
 use super::blob::{BlobId, BlobInfo, BlobRow, Expected, Place};
 use super::error::StoreError;
+use super::known::Add;
 use super::open::sync_dir;
 use super::{INLINE_MAX, Inner, Store};
 use crate::model::HashAlgorithm;
@@ -411,9 +412,9 @@ impl Store {
             place: Place::Object,
             referrer: None,
         };
-        inner.known.add(&id, &inner.trees.blobs);
+        inner.known.add(&id, Add::First, &inner.trees.blobs);
         let swapped = inner.trees.blobs.compare_and_swap(id.0, None as Option<&[u8]>, Some(row.encode()?))?;
-        inner.known.add(&id, &inner.trees.blobs);
+        inner.known.add(&id, Add::Again, &inner.trees.blobs);
         match swapped {
             Ok(()) => Ok(Some(row.info(id, true))),
             Err(_) => inner.blob_row(&id).map(|r| r.map(|r| r.info(id, true))),
@@ -535,10 +536,10 @@ impl Inner {
     /// repair of a damaged file, wrote first).
     fn publish_row(&self, id: BlobId, row: &BlobRow) -> Result<BlobInfo, StoreError> {
         let value = row.encode()?;
-        self.known.add(&id, &self.trees.blobs);
+        self.known.add(&id, Add::First, &self.trees.blobs);
         let swapped = self.trees.blobs.compare_and_swap(id.0, None as Option<&[u8]>, Some(value))?;
         // Again now that the row is in sled, for a blob filter rebuilt since the line above.
-        self.known.add(&id, &self.trees.blobs);
+        self.known.add(&id, Add::Again, &self.trees.blobs);
         match swapped {
             Ok(()) => Ok(row.info(id, false)),
             Err(_) => self.merge_digests(id, row),

@@ -12,6 +12,11 @@
 //! Whenever [`FANOUT`] or more runs next to each other (in age) share a tier, they are merged
 //! into one of the next tier. A store of N memtables' worth has at most three runs per tier,
 //! O(log N) in all, and each entry is rewritten once per tier it climbs.
+//!
+//! There are [`MERGERS`] merger threads, each merging a different group of runs, so that the
+//! small merges go on while a large one runs. With one, the flushes during a merge of the whole
+//! store (the last 12 s of a 10-million-record ingest) piled up as 22 one-memtable runs, and
+//! every point read asked each of them.
 
 use std::ops::Range;
 use std::sync::atomic::Ordering;
@@ -27,6 +32,8 @@ use crate::store::error::StoreError;
 
 /// Runs of one tier merged together.
 const FANOUT: usize = 4;
+/// Merges that may run at once.
+const MERGERS: usize = 2;
 /// After a failed flush or merge (a full disk, say), the thread waits this long and tries again.
 const RETRY: Duration = Duration::from_secs(1);
 
@@ -38,32 +45,25 @@ pub(super) fn spawn(shared: &Arc<Shared>) -> Result<Vec<JoinHandle<()>>, StoreEr
             flusher(&s);
         })
     };
-    let merger = {
-        let s = shared.clone();
-        std::thread::Builder::new().name("store-merge".into()).spawn(move || {
-            lowest_priority();
-            merger(&s);
-        })
-    };
     let spawned = |r: std::io::Result<JoinHandle<()>>| r.map_err(|e| StoreError::io(&shared.dir, e));
-    Ok(vec![spawned(flusher)?, spawned(merger)?])
-}
-
-/// Lowers the calling thread's scheduling priority as far as it goes (nice 19 on Linux): the
-/// merger's.
-///
-/// Merging is work that can wait: on a machine whose cores the harvester keeps busy, a merge
-/// at normal priority takes a core from commits for as long as it runs — in a
-/// 10-million-record ingest on two cores the million records during the largest merge went in
-/// at 0.64× the rate of the first million. At the lowest priority it runs on what commits and
-/// the flusher leave. The flusher keeps its normal priority: commits wait for it once two
-/// memtables are frozen, so slowing it would only move the stall (at nice 19 too, that last
-/// million went in at 0.73×). Merges falling behind cost reads a few more runs to ask, not
-/// correctness. Failing to lower it changes nothing else.
-fn lowest_priority() {
-    if let Err(e) = thread_priority::set_current_thread_priority(thread_priority::ThreadPriority::Min) {
-        tracing::debug!(error = ?e, "could not lower a store compaction thread's priority");
+    let mut threads = vec![spawned(flusher)?];
+    for _ in 0..MERGERS {
+        let s = shared.clone();
+        let merger = std::thread::Builder::new().name("store-merge".into()).spawn(move || {
+            // Merging can wait: at normal priority, on a machine whose cores the harvester
+            // keeps busy, a merge takes a core from commits for as long as it runs — in a
+            // 10-million-record ingest on two cores the million records during the largest
+            // merge went in at 0.64× the rate of the first million. At the lowest priority it
+            // runs on what commits and the flusher leave. The flusher keeps its normal
+            // priority: commits wait for it once two memtables are frozen, so slowing it would
+            // only move the stall (at nice 19 too, that last million went in at 0.73×). Merges
+            // falling behind cost reads a few more runs to ask, not correctness.
+            crate::store::lowest_priority();
+            merger(&s);
+        });
+        threads.push(spawned(merger)?);
     }
+    Ok(threads)
 }
 
 /// Clears `flusher_alive` when the flusher ends, even by a panic, so commits waiting for room
@@ -160,16 +160,13 @@ fn merger(s: &Shared) {
             bg.merge_wanted = false;
         }
         // One merge can make another due (four tier-1 runs after four tier-0 ones merged).
-        loop {
-            // Its own statement: a read guard in a `while let` condition would live through
-            // the merge, which takes the write lock.
-            let window = pick(&read(&s.levels).runs);
-            let Some(window) = window else { break };
-            match merge(s, window) {
+        while let Some(claim) = Claim::next(s) {
+            match merge(s, &claim) {
                 Ok(true) => {}
                 Ok(false) => return,
                 Err(e) => {
                     tracing::error!(error = %crate::error::chain(&e), "could not merge runs; retrying");
+                    drop(claim);
                     if wait_or_shutdown(s, RETRY) {
                         return;
                     }
@@ -179,21 +176,60 @@ fn merger(s: &Shared) {
     }
 }
 
-/// Whether a merge is due in `levels` (for settling).
+/// Runs one merger has taken to merge; no other merger picks them until it is dropped.
+struct Claim<'a> {
+    s: &'a Shared,
+    /// Newest first, next to each other in the run list.
+    runs: Vec<Arc<Run>>,
+    /// They end with the oldest run: nothing older is left for a deletion to hide.
+    oldest: bool,
+}
+
+impl<'a> Claim<'a> {
+    /// The newest group due for a merge that no other merger has taken.
+    fn next(s: &'a Shared) -> Option<Claim<'a>> {
+        // Under the lock the claims are kept under, so two mergers never take the same runs.
+        let mut bg = lock(&s.bg);
+        let levels = read(&s.levels);
+        let window = pick(&shape(&levels.runs), &bg.merging)?;
+        let runs = levels.runs[window.clone()].to_vec();
+        bg.merging.extend(runs.iter().map(|r| r.id));
+        Some(Claim { s, runs, oldest: window.end == levels.runs.len() })
+    }
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        lock(&self.s.bg).merging.retain(|id| !self.runs.iter().any(|r| r.id == *id));
+    }
+}
+
+/// Whether a merge is due in `levels`, or running (for settling).
 pub(super) fn merge_due(levels: &RwLock<Arc<Levels>>) -> bool {
-    pick(&read(levels).runs).is_some()
+    pick(&shape(&read(levels).runs), &[]).is_some()
+}
+
+/// Each run's `(id, weight)`, as [`pick`] reads them.
+fn shape(runs: &[Arc<Run>]) -> Vec<(u64, u64)> {
+    runs.iter().map(|r| (r.id, r.weight)).collect()
 }
 
 fn tier(weight: u64) -> u32 {
     weight.max(1).ilog(FANOUT as u64)
 }
 
-/// The newest group of at least [`FANOUT`] neighbouring runs in one tier.
-fn pick(runs: &[Arc<Run>]) -> Option<Range<usize>> {
+/// The newest group of at least [`FANOUT`] neighbouring runs in one tier, none of them in
+/// `merging`. `runs`: `(id, weight)`, newest first.
+fn pick(runs: &[(u64, u64)], merging: &[u64]) -> Option<Range<usize>> {
+    let free = |(id, _): &(u64, u64)| !merging.contains(id);
     let mut start = 0;
     while start < runs.len() {
-        let t = tier(runs[start].weight);
-        let end = start + runs[start..].iter().take_while(|r| tier(r.weight) == t).count();
+        if !free(&runs[start]) {
+            start += 1;
+            continue;
+        }
+        let t = tier(runs[start].1);
+        let end = start + runs[start..].iter().take_while(|r| tier(r.1) == t && free(r)).count();
         if end - start >= FANOUT {
             return Some(start..end);
         }
@@ -202,17 +238,14 @@ fn pick(runs: &[Arc<Run>]) -> Option<Range<usize>> {
     None
 }
 
-/// Merges the runs at `window` into one and installs it. `Ok(false)`: abandoned for shutdown.
-fn merge(s: &Shared, window: Range<usize>) -> Result<bool, StoreError> {
-    let (inputs, drop_deletions) = {
-        let levels = read(&s.levels);
-        (levels.runs[window.clone()].to_vec(), window.end == levels.runs.len())
-    };
+/// Merges the claimed runs into one and installs it. `Ok(false)`: abandoned for shutdown.
+fn merge(s: &Shared, claim: &Claim) -> Result<bool, StoreError> {
+    let (inputs, drop_deletions) = (&claim.runs, claim.oldest);
     let weight = inputs.iter().map(|r| r.weight).sum();
     let expected = inputs.iter().map(|r| r.entries).sum::<u64>();
     let id = next_id(s);
     let mut w = RunWriter::create(&s.dir, id, weight, usize::try_from(expected).unwrap_or(usize::MAX))?;
-    match merge_into(&inputs, &mut w, drop_deletions, || lock(&s.bg).shutdown) {
+    match merge_into(inputs, &mut w, drop_deletions, || lock(&s.bg).shutdown) {
         Ok(true) => {}
         Ok(false) => {
             w.abandon();
@@ -230,7 +263,8 @@ fn merge(s: &Shared, window: Range<usize>) -> Result<bool, StoreError> {
         Some(Arc::new(w.finish()?))
     };
     install(s, None, None, |runs| {
-        // Flushes only add runs in front, so the inputs are still together, in order.
+        // Flushes only add runs in front, and other merges replace runs not claimed here, so
+        // the inputs are still together, in order.
         let at = runs
             .iter()
             .position(|r| Arc::ptr_eq(r, &inputs[0]))
@@ -238,7 +272,7 @@ fn merge(s: &Shared, window: Range<usize>) -> Result<bool, StoreError> {
         runs.splice(at..at + inputs.len(), run);
         Ok(())
     })?;
-    for r in &inputs {
+    for r in inputs {
         // Readers that still hold the run keep reading through their open handle.
         if let Err(e) = std::fs::remove_file(r.path()) {
             tracing::warn!(path = %r.path().display(), error = %e, "could not remove a merged run");
@@ -302,4 +336,34 @@ fn wait_or_shutdown(s: &Shared, d: Duration) -> bool {
     }
     let (bg, _) = s.wake.wait_timeout(bg, d).unwrap_or_else(|p| p.into_inner());
     bg.shutdown
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs of these weights, newest first, with ids 0, 1, 2, ….
+    fn runs(weights: &[u64]) -> Vec<(u64, u64)> {
+        weights.iter().enumerate().map(|(i, w)| (i as u64, *w)).collect()
+    }
+
+    #[test]
+    fn the_newest_group_of_four_in_a_tier_is_merged_first() {
+        assert_eq!(pick(&runs(&[1, 1, 1]), &[]), None);
+        assert_eq!(pick(&runs(&[1, 1, 1, 1, 4, 4, 4, 4]), &[]), Some(0..4));
+        assert_eq!(pick(&runs(&[1, 1, 4, 4, 6, 4, 64]), &[]), Some(2..6), "weights 4 to 15 are one tier");
+        assert_eq!(pick(&runs(&[1, 1, 1, 1, 1, 16]), &[]), Some(0..5), "the whole group");
+    }
+
+    #[test]
+    fn runs_being_merged_are_left_to_their_merger() {
+        // The whole store being merged; four flushes since: the second merger takes those.
+        let store = runs(&[1, 1, 1, 1, 66, 66, 67, 64]);
+        assert_eq!(pick(&store, &[4, 5, 6, 7]), Some(0..4));
+        assert_eq!(pick(&store, &[0, 1, 2, 3, 4, 5, 6, 7]), None);
+        // A run being merged splits a group: three on either side are not four.
+        assert_eq!(pick(&runs(&[1, 1, 1, 4, 1, 1, 1]), &[3]), None);
+        assert_eq!(pick(&runs(&[1, 1, 1, 1, 1, 1, 1]), &[3]), None);
+        assert_eq!(pick(&runs(&[1, 1, 1, 1, 1, 1, 1, 1]), &[3]), Some(4..8));
+    }
 }

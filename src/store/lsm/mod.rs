@@ -189,6 +189,8 @@ struct Frozen {
 struct Background {
     shutdown: bool,
     merge_wanted: bool,
+    /// Ids of the runs the mergers are merging (see `background`).
+    merging: Vec<u64>,
     /// The last failure to write a run out, until one succeeds.
     error: Option<String>,
 }

@@ -407,6 +407,13 @@ impl Run {
     /// `key`'s slot here: `None` when the run has no entry for it. `hash` is `key_hash(key)`,
     /// computed once by a caller asking several runs.
     pub(super) fn get(&self, key: &[u8], hash: u64) -> Result<Option<Slot>, StoreError> {
+        // Outside the run's keys, the filter need not be asked: two comparisons with keys in
+        // memory against its probes' cache misses. Keys often come in order (a listing's
+        // URIs, an OAI-PMH provider's record numbers), so a new record's key is often past
+        // the last key of every run.
+        if key > &*self.last || self.index.first().is_none_or(|h| key < &*h.first) {
+            return Ok(None);
+        }
         if !self.bloom.may_contain(hash) {
             return Ok(None);
         }
