@@ -47,9 +47,9 @@ pub(super) fn spawn(shared: &Arc<Shared>) -> Result<Vec<JoinHandle<()>>, StoreEr
     };
     let spawned = |r: std::io::Result<JoinHandle<()>>| r.map_err(|e| StoreError::io(&shared.dir, e));
     let mut threads = vec![spawned(flusher)?];
-    for _ in 0..MERGERS {
+    for n in 1..=MERGERS {
         let s = shared.clone();
-        let merger = std::thread::Builder::new().name("store-merge".into()).spawn(move || {
+        let merger = std::thread::Builder::new().name(format!("store-merge-{n}")).spawn(move || {
             // Merging can wait: at normal priority, on a machine whose cores the harvester
             // keeps busy, a merge takes a core from commits for as long as it runs — in a
             // 10-million-record ingest on two cores the million records during the largest
