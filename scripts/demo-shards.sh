@@ -221,6 +221,13 @@ while :; do
     [[ $top_all == "$total" ]] || done_=0
     ((done_)) && break
     if ((SECONDS >= deadline)); then
+        # What the instances warned of, for a reader who has only this output (a CI log); and
+        # the data directory stays, so that the logs named below are there to read.
+        for name in "${!PID[@]}"; do
+            echo "-- $name's last warnings and errors:" >&2
+            grep -E ' (WARN|ERROR) ' "$WORK/logs/$name.log" | tail -n 15 | cut -c1-400 >&2 || true
+        done
+        KEEP=1
         fail "not everything arrived within $TIMEOUT s:$status top's set all $top_all/$total. Logs: $WORK/logs/"
     fi
     printf '   %ss:%s top %s/%s\n' "$((SECONDS))" "$status" "$top_all" "$total"

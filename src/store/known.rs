@@ -24,15 +24,17 @@
 //! eight bits all lie in one 32-byte block, so a check or an add touches one cache line
 //! however large the filter grows. (fastbloom's filter, used before, spreads an id's seven
 //! bits over the whole array: at 10 million ids, a put's check and two adds were 21 cache
-//! misses, and the filter 14% of an ingest's time.) Once
-//! more ids than that have been added, a larger generation is built beside it, sized from the
-//! count, by one scan at the lowest priority. **The full filter goes on answering** while it
-//! is built: every add still reaches it, so it still holds every stored id, and only its false
-//! positives creep up. (Answering "maybe" instead made every put read the store for the length
-//! of a scan: in a 10-million-record ingest each rebuild cost its tenth of the run 10–20% of
-//! its rate.) Adds reach both generations until the new one is complete and takes over. The
-//! second add is what makes that safe: an id whose first add reached only the old generation
-//! and whose row landed after the new scan passed its place reaches the new one on its second.
+//! misses, and the filter 14% of an ingest's time.)
+//!
+//! Once more ids than that have been added, a larger generation is built beside it, sized
+//! from the count, by one scan at the lowest priority. **The full filter goes on answering**
+//! while it is built: every add still reaches it, so it still holds every stored id, and only
+//! its false positives creep up. (Answering "maybe" instead made every put read the store for
+//! the length of a scan: in a 10-million-record ingest each rebuild cost its tenth of the run
+//! 10–20% of its rate.) Adds reach both generations until the new one is complete and takes
+//! over. The second add is what makes that safe: an id whose first add reached only the old
+//! generation and whose row landed after the new scan passed its place reaches the new one on
+//! its second.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard, Weak};
