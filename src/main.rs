@@ -141,6 +141,13 @@ enum StoreCommand {
     Verify,
     /// Remove blobs no record refers to.
     Gc,
+    /// Write every table to FILE (JSON Lines; gzip when FILE ends in .gz; `-` for stdout), for
+    /// backup, moving the store, and upgrading across store formats. Bitstreams stay where they
+    /// are: the file names them by sha-256.
+    Export {
+        /// Where to write the export.
+        file: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -241,6 +248,38 @@ fn print_report(report: &CheckReport, quiet: bool) {
     let _ = writeln!(std::io::stdout().lock(), "{}", report.render(!quiet));
 }
 
+/// Writes the export to `file` (stdout for `-`), gzipped when its name ends in `.gz`. A file is
+/// written beside its final name and renamed into place once complete and synced, so an
+/// interrupted export never leaves a file that looks whole (the import also checks its `end`
+/// line).
+fn export_store(
+    store: &tributary::store::Store,
+    file: &std::path::Path,
+) -> anyhow::Result<tributary::store::ExportCounts> {
+    use anyhow::Context as _;
+    if file == std::path::Path::new("-") {
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        return Ok(store.export(&mut out, file)?);
+    }
+    let name = file.file_name().context("the export file needs a name")?.to_string_lossy();
+    let tmp = file.with_file_name(format!(".{name}.partial"));
+    let written = std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+    let mut buffered = std::io::BufWriter::with_capacity(1 << 20, written);
+    let counts = if name.ends_with(".gz") {
+        let mut gz = flate2::write::GzEncoder::new(&mut buffered, flate2::Compression::fast());
+        let counts = store.export(&mut gz, file)?;
+        gz.finish().with_context(|| format!("cannot write {}", tmp.display()))?;
+        counts
+    } else {
+        store.export(&mut buffered, file)?
+    };
+    let written =
+        buffered.into_inner().map_err(|e| e.into_error()).with_context(|| format!("cannot write {}", tmp.display()))?;
+    written.sync_all().with_context(|| format!("cannot sync {}", tmp.display()))?;
+    std::fs::rename(&tmp, file).with_context(|| format!("cannot rename {} to {}", tmp.display(), file.display()))?;
+    Ok(counts)
+}
+
 fn run_simulate(args: tributary::simulate::cli::SimulateArgs) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(tributary::simulate::cli::run(args, async {
@@ -296,6 +335,10 @@ fn run_store(
             }
         }
         StoreCommand::Gc => println!("{}", store.gc()?),
+        StoreCommand::Export { file } => {
+            let counts = export_store(&store, &file)?;
+            eprintln!("exported {} to {}:\n{counts}", dir.display(), file.display());
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -165,7 +165,7 @@ pub(crate) mod hashes {
 }
 
 /// The stored mirror of a [`ForeignAttr`](crate::model::ForeignAttr).
-#[derive(Serialize)]
+#[derive(Serialize, Deserialize)]
 struct AttrRepr {
     ns: Option<String>,
     prefix: Option<String>,
@@ -174,7 +174,7 @@ struct AttrRepr {
 }
 
 /// The stored mirror of a [`Link`]: every field, so an inherited link republishes unchanged.
-#[derive(Serialize)]
+#[derive(Serialize, Deserialize)]
 struct LinkRepr {
     rel: String,
     href: String,
@@ -221,6 +221,34 @@ pub(crate) mod links {
 
     pub(crate) fn serialize<S: Serializer>(links: &[Link], s: S) -> Result<S::Ok, S::Error> {
         s.collect_seq(links.iter().map(LinkRepr::from))
+    }
+
+    /// Owned links back from any self-describing format (the export file); the store's own
+    /// rows are read as [`LinkView`](crate::store::view::LinkView)s instead.
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Link>, D::Error> {
+        Vec::<LinkRepr>::deserialize(d)?.into_iter().map(|r| r.into_link().map_err(serde::de::Error::custom)).collect()
+    }
+}
+
+impl LinkRepr {
+    fn into_link(self) -> Result<Link, String> {
+        let modified = self.modified.map(|t| t.parse::<W3cDateTime>().map_err(|e| e.to_string())).transpose()?;
+        Ok(Link {
+            rel: self.rel,
+            href: self.href,
+            encoding: self.encoding,
+            hash: self.hash.map(hashes::from_pairs),
+            length: self.length,
+            modified,
+            path: self.path,
+            pri: self.pri,
+            media_type: self.media_type,
+            extra: self
+                .extra
+                .into_iter()
+                .map(|a| crate::model::ForeignAttr { ns: a.ns, prefix: a.prefix, local: a.local, value: a.value })
+                .collect(),
+        })
     }
 }
 

@@ -140,7 +140,7 @@ pub(super) fn encode_merged(new: &NewFailure, old: Option<&[u8]>, now: W3cDateTi
     })
 }
 
-fn decode(key: &[u8], value: &[u8]) -> Result<Failure, StoreError> {
+pub(super) fn decode(key: &[u8], value: &[u8]) -> Result<Failure, StoreError> {
     let at = key.iter().position(|b| *b == 0).ok_or_else(|| StoreError::corrupt("failure key", "no separator"))?;
     let text = |b: &[u8]| String::from_utf8(b.to_vec()).map_err(|e| StoreError::corrupt("failure key", e));
     let row: RowIn<'_> = codec::decode("failure", value)?;

@@ -112,9 +112,9 @@ const FORMAT_FILE: &str = "FORMAT";
 const FORMAT_MAGIC: &str = "tributary-store";
 const FORMAT_KEY: &[u8] = b"format_version";
 /// `s3://BUCKET/PREFIX` once the store has put a bitstream in a bucket.
-const BLOBS_KEY: &[u8] = b"blobs_location";
+pub(super) const BLOBS_KEY: &[u8] = b"blobs_location";
 /// This store's id among the instances sharing a bucket: names its reference markers.
-const INSTANCE_KEY: &[u8] = b"instance_id";
+pub(super) const INSTANCE_KEY: &[u8] = b"instance_id";
 
 /// Files a fresh data directory may already hold: the repository ships `store/README.md`, and
 /// a first open interrupted before `FORMAT` was written leaves `LOCK` and maybe `FORMAT.tmp`.

@@ -6,7 +6,7 @@ use super::Store;
 use super::error::StoreError;
 
 /// Key prefix inside the `meta` table, apart from the store's own keys.
-const PREFIX: &str = "publish/";
+pub(super) const PREFIX: &str = "publish/";
 
 impl Store {
     /// The publisher's saved row `key`, if any.

@@ -57,6 +57,7 @@ mod simulate;
 mod simulate_push;
 mod store;
 mod store_crash;
+mod store_export;
 mod store_history;
 mod store_open;
 mod store_perf;
