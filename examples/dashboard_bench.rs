@@ -79,9 +79,8 @@ fn fill(dir: &str, base: &str, sources: usize, resources: usize) -> Result<(), B
                     },
                 );
             }
-            store.apply_unflushed(&batch)?;
+            store.apply(&batch)?;
         }
-        store.flush()?;
         store.save_source_state(&id, &state(s, per_source as u64))?;
         if s % 20 == 19 {
             eprintln!("{} sources, {:.0} s", s + 1, started.elapsed().as_secs_f64());

@@ -7,7 +7,7 @@
 //! - `harvest_floor store SITE_DIR DATA_DIR` reads `SITE_DIR/resourcelist.xml`, loads every
 //!   listed file from `SITE_DIR` into memory, then does what the harvester's store side does:
 //!   put each body verified against the declared length and hashes, and apply one record per
-//!   resource in batches of 300 on a second thread; the last batch is flushed.
+//!   resource in batches of 300 on a second thread, each durable as the harvester's are.
 //!
 //! Each prints the CPU-seconds (user + system, all threads) of its timed part. The sum of the
 //! two and the web server's share is the least CPU a harvest of those files can cost with
@@ -104,11 +104,11 @@ fn store(site: &str, data_dir: &str) {
         .collect();
     let store = Store::open(std::path::Path::new(data_dir)).expect("store");
     let (cpu0, t0) = (cpu_seconds(), Instant::now());
-    let (tx, rx) = std::sync::mpsc::sync_channel::<(Batch, bool)>(2);
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(2);
     std::thread::scope(|s| {
         let applier = s.spawn(|| {
-            for (batch, last) in rx {
-                if last { store.apply(&batch) } else { store.apply_unflushed(&batch) }.expect("apply");
+            for batch in rx {
+                store.apply(&batch).expect("apply");
             }
             cpu_seconds_of("/proc/thread-self/stat")
         });
@@ -117,10 +117,10 @@ fn store(site: &str, data_dir: &str) {
             let info = store.put(&body[..], &item.expected).expect("verified put");
             batch.upsert(&["bench"], record(item, info.id, i));
             if batch.len() == 300 {
-                tx.send((std::mem::take(&mut batch), false)).expect("send");
+                tx.send(std::mem::take(&mut batch)).expect("send");
             }
         }
-        tx.send((batch, true)).expect("send");
+        tx.send(batch).expect("send");
         drop(tx);
         let apply_cpu = applier.join().expect("apply thread");
         println!("store: the applying thread alone: cpu_s={apply_cpu:.3}");

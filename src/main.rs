@@ -13,9 +13,9 @@ use tributary::model::ReadOptions;
 
 mod progress;
 
-/// sled 0.34 allocates and frees a node copy on every write and split; with glibc's malloc
-/// that churn (and the page faults of memory trimmed and touched again) took a third of the
-/// store's write CPU. mimalloc halves it; see docs/STORE.md, "Allocator".
+/// The harvester and the store allocate and free many small buffers (bodies, rows, batches);
+/// mimalloc, without transparent huge pages, serves that churn with less CPU than glibc's
+/// malloc (docs/STORE.md, "Allocator").
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -62,6 +62,9 @@ enum Command {
     /// Inspect and maintain the data directory.
     #[command(subcommand)]
     Store(StoreCommand),
+    /// Check every record, change event and blob row against the bytes it names, without
+    /// changing anything; exit 1 on any problem (the same as `store verify`).
+    Verify,
     /// Serve a changing, simulated ResourceSync Source on a loopback port (for demos, tests
     /// and benchmarks).
     Simulate(Box<tributary::simulate::cli::SimulateArgs>),
@@ -148,6 +151,15 @@ enum StoreCommand {
         /// Where to write the export.
         file: PathBuf,
     },
+    /// Rebuild the store's metadata from an export FILE (`.gz` read as gzip; `-` for stdin)
+    /// over the bitstreams in the data directory: for restores, moves and upgrades from an
+    /// older store format. The data directory may hold bitstreams and an older format's
+    /// metadata, never a store of this format; an interrupted import leaves nothing that opens,
+    /// and can be run again.
+    Import {
+        /// The export file.
+        file: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -163,8 +175,10 @@ fn main() -> ExitCode {
 }
 
 fn init_tracing(json: bool) {
+    // The database engine logs its own housekeeping (databases created, tables written) at
+    // info; its warnings and errors still come through.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,fjall=warn,lsm_tree=warn"));
     // Colour only on a terminal: escape codes in a log file or journal are noise.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
@@ -183,6 +197,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve => run_serve(&cli.global),
         Command::Provenance(args) => run_provenance(args, &cli.global),
         Command::Store(cmd) => run_store(cmd, data_dir(&cli.global)?),
+        Command::Verify => run_store(StoreCommand::Verify, data_dir(&cli.global)?),
         Command::Simulate(args) => run_simulate(*args),
         Command::Harvest(args) => run_harvest(&cli.global, args),
         Command::Run => run_service(&cli.global),
@@ -280,6 +295,26 @@ fn export_store(
     Ok(counts)
 }
 
+/// Rebuilds the store at `dir` from the export `file` (stdin for `-`; gzip when it ends in `.gz`).
+fn import_store(dir: &std::path::Path, file: &std::path::Path) -> anyhow::Result<ExitCode> {
+    use anyhow::Context as _;
+    use std::io::BufReader;
+    let options = tributary::store::StoreOptions::default();
+    let report = if file == std::path::Path::new("-") {
+        tributary::store::import(dir, std::io::stdin().lock(), file, &options)?
+    } else {
+        let opened = std::fs::File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
+        if file.extension().is_some_and(|e| e == "gz") {
+            let gz = flate2::read::GzDecoder::new(BufReader::with_capacity(1 << 20, opened));
+            tributary::store::import(dir, BufReader::with_capacity(1 << 20, gz), file, &options)?
+        } else {
+            tributary::store::import(dir, BufReader::with_capacity(1 << 20, opened), file, &options)?
+        }
+    };
+    eprintln!("{report}");
+    Ok(ExitCode::SUCCESS)
+}
+
 fn run_simulate(args: tributary::simulate::cli::SimulateArgs) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(tributary::simulate::cli::run(args, async {
@@ -323,6 +358,9 @@ fn run_store(
     cmd: StoreCommand,
     (dir, blobs): (PathBuf, Option<tributary::store::RemoteBlobs>),
 ) -> anyhow::Result<ExitCode> {
+    if let StoreCommand::Import { file } = &cmd {
+        return import_store(&dir, file);
+    }
     // Read-only maintenance never creates a store: a mistyped path is an error, not an empty store.
     let store = open_existing(&dir, blobs)?;
     match cmd {
@@ -339,6 +377,7 @@ fn run_store(
             let counts = export_store(&store, &file)?;
             eprintln!("exported {} to {}:\n{counts}", dir.display(), file.display());
         }
+        StoreCommand::Import { .. } => unreachable!("handled before the store is opened"),
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -391,12 +430,12 @@ fn run_harvest(global: &Global, args: HarvestArgs) -> anyhow::Result<ExitCode> {
 
 /// Ends a one-shot command once the store is durable, without tearing the process down.
 ///
-/// Dropping the store frees sled's whole page cache node by node and the allocator then
-/// returns its pages one `madvise` at a time; with the runtime's and the connections'
-/// shutdown, that took 17–30 ms of wall time and 20–55 ms of CPU after a 10,000-resource
-/// baseline (3–4% of the run; docs/HARVEST.md, "Speed"), and it grows with the cache. The flush below is
-/// what the store's `Drop` would have done that matters (blobs still pending and sled's
-/// log); the kernel releases memory, sockets and the store's lock file at exit.
+/// Dropping the store frees its caches and the allocator then returns their pages one
+/// `madvise` at a time; with the runtime's and the connections' shutdown, that took tens of
+/// milliseconds after a 10,000-resource baseline (docs/HARVEST.md, "Speed"), and it grows with
+/// the cache. Every batch is durable already; the flush below commits the rows of small blobs
+/// put since the last one, and fails on a read-only store (the command then exits 1). The
+/// kernel releases memory, sockets and the store's lock file at exit.
 fn exit_durably(store: &tributary::store::Store, code: i32) -> ! {
     use std::io::Write as _;
     let code = match store.flush() {
@@ -508,7 +547,7 @@ fn run_provenance(args: ProvenanceArgs, global: &Global) -> anyhow::Result<ExitC
 }
 
 /// The harvester's runtime. Blocking threads (store writes) are capped: each one costs a
-/// malloc arena and a stack, and more threads than cores do not write to sled any faster.
+/// malloc arena and a stack, and more threads than cores do not write to the store any faster.
 /// With bitstreams in a bucket a blocking thread spends a large put waiting for its upload,
 /// so more of them keep the uploads of a source's concurrent fetches going at once.
 fn harvest_runtime(config: &tributary::config::Config) -> std::io::Result<tokio::runtime::Runtime> {

@@ -116,6 +116,11 @@
   }
 
   function renderStatus(status) {
+    const ro = $("read-only");
+    ro.hidden = !status.store_read_only;
+    ro.textContent = status.store_read_only
+      ? "The store is read-only: " + status.store_read_only + ". Nothing new is stored until the cause is fixed and Tributary restarted; what it holds is still served."
+      : "";
     renderSources(status.sources);
     renderSets(status.sets);
     $("updated").textContent = "Updated " + new Date().toLocaleTimeString();

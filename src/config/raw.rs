@@ -474,9 +474,9 @@ const DEFAULT_CONCURRENT_SOURCES: usize = 8;
 /// connections and commit queue, so a slip of the keyboard must not ask for thousands.
 const MAX_CONCURRENT_SOURCES: u32 = 256;
 
-/// sled's page cache by default: enough for a harvest's working set while keeping the
-/// harvester's peak RSS under 100 MiB; publishing large Resource Lists gains from more (see
-/// docs/STORE.md).
+/// The database's block cache by default: it holds the blocks of recently read records,
+/// blob rows and index entries; walks of large Resource Lists gain from more (see
+/// docs/STORE.md, "Sizing").
 const DEFAULT_STORE_CACHE_MB: u32 = 128;
 
 const USER_AGENT_HELP: &str = "[aggregator] needs user_agent with a contact URL or e-mail address, e.g. \

@@ -18,10 +18,9 @@ use super::report::SourceReport;
 use crate::store::{Applied, Batch, NewFailure, NewRecord, SourceState, Store, StoreError};
 
 /// Records per applied batch. Larger batches gain nothing once an apply runs alongside the
-/// fetches, and sled's memory grows with the batch: in `scripts/bench-harvest.sh` (10,000
-/// resources, 5 interleaved runs each) 1,000, 300 and 150 all ran at a median 10.1k/s, with
-/// peak RSS medians of 102, 81 and 76 MiB. Each apply syncs the pack once (see the store's
-/// `pack` module), so much smaller batches would cost a slow disk more syncs.
+/// fetches, and memory grows with the batch. Each apply syncs the pack and the journal once
+/// (see the store's `pack` and `table` modules), so much smaller batches would cost a slow
+/// disk more syncs.
 pub(crate) const BATCH: usize = 300;
 
 /// Most records a batch grows to while the apply before it is still running. When records
@@ -30,9 +29,6 @@ pub(crate) const BATCH: usize = 300;
 /// all — are paid once per more records; a harvest the store keeps up with still applies
 /// batches of [`BATCH`].
 const MAX_BATCH: usize = 4 * BATCH;
-
-/// Longest the change events of applied batches stay unflushed (invisible to readers).
-const FLUSH_EVERY: Duration = Duration::from_secs(1);
 
 /// Longest a verified record waits for its batch to fill.
 const LINGER: Duration = Duration::from_millis(200);
@@ -78,7 +74,6 @@ async fn run(
     let mut tally = SourceReport::default();
     let mut batch = Batch::new();
     let mut inflight: Option<JoinHandle<Result<Applied, StoreError>>> = None;
-    let mut last_flush = Instant::now();
     let set_refs = || -> Vec<&str> { sets.iter().map(String::as_str).collect() };
     // Ends when every sender is gone; each turn consumes a message or a linger timeout.
     loop {
@@ -117,28 +112,17 @@ async fn run(
             wait(&mut inflight, &mut tally).await?;
             let b = std::mem::take(&mut batch);
             let s = store.clone();
-            // Full batches in a fast stream skip the flush (an fsync each) unless a second has
-            // passed: they survive a process crash, and a batch lost to a power cut is only
-            // fetched again. Everything else — and the source state — is applied durably.
-            let durable = finish || b.len() < BATCH || last_flush.elapsed() >= FLUSH_EVERY;
-            if durable {
-                last_flush = Instant::now();
-            }
+            // Every batch is durable when its apply returns: the records fetched so far survive
+            // a power cut, and nothing is reported before that.
             inflight = Some(tokio::task::spawn_blocking(move || {
                 let started = Instant::now();
-                let applied = if durable { s.apply(&b) } else { s.apply_unflushed(&b) };
-                tracing::debug!(
-                    records = b.len(),
-                    durable,
-                    duration_ms = started.elapsed().as_millis() as u64,
-                    "batch applied"
-                );
+                let applied = s.apply(&b);
+                tracing::debug!(records = b.len(), duration_ms = started.elapsed().as_millis() as u64, "batch applied");
                 applied
             }));
         }
     }
     wait(&mut inflight, &mut tally).await?;
-    // Also flushes any batch applied unflushed above.
     tally.count_applied(&blocking_apply(&store, batch).await?);
     Ok(tally)
 }

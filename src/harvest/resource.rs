@@ -158,7 +158,7 @@ async fn attempt(
         }
     }
     let w = write_blocking(writer.take(), pending).await?;
-    // Small content commits as one sled row in a few microseconds: a blocking-thread hop per
+    // Small content is appended to a pack's buffer in a few microseconds: a blocking-thread hop per
     // resource (two context switches) cost more than the commit. A spilled file's commit
     // fsyncs, so it still goes to a blocking thread.
     let info = if w.written() <= INLINE_MAX as u64 {

@@ -3,7 +3,7 @@
 //!
 //! # Architecture
 //! This module does no I/O of its own: it reads from any `BufRead` and writes to any `Write`
-//! the caller hands it. It must not depend on tokio, reqwest, sled or axum; the harvester,
+//! the caller hands it. It must not depend on tokio, reqwest, fjall or axum; the harvester,
 //! the store and the publisher all build on it.
 
 mod datetime;

@@ -64,7 +64,7 @@ async fn load_positions(shared: &Arc<Shared>) -> Result<Vec<(String, NotifyPosit
                 None => {
                     let info = s.publisher.store().set_info(&set)?;
                     let pos = NotifyPosition {
-                        seq: info.as_ref().map_or(0, |i| i.visible_seq),
+                        seq: info.as_ref().map_or(0, |i| i.events),
                         until: info.and_then(|i| i.last_change),
                     };
                     s.publisher.save_notify_position(&set, pos)?;
@@ -110,7 +110,7 @@ async fn build(
 ) -> Result<Vec<Notification>, NotifyError> {
     let (s, set) = (shared.clone(), set.to_owned());
     tokio::task::spawn_blocking(move || {
-        let visible = s.publisher.store().set_info(&set)?.map_or(0, |i| i.visible_seq);
+        let visible = s.publisher.store().set_info(&set)?.map_or(0, |i| i.events);
         if visible <= pos.seq {
             return Ok(Vec::new());
         }

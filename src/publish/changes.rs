@@ -150,7 +150,7 @@ impl Publisher {
         // Sampled before the log is read; see the module docs.
         let now = W3cDateTime::now();
         let mut layout = lock(&view.changes);
-        let (events, visible) = self.store.set_info(set)?.map_or((0, 0), |i| (i.events, i.visible_seq));
+        let (events, visible) = self.store.set_info(set)?.map_or((0, 0), |i| (i.events, i.events));
         loop {
             let s = layout.closed.last().map_or(1, |c| c.last + 1);
             let Some(first) = (s <= visible).then(|| self.event_at(set, s)).transpose()?.flatten() else { break };

@@ -104,7 +104,7 @@ impl Publisher {
         Ok(SetSummary {
             id: set.to_owned(),
             live: info.as_ref().map_or(0, |i| i.live),
-            events: info.as_ref().map_or(0, |i| i.visible_seq),
+            events: info.as_ref().map_or(0, |i| i.events),
             last_change: text(info.and_then(|i| i.last_change)),
             sources,
         })

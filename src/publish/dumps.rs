@@ -2,13 +2,9 @@
 //! can bulk-load the aggregate in a few requests instead of one per resource.
 //!
 //! # One state per dump
-//! A dump is the set as it stood at one position `seq` of the set's change log. Records whose
-//! latest change in the set is at or before `seq` are taken as they are; a record changed
-//! after `seq` (the harvester keeps writing while a dump is built) is taken as its last event
-//! at or before `seq` said — content, `lastmod`, hash, length, type and `via` — or left out if
-//! it did not exist then. Inherited links are not in the change log, so for such a record they
-//! are the current ones. Every package of a dump has the same `seq`, and the dump document's
-//! `at`/`completed` span its building.
+//! A dump is one snapshot of the store: the set as it stood at one position `seq` of its
+//! change log, read while the harvester goes on writing. Every package of a dump has the same
+//! `seq`; the dump document's `at` is the snapshot's and its `completed` the end of building.
 //!
 //! # Cached on disk
 //! Packages are built once per state and kept as files under the store's directory
@@ -34,16 +30,13 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 use zip::write::SimpleFileOptions;
 
-use super::entries::{content_hash, via_link};
-use super::links::inherit;
 use super::plan::KeyRange;
 use super::resources::lock;
 use super::{PublishError, Publisher, SetView};
 use crate::model::{
-    Capability, Change, DocumentWriter, Entry, HashAlgorithm, Header, Link, Md, RootFormat, SITEMAP_MAX_ENTRIES,
-    W3cDateTime,
+    Capability, DocumentWriter, Entry, HashAlgorithm, Header, Link, Md, RootFormat, SITEMAP_MAX_ENTRIES, W3cDateTime,
 };
-use crate::store::{BlobId, Event, Record, Store, StoreError};
+use crate::store::{BlobId, Record, Snapshot, Store, StoreError};
 
 /// Packages of a dump are bounded by entries and by bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,7 +148,10 @@ impl Publisher {
     pub fn resource_dump(&self, set: &str) -> Result<Arc<ResourceDump>, PublishError> {
         let view = self.dump_view(set)?;
         let mut state = lock(&view.dump);
-        let (seq, at) = self.store.snapshot_point(set)?;
+        // One snapshot: the dump holds the set as it stood at its last event `seq`, and its
+        // `at` is the snapshot's, so every later change is stamped at or after it.
+        let snap = self.store.snapshot();
+        let seq = snap.set_info(set)?.map_or(0, |i| i.events);
         if state.current.is_none() {
             state.current = self.saved_dump(set)?.map(Arc::new);
         }
@@ -164,7 +160,7 @@ impl Publisher {
         {
             return Ok(d.clone());
         }
-        let dump = match self.build_dump(view, seq, at) {
+        let dump = match self.build_dump(view, &snap, seq) {
             Ok(d) => Arc::new(d),
             Err(e) => {
                 self.remove_generation(set, seq);
@@ -286,14 +282,14 @@ impl Publisher {
         }
     }
 
-    /// Builds the dump of `set` as it stood at event `seq`; `at` comes with `seq` from
-    /// [`Store::snapshot_point`](crate::store::Store::snapshot_point).
-    fn build_dump(&self, view: &SetView, seq: u64, at: W3cDateTime) -> Result<ResourceDump, PublishError> {
+    /// Builds the dump of `set` from `snap`, in which its last event is `seq`.
+    fn build_dump(&self, view: &SetView, snap: &Snapshot, seq: u64) -> Result<ResourceDump, PublishError> {
         let set = &view.config.id;
+        let at = snap.at();
         let dir = self.dump_dir(set);
         fs::create_dir_all(&dir).map_err(|e| dump_io(&dir, e))?;
         let all = KeyRange::all();
-        let mut items = self.snapshot(view, &all, seq).peekable();
+        let mut items = self.items(snap, view, &all).peekable();
         let mut packages = Vec::new();
         // Bounded by the set's records: each package takes at least one.
         while items.peek().is_some() {
@@ -312,23 +308,17 @@ impl Publisher {
         Ok(dump)
     }
 
-    /// The set's resources as they stood at `seq`, in URI order (see the module docs).
-    fn snapshot<'a>(
+    /// The set's live resources in `snap`, in URI order.
+    fn items<'a>(
         &'a self,
+        snap: &'a Snapshot,
         view: &'a SetView,
         range: &'a KeyRange,
-        seq: u64,
     ) -> impl Iterator<Item = Result<Item, PublishError>> + 'a {
-        let set = view.config.id.as_str();
-        self.raw_records(view, range).filter_map(move |raw| {
+        self.raw_records(snap, view, range).filter_map(move |raw| {
             let item = raw.map_err(PublishError::from).and_then(|raw| {
                 let rec = raw.record()?;
-                let head = rec.heads.iter().find(|(s, _)| s == set).map_or(0, |(_, h)| *h);
-                match (head <= seq, rec.is_deleted()) {
-                    (true, true) => Ok(None),
-                    (true, false) => self.item_of_record(view, rec).map(Some),
-                    (false, _) => self.item_at(view, rec, seq),
-                }
+                if rec.is_deleted() { Ok(None) } else { self.item_of_record(view, rec).map(Some) }
             });
             item.transpose()
         })
@@ -338,17 +328,6 @@ impl Publisher {
         let (sha256, length) = (rec.sha256, rec.length);
         let entry = self.entry(view, rec)?;
         Ok(Item { entry, sha256, length })
-    }
-
-    /// A record changed after `seq`, as its last event at or before `seq` describes it.
-    fn item_at(&self, view: &SetView, rec: Record, seq: u64) -> Result<Option<Item>, PublishError> {
-        let set = view.config.id.as_str();
-        let then = self.store.history(&rec.uri)?.into_iter().filter(|(s, e)| s == set && e.seq <= seq).map(|(_, e)| e);
-        let Some(ev) = then.max_by_key(|e| e.seq).filter(|e| e.change != Change::Deleted) else { return Ok(None) };
-        let policy = self.policies.for_source(&rec.source);
-        let filter = lock(&view.upstreams).clone();
-        let kept = inherit(&rec.links, policy, |href| self.republished_in(view, filter.as_deref(), href))?;
-        Ok(Some(item_of_event(ev, kept)))
     }
 
     /// Writes the next package (at least one item, then until a limit) and its manifest.
@@ -457,24 +436,6 @@ fn write_zip_to(store: &Store, tmp: &Path, manifest: &Path, members: &[Member]) 
     out.flush().map_err(|e| dump_io(tmp, e))?;
     out.into_inner().map_err(|e| dump_io(tmp, e.into_error()))?.sync_all().map_err(|e| dump_io(tmp, e))?;
     Ok((length, sha256))
-}
-
-/// A resource entry built from an event (see [`super::entries::resource_entry`] for a record).
-fn item_of_event(ev: Event, kept: Vec<Link>) -> Item {
-    let mut links = vec![via_link(&ev.origin, &ev.via)];
-    links.extend(kept);
-    let entry = Entry {
-        md: Some(Md {
-            hash: Some(content_hash(&ev.sha256, ev.md5.as_deref())),
-            length: Some(ev.length),
-            media_type: ev.media_type,
-            ..Md::default()
-        }),
-        lastmod: Some(ev.datetime),
-        links,
-        ..Entry::new(ev.uri)
-    };
-    Item { entry, sha256: ev.sha256, length: ev.length }
 }
 
 /// A writer that counts and hashes what passes through it.
@@ -654,12 +615,14 @@ mod tests {
         let store = Store::open_with(&dir.path().join("s"), &StoreOptions::small()).unwrap();
         put(&store, "a", b"first");
         let p = publisher(&store, DumpLimits::default());
-        let seq = store.set_info("s").unwrap().unwrap().visible_seq;
-        // After the position: `a` changes, `b` appears.
+        let snap = store.snapshot();
+        let seq = snap.set_info("s").unwrap().unwrap().events;
+        // After the snapshot: `a` changes, `b` appears.
         put(&store, "a", b"second");
         put(&store, "b", b"new");
         let view = p.view_or_missing("s").unwrap();
-        let dump = p.build_dump(view, seq, W3cDateTime::now()).unwrap();
+        let dump = p.build_dump(view, &snap, seq).unwrap();
+        assert_eq!(dump.at, snap.at().to_string());
         let m = members(&p.dump_dir("s").join(package_name(seq, 1)));
         assert_eq!(m.len(), 2, "b did not exist at the position: {:?}", m.iter().map(|(n, _)| n).collect::<Vec<_>>());
         assert_eq!(m[1].1, b"first");

@@ -52,7 +52,7 @@ impl Publisher {
     /// [`PublishError::UnknownSet`], [`PublishError::Store`], [`PublishError::Write`].
     pub fn write_recent_feed(&self, set: &str, opts: &FeedOptions, out: impl Write) -> Result<u64, PublishError> {
         self.view_or_missing(set)?;
-        let last = self.store.set_info(set)?.map_or(0, |i| i.visible_seq);
+        let last = self.store.set_info(set)?.map_or(0, |i| i.events);
         let first = last.saturating_sub(RECENT_EVENTS);
         let events: Vec<Event> = self.store.events_after(set, first)?.collect::<Result<_, _>>()?;
         let mut seen = HashSet::new();
@@ -142,7 +142,8 @@ impl Publisher {
     ) -> Result<u64, PublishError> {
         let set = page.job.set.as_str();
         let view = self.view_or_missing(set)?;
-        let last = self.store.set_info(set)?.map_or(0, |i| i.visible_seq);
+        let snap = self.store.snapshot();
+        let last = snap.set_info(set)?.map_or(0, |i| i.events);
         // The first page is always `feed-complete.atom`, the feed's entry point.
         let url = |i: usize| self.naming.set_complete_feed(set, if i == 0 { None } else { page.pages[i] });
         let mut links =
@@ -156,7 +157,7 @@ impl Publisher {
         let head = self.feed_head(set, opts, (1, last), (url(0), links))?;
         let mut w = AtomWriter::new(out, &head)?;
         let mut n = 0;
-        for raw in self.raw_records(view, &page.job.range) {
+        for raw in self.raw_records(&snap, view, &page.job.range) {
             let rec = raw?.record()?;
             w.item(&self.feed_item(set, &rec, &opts.endpoint)?)?;
             n += 1;

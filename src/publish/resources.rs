@@ -22,7 +22,7 @@ use super::plan::{KeyRange, Layout};
 use super::render::{self, Rendered};
 use super::{PublishError, Publisher, SetView};
 use crate::model::{Capability, DocumentWriter, Entry, Header, Link, Md, RootFormat, W3cDateTime};
-use crate::store::{RawRecord, Record, StoreError};
+use crate::store::{RawRecord, Record, Snapshot, StoreError};
 
 /// What `resourcelist.xml` of a set is right now.
 #[derive(Debug)]
@@ -49,7 +49,7 @@ impl Publisher {
     /// [`PublishError::UnknownSet`]; [`PublishError::Store`].
     pub fn resource_list(&self, set: &str) -> Result<ResourceListDoc, PublishError> {
         let view = self.view_or_missing(set)?;
-        let at = self.store.read_point();
+        let at = self.store.snapshot().at();
         let layout = self.validated_layout(view)?;
         match layout {
             Layout::Single => {
@@ -85,9 +85,12 @@ impl Publisher {
     /// fails; either way the document is incomplete and must not be passed off as whole.
     pub fn write_list(&self, job: &ListJob, out: impl Write) -> Result<u64, PublishError> {
         let view = self.view_or_missing(&job.set)?;
+        // The list is one snapshot, and its `at` is the snapshot's: every change stamped
+        // before it is in the list, every later one is in the Change Lists after `at`.
+        let snap = self.store.snapshot();
         let mut header = Header::new(
             RootFormat::UrlSet,
-            Md { capability: Some(Capability::ResourceList), at: Some(self.store.read_point()), ..Md::default() },
+            Md { capability: Some(Capability::ResourceList), at: Some(snap.at()), ..Md::default() },
         );
         header.links.push(Link::new("up", self.naming.capability_list(&job.set)));
         if job.part {
@@ -97,7 +100,7 @@ impl Publisher {
         let mut n = 0;
         let mut buf = Vec::with_capacity(2048);
         let filter = lock(&view.upstreams).clone();
-        for raw in self.raw_records(view, &job.range) {
+        for raw in self.raw_records(&snap, view, &job.range) {
             let raw = raw?;
             let v = raw.view()?;
             if v.is_deleted() {
@@ -115,13 +118,14 @@ impl Publisher {
         Ok(n)
     }
 
-    /// The set's records in `range`, in URI order, undecoded (live and deleted).
+    /// The set's records in `range` as of `snap`, in URI order, undecoded (live and deleted).
     pub(super) fn raw_records<'a>(
         &'a self,
+        snap: &'a Snapshot,
         view: &'a SetView,
         range: &'a KeyRange,
     ) -> impl Iterator<Item = Result<RawRecord, StoreError>> + 'a {
-        view.prefixes.iter().flat_map(move |p| self.store.raw_records_in_range(p, &range.from, range.until.as_deref()))
+        view.prefixes.iter().flat_map(move |p| snap.raw_records_in_range(p, &range.from, range.until.as_deref()))
     }
 
     /// The model path, for records the fast renderer leaves alone.
@@ -169,7 +173,8 @@ impl Publisher {
     /// outside the plan's lock, so part requests are never held up by a scan.
     pub(super) fn validated_layout(&self, view: &SetView) -> Result<Layout, PublishError> {
         let _scan = lock(&view.plan_scan);
-        let seq = self.store.set_info(&view.config.id)?.map_or(0, |i| i.visible_seq);
+        let snap = self.store.snapshot();
+        let seq = snap.set_info(&view.config.id)?.map_or(0, |i| i.events);
         let now = Instant::now();
         let (stale, mut plan) = {
             let p = lock(&view.plan);
@@ -182,7 +187,7 @@ impl Publisher {
         let source_index: HashMap<&str, u32> =
             view.config.sources.iter().zip(0..).map(|(s, i)| (s.as_str(), i)).collect();
         let mut upstreams = UpstreamFilter::default();
-        let uris = self.raw_records(view, &all).filter_map(|raw| {
+        let uris = self.raw_records(&snap, view, &all).filter_map(|raw| {
             let uri = raw.and_then(|raw| {
                 let v = raw.view()?;
                 if v.is_deleted() {

@@ -1,12 +1,13 @@
 //! Batches: record upserts and deletions, their change events, the indexes, the per-set
 //! counters and optionally the source's state, committed all-or-nothing.
 //!
-//! A batch's writes are collected and applied as one sled batch (atomic across a crash; see
-//! [`super::table`]), so after a crash either all of a batch is there or none of it: never a record without its events, an event without its
+//! A batch's writes are collected and committed as one fjall write batch (atomic across a
+//! crash, durable before it is visible; see [`super::table`]), so after a crash either all of a
+//! batch is there or none of it: never a record without its events, an event without its
 //! record, or a source position ahead of the records it claims. Each upsert first checks,
-//! under the lock that keeps gc from removing it, that its blob is stored — a record can never point at missing
-//! content. [`Store::apply`] then flushes, so when it returns the batch is durable and the
-//! publisher can see its events.
+//! under the lock that keeps gc from removing it, that its blob is stored — a record can never
+//! point at missing content. When [`Store::apply`] returns the batch is durable, and only then
+//! can the publisher see its events.
 
 use std::collections::HashMap;
 
@@ -196,37 +197,30 @@ impl TxBlob {
 }
 
 impl Store {
-    /// Commits a batch and flushes, so on return it is durable and its events are visible.
-    /// The harvester calls this before it considers a batch done.
+    /// Commits a batch: when this returns it is durable (the journal synced), and its events
+    /// are visible to readers, never before. The harvester calls this before it considers a
+    /// batch done.
     ///
     /// # Errors
     /// [`StoreError::MissingBlob`] when an upsert names content not stored (nothing is
-    /// committed); [`StoreError::InvalidKey`]; [`StoreError::Database`].
+    /// committed); [`StoreError::InvalidKey`]; [`StoreError::Database`] / [`StoreError::Io`]
+    /// when the commit or a sync fails (nothing is committed, and the store is read-only from
+    /// then on); [`StoreError::ReadOnly`] once it is.
     pub fn apply(&self, batch: &Batch) -> Result<Applied, StoreError> {
-        let applied = self.apply_unflushed(batch)?;
-        self.flush()?;
-        Ok(applied)
-    }
-
-    /// Commits a batch atomically without flushing: it survives a process crash but maybe not
-    /// a power loss, and its events stay hidden from readers until [`Store::flush`].
-    ///
-    /// # Errors
-    /// As [`Store::apply`].
-    pub fn apply_unflushed(&self, batch: &Batch) -> Result<Applied, StoreError> {
         batch.validate()?;
         let inner = &self.inner;
+        inner.db.check_writable()?;
         // Before the pack's commit lock, as `gc` takes them in that order.
         let _gc = inner.gc_lock.read().unwrap_or_else(|p| p.into_inner());
         // The rows of blobs put into the pack since the last commit join this batch, their
         // bytes synced first, so a record never refers to a blob whose row could be lost (see
-        // `pack`), and the upserts below read them from the overlay instead of sled.
+        // `pack`), and the upserts below read them from the overlay instead of the database.
         let taken = inner.take_pending()?;
-        let mut unflushed = inner.unflushed.lock().unwrap_or_else(|p| p.into_inner());
+        let writes = inner.write_lock();
         let t = &inner.trees;
         // Up to five rows per op: the record, two index entries (or a blob row) and their
         // removal on an update; chunks and counters are per set, blob rows per blob.
-        let w = Overlay::with_capacity(batch.ops.len() * 5 + 8);
+        let w = Overlay::with_capacity(batch.ops.len() * 2 + 8);
         // The pending rows join as rows, not encoded bytes: the upserts naming them (most of
         // a harvest's) set their referrer in place, and each is encoded once, at the end.
         let mut blobs = FastMap::with_capacity_and_hasher(taken.len(), Default::default());
@@ -244,15 +238,15 @@ impl Store {
         if let Some((id, s)) = &batch.state {
             tx.w.insert(&t.sources, id.as_bytes(), state::encode(s)?);
         }
-        let ranges = tx.write_counters()?;
+        let logged = tx.write_counters()?;
         tx.write_blob_rows()?;
-        tx.w.commit(&t.main, &t.lsm)?;
+        inner.db.commit(tx.w)?;
         inner.committed(taken, tx.blobs.iter().filter(|(_, b)| b.write).map(|(id, b)| (id, &b.row)));
-        for (set, first, last) in ranges {
-            unflushed.note(&set, first, last);
-        }
-        drop(unflushed);
+        drop(writes);
         inner.unfresh(&applied, batch);
+        if logged {
+            inner.listeners.call();
+        }
         Ok(applied)
     }
 }
@@ -495,17 +489,15 @@ impl Tx<'_> {
         }
     }
 
-    /// Writes the open event chunks and every touched set's counters once; returns the seq
-    /// ranges written per set.
-    fn write_counters(&mut self) -> Result<Vec<(String, u64, u64)>, StoreError> {
+    /// Writes the open event chunks and every touched set's counters once; returns whether any
+    /// event was written.
+    fn write_counters(&mut self) -> Result<bool, StoreError> {
         self.write_chunks();
-        let mut ranges = Vec::new();
+        let mut logged = false;
         for (set, (before, c)) in &self.counters {
             self.w.insert(&self.t.sets, set.as_bytes(), codec::encode(c)?);
-            if c.last_seq > *before {
-                ranges.push((set.clone(), before + 1, c.last_seq));
-            }
+            logged |= c.last_seq > *before;
         }
-        Ok(ranges)
+        Ok(logged)
     }
 }

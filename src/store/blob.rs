@@ -151,9 +151,8 @@ pub(super) struct BlobRow {
     pub(super) place: Place,
     /// One live record whose content this is; every other one (all of them when `None`) has
     /// a row in the `by_sha` index. Most content has exactly one record, and writing its URI
-    /// here instead of an index row saves a new row in sled per record, which is where a
-    /// baseline harvest's store time goes (docs/STORE.md, "A blob row names one record of its
-    /// content"). Never both here and in the index; `gc` keeps a blob while either names a
+    /// here instead of an index row saves a row per record written (docs/STORE.md,
+    /// "Tables"). Never both here and in the index; `gc` keeps a blob while either names a
     /// record.
     pub(super) referrer: Option<String>,
 }
@@ -205,7 +204,7 @@ impl BlobRow {
 }
 
 impl Inner {
-    /// The blob's row: committed in sled, or put by this process and still pending.
+    /// The blob's row: committed, or put by this process and still pending.
     pub(super) fn blob_row(&self, id: &BlobId) -> Result<Option<BlobRow>, StoreError> {
         if let Some(row) = self.packs.pending(id) {
             return Ok(Some(row));

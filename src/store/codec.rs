@@ -1,4 +1,4 @@
-//! How values and keys are laid out in sled.
+//! How values and keys are laid out in the database.
 //!
 //! Values are postcard (compact, fast, serde-driven) behind a one-byte value version, so a
 //! later release can keep reading old rows while writing new ones. postcard is not

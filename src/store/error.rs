@@ -3,7 +3,7 @@
 //! Every failure the harvester, the publisher or the `tributary store` commands can meet is a
 //! variant here, so callers can tell "the content did not match what the Source declared"
 //! (retry or report the Source) from "the disk failed" (stop) from "another process holds the
-//! store" (tell the operator). sled's own error type never leaves `src/store/`.
+//! store" (tell the operator). fjall's own error type never leaves `src/store/`.
 
 use std::io;
 use std::path::PathBuf;
@@ -58,6 +58,56 @@ pub enum StoreError {
         found: String,
         /// What this build reads and writes.
         supported: u32,
+    },
+    /// The store was written by an earlier release, whose storage engine this build does not
+    /// carry: it crosses over by an export with that release and an import with this one.
+    #[error(
+        "store {path} has format version {found}, written by an earlier tributary release; this one reads \
+         format {supported}. Carry it over without losing anything: stop the service, run \
+         `tributary store export FILE` with the release that wrote the store, then \
+         `tributary store import FILE` with this one (docs/STORE.md, \"Upgrading\")"
+    )]
+    OldFormat {
+        /// The store directory.
+        path: PathBuf,
+        /// The format it has.
+        found: u32,
+        /// What this build reads and writes.
+        supported: u32,
+    },
+    /// Bitstreams (or a `FORMAT` file) are there but the metadata that names them is missing
+    /// or unreadable: opening would start an empty store over them and lose every record.
+    #[error(
+        "store {path} has {found}, but its metadata ({missing}) is missing or unreadable; \
+         refusing to start an empty store over it. Restore the data directory from a backup, \
+         or rebuild the metadata with `tributary store import FILE` from the last export"
+    )]
+    MetadataMissing {
+        /// The store directory.
+        path: PathBuf,
+        /// What is there (bitstreams, packs, a FORMAT file).
+        found: String,
+        /// What is missing, and why it cannot be read.
+        missing: String,
+    },
+    /// An export file that cannot be imported: not an export, of an unknown version, cut
+    /// short, inconsistent, or naming bitstreams that are not in the data directory. Nothing
+    /// was built.
+    #[error("cannot import {file} (line {line}): {detail}; nothing was changed")]
+    Import {
+        /// The export file.
+        file: PathBuf,
+        /// The line at fault (0: the file as a whole).
+        line: u64,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A write or sync failed earlier (a full disk, a failing device): the store serves what it
+    /// holds but accepts no write until it is reopened.
+    #[error("the store is read-only since a write failed ({reason}); fix the cause and restart")]
+    ReadOnly {
+        /// The failure that made it so.
+        reason: String,
     },
     /// A file-system operation failed (unwritable directory, disk full, I/O error).
     #[error("I/O error on {path}")]
@@ -188,17 +238,13 @@ impl StoreError {
     }
 }
 
-impl From<sled::Error> for StoreError {
-    fn from(e: sled::Error) -> Self {
-        StoreError::Database(e.to_string())
-    }
-}
-
-impl From<sled::transaction::TransactionError<StoreError>> for StoreError {
-    fn from(e: sled::transaction::TransactionError<StoreError>) -> Self {
+impl From<fjall::Error> for StoreError {
+    fn from(e: fjall::Error) -> Self {
         match e {
-            sled::transaction::TransactionError::Abort(e) => e,
-            sled::transaction::TransactionError::Storage(e) => e.into(),
+            fjall::Error::Poisoned => {
+                StoreError::ReadOnly { reason: "the database refuses writes after a failed sync".into() }
+            }
+            e => StoreError::Database(e.to_string()),
         }
     }
 }

@@ -140,6 +140,25 @@ pub(super) fn encode_merged(new: &NewFailure, old: Option<&[u8]>, now: W3cDateTi
     })
 }
 
+/// A recorded failure's row as it was, for the import.
+pub(super) fn encode(f: &Failure) -> Result<Vec<u8>, StoreError> {
+    let l = &f.listing;
+    codec::encode(&RowOut {
+        upstream: &f.upstream,
+        reason: &f.reason,
+        first_failed: f.first_failed,
+        last_failed: f.last_failed,
+        attempts: f.attempts,
+        origin: &l.origin,
+        declared: l.declared.clone(),
+        length: l.length,
+        media_type: l.media_type.as_deref(),
+        lastmod: l.lastmod,
+        via: &l.via,
+        links: &l.links,
+    })
+}
+
 pub(super) fn decode(key: &[u8], value: &[u8]) -> Result<Failure, StoreError> {
     let at = key.iter().position(|b| *b == 0).ok_or_else(|| StoreError::corrupt("failure key", "no separator"))?;
     let text = |b: &[u8]| String::from_utf8(b.to_vec()).map_err(|e| StoreError::corrupt("failure key", e));

@@ -17,7 +17,7 @@ use super::log::Event;
 use super::{Inner, Store};
 
 impl Store {
-    /// Every visible change event of the resource `uri` with the set it was logged in, oldest
+    /// Every change event of the resource `uri` with the set it was logged in, oldest
     /// first. Events of one second share a datetime, so ties are broken by each event's rank
     /// among this resource's events in its set: a change logged in several sets then appears
     /// once per set, side by side. Deleted resources keep their history.
@@ -30,10 +30,8 @@ impl Store {
         let Some(rec) = self.record(uri)? else { return Ok(Vec::new()) };
         let mut ranked = Vec::new();
         for (set, head) in &rec.heads {
-            let limit = inner.visible_seq(set)?;
             let chain = inner.chain(uri, set, *head)?;
-            let visible = chain.into_iter().rev().filter(|e| e.seq <= limit);
-            ranked.extend(visible.enumerate().map(|(rank, e)| (rank, set.clone(), e)));
+            ranked.extend(chain.into_iter().rev().enumerate().map(|(rank, e)| (rank, set.clone(), e)));
         }
         ranked
             .sort_by(|(ra, sa, a), (rb, sb, b)| a.datetime.cmp(&b.datetime).then(ra.cmp(rb)).then_with(|| sa.cmp(sb)));

@@ -28,7 +28,7 @@ pub struct HubSubscriber {
     pub expires: i64,
 }
 
-fn key(topic: &str, callback: &str) -> Result<Vec<u8>, StoreError> {
+pub(super) fn key(topic: &str, callback: &str) -> Result<Vec<u8>, StoreError> {
     check_key("topic", topic)?;
     check_key("callback", callback)?;
     Ok(pair_key(topic.as_bytes(), callback.as_bytes()))
@@ -46,8 +46,7 @@ impl Store {
     /// [`StoreError::Database`].
     pub fn save_hub_subscriber(&self, sub: &HubSubscriber) -> Result<(), StoreError> {
         let value = serde_json::to_vec(sub).map_err(|e| StoreError::corrupt("subscription", e))?;
-        self.inner.trees.hub_subscribers.insert(key(&sub.topic, &sub.callback)?, value)?;
-        self.flush()
+        self.inner.trees.hub_subscribers.insert(key(&sub.topic, &sub.callback)?, value)
     }
 
     /// Removes the subscription of `callback` to `topic`, durably; true when there was one.
@@ -55,9 +54,7 @@ impl Store {
     /// # Errors
     /// As [`Store::save_hub_subscriber`].
     pub fn remove_hub_subscriber(&self, topic: &str, callback: &str) -> Result<bool, StoreError> {
-        let removed = self.inner.trees.hub_subscribers.remove(key(topic, callback)?)?.is_some();
-        self.flush()?;
-        Ok(removed)
+        self.inner.trees.hub_subscribers.remove(key(topic, callback)?)
     }
 
     /// Every subscription of `topic` (every topic when `None`), by topic then callback.

@@ -2,22 +2,20 @@
 //!
 //! Events are stored in chunks: one row holds consecutive events of one set, keyed
 //! `set \0 first_seq_be_u64`, written by one batch (a batch of 1,000 upserts in a set writes
-//! about eight rows instead of 1,000). sled 0.34 costs several microseconds per row however
-//! rows are grouped, so the row count per record is what bounds write throughput. The event
+//! about eight rows instead of 1,000): a row costs a key, a sequence number and an index entry
+//! however small its value, and a chunk of consecutive events compresses as one. The event
 //! with seq `n` is in the last chunk whose first seq is `<= n` (a reverse range seek), and
 //! reading a set forward from a sequence number is still one range scan. Chunks are capped
-//! ([`CHUNK_EVENTS`], [`CHUNK_BYTES`]) so no value becomes large for sled, and each event in a
-//! chunk is length-prefixed so a reader skips to one event without decoding the others.
+//! ([`CHUNK_EVENTS`], [`CHUNK_BYTES`]) so no value grows large, and each event in a chunk is
+//! length-prefixed so a reader skips to one event without decoding the others.
 //!
 //! Sequence numbers start at 1 and have no gaps within a set; the datetime is
 //! Tributary's own clock, never earlier than the set's previous event (a clock stepping back
 //! must not reorder a Change List), which also makes "from this datetime" a binary search.
 //!
-//! Readers see only flushed events. A batch's events are registered here as unflushed while
-//! its batch commits, and released by [`Store::flush`]; until then every read stops
-//! before them, so a Destination is never shown a change that a crash could take back.
-
-use std::collections::HashMap;
+//! Readers see only events of durable batches: a batch is visible once its commit returned,
+//! and it returns once the journal is synced (see [`super::table`]), so a Destination is never
+//! shown a change that a crash could take back.
 
 use serde::{Deserialize, Serialize};
 
@@ -25,10 +23,9 @@ use super::blob::BlobId;
 use super::codec::{self, w3c, w3c_opt};
 use super::error::StoreError;
 use super::record::Via;
-use super::table::TableIter;
-use super::{Inner, Store};
+use super::table::{Bytes, TableIter, View};
+use super::{Inner, Snapshot, Store};
 use crate::model::{Change, W3cDateTime};
-use sled::IVec;
 
 /// One change event: everything a Change List entry needs, without another lookup.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -125,44 +122,10 @@ pub struct SetInfo {
     pub id: String,
     /// Live resources in the set.
     pub live: u64,
-    /// Events in the log, including any not yet flushed.
+    /// Events in the log: the last sequence number.
     pub events: u64,
-    /// The last sequence number readers may see (flushed).
-    pub visible_seq: u64,
     /// Datetime of the last event.
     pub last_change: Option<W3cDateTime>,
-}
-
-/// Sets with events not yet flushed: `(first unflushed seq, last written seq)`.
-#[derive(Debug, Default)]
-pub(super) struct Unflushed(HashMap<String, (u64, u64)>);
-
-impl Unflushed {
-    pub(super) fn note(&mut self, set: &str, first: u64, last: u64) {
-        let entry = self.0.entry(set.to_owned()).or_insert((first, last));
-        entry.0 = entry.0.min(first);
-        entry.1 = last;
-    }
-}
-
-/// The last written seq per set, taken before a flush.
-pub(super) fn snapshot(inner: &Inner) -> Vec<(String, u64)> {
-    let unflushed = inner.unflushed.lock().unwrap_or_else(|p| p.into_inner());
-    unflushed.0.iter().map(|(set, &(_, last))| (set.clone(), last)).collect()
-}
-
-/// After a flush: everything up to the snapshot is durable, so readers may see it.
-pub(super) fn published(inner: &Inner, snapshot: Vec<(String, u64)>) {
-    let mut unflushed = inner.unflushed.lock().unwrap_or_else(|p| p.into_inner());
-    for (set, flushed_last) in snapshot {
-        if let Some(entry) = unflushed.0.get_mut(&set) {
-            if entry.1 == flushed_last {
-                unflushed.0.remove(&set);
-            } else {
-                entry.0 = flushed_last + 1;
-            }
-        }
-    }
 }
 
 pub(super) fn event_key(set: &str, seq: u64) -> Vec<u8> {
@@ -171,8 +134,8 @@ pub(super) fn event_key(set: &str, seq: u64) -> Vec<u8> {
 
 /// Most events in one chunk row.
 pub(super) const CHUNK_EVENTS: u64 = 128;
-/// A chunk is closed once its value reaches this size (sled handles values of a few KiB
-/// well; much larger ones are kept resident).
+/// A chunk is closed once its value reaches this size: a reader of one event decodes no more
+/// than this, and a block holds a few chunks.
 pub(super) const CHUNK_BYTES: usize = 24 * 1024;
 /// First byte of a chunk value; codec's value version for single values is 1.
 const CHUNK_VERSION: u8 = 2;
@@ -274,27 +237,16 @@ pub(super) fn decode_event(bytes: &[u8]) -> Result<Event, StoreError> {
 }
 
 impl Inner {
-    pub(super) fn counters(&self, set: &str) -> Result<Counters, StoreError> {
-        match self.trees.sets.get(set.as_bytes())? {
+    fn counters_in(&self, view: &View, set: &str) -> Result<Counters, StoreError> {
+        match self.trees.sets.get_in(view, set.as_bytes())? {
             Some(v) => codec::decode("set counters", &v),
             None => Ok(Counters::default()),
         }
     }
 
-    /// The last seq readers may see in `set`.
-    pub(super) fn visible_seq(&self, set: &str) -> Result<u64, StoreError> {
-        // Applies hold this lock while they commit, so the counters read under it are not
-        // ahead of the registered unflushed ranges.
-        let unflushed = self.unflushed.lock().unwrap_or_else(|p| p.into_inner());
-        match unflushed.0.get(set) {
-            Some(&(first, _)) => Ok(first - 1),
-            None => Ok(self.counters(set)?.last_seq),
-        }
-    }
-
     /// The chunk row holding `seq` (the last one starting at or before it), if any.
-    fn chunk_of(&self, set: &str, seq: u64) -> Result<Option<(u64, IVec)>, StoreError> {
-        let Some((k, v)) = self.trees.log.floor(&event_key(set, 0), &event_key(set, seq))? else {
+    fn chunk_of(&self, view: &View, set: &str, seq: u64) -> Result<Option<(u64, Bytes)>, StoreError> {
+        let Some((k, v)) = self.trees.log.floor_in(view, &event_key(set, 0), &event_key(set, seq))? else {
             return Ok(None);
         };
         let first = chunk_first(&k).ok_or_else(|| StoreError::corrupt("change log", hex::encode(&k)))?;
@@ -302,7 +254,11 @@ impl Inner {
     }
 
     pub(super) fn event(&self, set: &str, seq: u64) -> Result<Option<Event>, StoreError> {
-        let Some((first, value)) = self.chunk_of(set, seq)? else { return Ok(None) };
+        self.event_in(&self.db.view(), set, seq)
+    }
+
+    fn event_in(&self, view: &View, set: &str, seq: u64) -> Result<Option<Event>, StoreError> {
+        let Some((first, value)) = self.chunk_of(view, set, seq)? else { return Ok(None) };
         let mut events = ChunkEvents::new(&value)?;
         for _ in first..seq {
             if !events.skip_one()? {
@@ -313,12 +269,12 @@ impl Inner {
     }
 
     /// The first seq in `1..=limit` whose datetime is at or after `from` (`limit + 1` if none).
-    fn first_at_or_after(&self, set: &str, from: &W3cDateTime, limit: u64) -> Result<u64, StoreError> {
+    fn first_at_or_after(&self, view: &View, set: &str, from: &W3cDateTime, limit: u64) -> Result<u64, StoreError> {
         let (mut lo, mut hi) = (1, limit + 1);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             let event = self
-                .event(set, mid)?
+                .event_in(view, set, mid)?
                 .ok_or_else(|| StoreError::corrupt("change log", format!("gap at {set} #{mid}")))?;
             if event.datetime < *from {
                 lo = mid + 1;
@@ -328,17 +284,66 @@ impl Inner {
         }
         Ok(lo)
     }
+
+    fn events_after(&self, view: &View, set: &str, after: u64) -> Result<EventIter, StoreError> {
+        let limit = self.counters_in(view, set)?.last_seq;
+        self.iter_range(view, set, after.saturating_add(1), limit, None)
+    }
+
+    fn events_between(
+        &self,
+        view: &View,
+        set: &str,
+        from: Option<&W3cDateTime>,
+        until: Option<&W3cDateTime>,
+    ) -> Result<EventIter, StoreError> {
+        let limit = self.counters_in(view, set)?.last_seq;
+        let start = match from {
+            Some(from) => self.first_at_or_after(view, set, from, limit)?,
+            None => 1,
+        };
+        self.iter_range(view, set, start, limit, until.copied())
+    }
+
+    fn iter_range(
+        &self,
+        view: &View,
+        set: &str,
+        start: u64,
+        last: u64,
+        until: Option<W3cDateTime>,
+    ) -> Result<EventIter, StoreError> {
+        let rows = if start > last {
+            None
+        } else {
+            let from = self.chunk_of(view, set, start)?.map_or(start, |(first, _)| first);
+            Some(self.trees.log.range_in(view, &event_key(set, from), Some(&successor(&event_key(set, last)))))
+        };
+        Ok(EventIter { rows, chunk: None, start, last, until })
+    }
+
+    fn set_info(&self, view: &View, set: &str) -> Result<Option<SetInfo>, StoreError> {
+        let Some(v) = self.trees.sets.get_in(view, set.as_bytes())? else { return Ok(None) };
+        let c: Counters = codec::decode("set counters", &v)?;
+        Ok(Some(SetInfo { id: set.to_owned(), live: c.live, events: c.last_seq, last_change: c.last_change }))
+    }
+}
+
+/// The smallest key after `key`.
+fn successor(key: &[u8]) -> Vec<u8> {
+    let mut next = key.to_vec();
+    next.push(0);
+    next
 }
 
 impl Store {
     /// The set's events with a sequence number greater than `after`, in order (`after = 0`
-    /// for the whole log). Only flushed events are returned.
+    /// for the whole log). Every event returned is durable.
     ///
     /// # Errors
     /// [`StoreError::Database`] / [`StoreError::Corrupt`]; the iterator yields the same.
     pub fn events_after(&self, set: &str, after: u64) -> Result<EventIter, StoreError> {
-        let limit = self.inner.visible_seq(set)?;
-        self.iter_range(set, after.saturating_add(1), limit, None)
+        self.inner.events_after(&self.inner.db.view(), set, after)
     }
 
     /// The set's events with `from <= datetime < until`, in order; either bound may be open.
@@ -352,48 +357,7 @@ impl Store {
         from: Option<&W3cDateTime>,
         until: Option<&W3cDateTime>,
     ) -> Result<EventIter, StoreError> {
-        let limit = self.inner.visible_seq(set)?;
-        let start = match from {
-            Some(from) => self.inner.first_at_or_after(set, from, limit)?,
-            None => 1,
-        };
-        self.iter_range(set, start, limit, until.copied())
-    }
-
-    fn iter_range(
-        &self,
-        set: &str,
-        start: u64,
-        last: u64,
-        until: Option<W3cDateTime>,
-    ) -> Result<EventIter, StoreError> {
-        let rows = if start > last {
-            None
-        } else {
-            let from = self.inner.chunk_of(set, start)?.map_or(start, |(first, _)| first);
-            Some(self.inner.trees.log.range_inclusive(&event_key(set, from), &event_key(set, last)))
-        };
-        Ok(EventIter { rows, chunk: None, start, last, until })
-    }
-
-    /// Where a snapshot of `set` stands: the last event a reader may see, and the `at` of a
-    /// document holding that state — the datetime of the first event still hidden (stamped
-    /// by a batch not yet flushed), else [`Store::read_point`]'s. Every event after the
-    /// returned one is stamped at or after the returned datetime, so a Destination following
-    /// the Change Lists from that `at` misses none of them.
-    ///
-    /// # Errors
-    /// [`StoreError::Database`] / [`StoreError::Corrupt`].
-    pub fn snapshot_point(&self, set: &str) -> Result<(u64, W3cDateTime), StoreError> {
-        // Applies stamp and commit under this lock (see `visible_seq`).
-        let unflushed = self.inner.unflushed.lock().unwrap_or_else(|p| p.into_inner());
-        match unflushed.0.get(set) {
-            Some(&(first, _)) => {
-                let at = self.inner.event(set, first)?.map_or_else(W3cDateTime::now, |e| e.datetime);
-                Ok((first - 1, at))
-            }
-            None => Ok((self.inner.counters(set)?.last_seq, W3cDateTime::now())),
-        }
+        self.inner.events_between(&self.inner.db.view(), set, from, until)
     }
 
     /// A set's counters, or `None` for a set with no events yet.
@@ -401,16 +365,7 @@ impl Store {
     /// # Errors
     /// [`StoreError::Database`] / [`StoreError::Corrupt`].
     pub fn set_info(&self, set: &str) -> Result<Option<SetInfo>, StoreError> {
-        let visible_seq = self.inner.visible_seq(set)?;
-        let Some(v) = self.inner.trees.sets.get(set.as_bytes())? else { return Ok(None) };
-        let c: Counters = codec::decode("set counters", &v)?;
-        Ok(Some(SetInfo {
-            id: set.to_owned(),
-            live: c.live,
-            events: c.last_seq,
-            visible_seq,
-            last_change: c.last_change,
-        }))
+        self.inner.set_info(&self.inner.db.view(), set)
     }
 
     /// Every set with events, by id.
@@ -418,12 +373,34 @@ impl Store {
     /// # Errors
     /// As [`Store::set_info`].
     pub fn sets(&self) -> Result<Vec<SetInfo>, StoreError> {
+        let view = self.inner.db.view();
         let mut out = Vec::new();
-        for key in self.inner.trees.sets.iter().keys() {
-            let id = String::from_utf8_lossy(&key?).into_owned();
-            out.extend(self.set_info(&id)?);
+        for kv in self.inner.trees.sets.iter_in(&view) {
+            let (key, v) = kv?;
+            let c: Counters = codec::decode("set counters", &v)?;
+            let id = String::from_utf8_lossy(&key).into_owned();
+            out.push(SetInfo { id, live: c.live, events: c.last_seq, last_change: c.last_change });
         }
         Ok(out)
+    }
+}
+
+impl Snapshot {
+    /// [`Store::events_after`], as of the snapshot.
+    ///
+    /// # Errors
+    /// As [`Store::events_after`].
+    pub fn events_after(&self, set: &str, after: u64) -> Result<EventIter, StoreError> {
+        self.store.inner.events_after(&self.view, set, after)
+    }
+
+    /// [`Store::set_info`], as of the snapshot: its `events` is the last position the snapshot
+    /// holds.
+    ///
+    /// # Errors
+    /// As [`Store::set_info`].
+    pub fn set_info(&self, set: &str) -> Result<Option<SetInfo>, StoreError> {
+        self.store.inner.set_info(&self.view, set)
     }
 }
 
@@ -431,7 +408,7 @@ impl Store {
 pub struct EventIter {
     rows: Option<TableIter>,
     /// The chunk being read: its value, the offset of its next event and that event's seq.
-    chunk: Option<(IVec, usize, u64)>,
+    chunk: Option<(Bytes, usize, u64)>,
     start: u64,
     last: u64,
     until: Option<W3cDateTime>,

@@ -4,8 +4,8 @@
 //! gc is safe to run while the harvester writes in the same process: a blob counts as
 //! referenced while its row or the sha-256 index names a live record, the decision to remove it
 //! is taken under the gc lock that puts and batches hold, blobs this process put recently are
-//! spared, and rows are removed (and flushed) before their files, so a crash in between
-//! leaves a stray file — never a row without its file.
+//! spared, and rows are removed (durably) before their files, so a crash in between leaves a
+//! stray file — never a row without its file.
 
 use std::collections::HashMap;
 use std::fs;
@@ -58,23 +58,40 @@ impl Store {
             stats.sets.push(SetStats { id, live: c.live, events: c.last_seq, last_change: c.last_change });
         }
         stats.sources = t.sources.iter().count() as u64;
-        stats.database_bytes = self.inner.db.size_on_disk()? + self.inner.trees.lsm.disk_bytes()?;
-        let e = self.inner.trees.lsm.stats();
+        let db = self.inner.db.fjall();
+        stats.database_bytes = db.disk_space()?;
         stats.engine = EngineStats {
-            runs: e.runs as u64,
-            run_entries: e.run_entries,
-            run_bytes: e.run_bytes,
-            memtable_entries: e.memtable_entries as u64,
-            memory_bytes: (e.memtable_bytes + e.resident_bytes) as u64,
+            tables: t.all().iter().map(|t| t.keyspace().table_count() as u64).sum(),
+            journals: db.journal_count() as u64,
+            journal_bytes: db.journal_disk_space()?,
+            write_buffer_bytes: db.write_buffer_size(),
+            cache_bytes: db.cache_size(),
         };
+        stats.read_only = self.read_only();
         Ok(stats)
     }
 
-    /// Waits, at most `limit`, until every full memtable is written out and every merge the
-    /// engine's policy calls for is done; true when it is. Nothing needs this for correctness:
-    /// it is for measuring a settled store (its size on disk) in benchmarks and tests.
+    /// Waits, at most `limit`, until no flush or compaction is running or waiting; true when
+    /// none is. Nothing needs this for correctness: it is for measuring a settled store (its
+    /// size on disk) in benchmarks and tests.
     pub fn settle(&self, limit: Duration) -> bool {
-        self.inner.trees.lsm.settle(limit)
+        let db = self.inner.db.fjall();
+        let deadline = Instant::now() + limit;
+        let mut quiet = 0;
+        // Bounded by `limit`; "quiet" three times in a row, as a compaction may start just
+        // after a flush ends.
+        while Instant::now() < deadline {
+            if db.outstanding_flushes() == 0 && db.active_compactions() == 0 {
+                quiet += 1;
+                if quiet == 3 {
+                    return true;
+                }
+            } else {
+                quiet = 0;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        false
     }
 
     /// Removes blobs no live record refers to, and files under `blobs/` that have no row.
@@ -107,8 +124,8 @@ impl Store {
                 }
             }
         }
-        // Rows first, durably; then their files, unless a put has brought the blob back.
-        inner.db.flush()?;
+        // Rows first (each removal is durable); then their files, unless a put has brought the
+        // blob back.
         for id in files {
             let _gc = inner.gc_lock.write().unwrap_or_else(|p| p.into_inner());
             if !inner.trees.blobs.contains_key(id.0)? {
@@ -175,10 +192,10 @@ impl Inner {
         if self.is_referenced(id)? {
             return Ok(Collected::Referenced);
         }
-        match self.trees.blobs.remove(id.0)? {
-            Some(v) => Ok(Collected::Removed(BlobRow::decode(&v)?)),
-            None => Ok(Collected::Referenced),
-        }
+        let _writes = self.write_lock();
+        let Some(v) = self.trees.blobs.get(id.0)? else { return Ok(Collected::Referenced) };
+        self.trees.blobs.remove(id.0)?;
+        Ok(Collected::Removed(BlobRow::decode(&v)?))
     }
 
     /// Files under `blobs/` whose row does not exist (a gc or put interrupted by a crash).
@@ -200,7 +217,7 @@ impl Inner {
 
     /// Rewrites every closed pack that is mostly unreferenced space (removed blobs, bytes a
     /// crash left without a row): its live blobs are copied into the active pack, their rows
-    /// moved (synced and flushed), and only then is the old pack deleted. Returns the number
+    /// moved (synced and committed), and only then is the old pack deleted. Returns the number
     /// of packs rewritten.
     fn compact_packs(&self) -> Result<u64, StoreError> {
         let active = self.packs.active_id();
@@ -229,7 +246,7 @@ impl Inner {
         {
             let _gc = self.gc_lock.write().unwrap_or_else(|p| p.into_inner());
             // Rows still pending may point into this pack (a closed pack's rows wait for the
-            // next commit): into sled with them first, so the walk below moves them too.
+            // next commit): committed first, so the walk below moves them too.
             self.commit_pending()?;
             for kv in self.trees.blobs.iter() {
                 let (k, v) = kv?;
@@ -241,7 +258,6 @@ impl Inner {
             }
             self.commit_pending()?;
         }
-        self.db.flush()?;
         self.packs.remove(pack)
     }
 

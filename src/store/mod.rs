@@ -3,19 +3,19 @@
 //!
 //! # Architecture
 //! The harvester is the only writer and the publisher the reader; both go through [`Store`],
-//! and sled types never leave this module. Small bitstreams (≤ [`INLINE_MAX`]) are appended
+//! and fjall types never leave this module. Small bitstreams (≤ [`INLINE_MAX`]) are appended
 //! to pack files (see [`pack`]); larger ones are files under `blobs/`, named by their sha-256,
-//! because sled 0.34 keeps large values resident in memory (measured: a 256 MiB blob in 1 MiB
-//! sled values costs ~270 MiB of RSS and runs at ~90–230 MB/s) — files stream at disk speed
-//! with constant memory. Everything else (records, indexes, change log, counters, source
-//! state) is sled, written in one atomic sled batch per [`Batch`] so a crash never separates a
-//! record from its change events. This module must not depend on the harvester, the publisher or tokio.
+//! or objects in a bucket ([`remote`]). Everything else (records, indexes, change log,
+//! counters, source state) is one fjall database, a keyspace per table ([`table`]), and every
+//! [`Batch`] is one fjall write batch, durable before anyone can read it, so a crash never
+//! separates a record from its change events and nothing shown can be lost. This module must
+//! not depend on the harvester, the publisher or tokio.
 //!
 //! # Layout of a store directory
 //! ```text
 //! FORMAT    "tributary-store <version>", checked before anything is opened
 //! LOCK      held (flock) while a process has the store open
-//! db/       the sled database
+//! meta/     the fjall database
 //! blobs/ab/ab12…(64 hex)   bitstreams larger than INLINE_MAX (unless in a bucket: see [`remote`])
 //! packs/00000001.pack      bitstreams up to INLINE_MAX, appended
 //! tmp/      bitstreams being written; emptied on open
@@ -30,9 +30,8 @@ mod failure;
 mod feeds;
 mod history;
 mod hub_subscribers;
-mod known;
+mod import;
 mod log;
-mod lsm;
 mod maint;
 mod open;
 mod pack;
@@ -64,6 +63,7 @@ pub use export::{Counts as ExportCounts, EXPORT_VERSION};
 pub use failure::{Failure, FailureIter, NewFailure};
 pub use feeds::FeedItemIter;
 pub use hub_subscribers::HubSubscriber;
+pub use import::{ImportReport, import};
 pub use log::{Event, EventIter, SetInfo};
 pub use open::StoreOptions;
 pub use record::{Listing, NewRecord, Record, RecordIter, Via};
@@ -83,8 +83,11 @@ pub use writer::BlobWriter;
 /// pack only ever receives verified content).
 pub const INLINE_MAX: usize = 8 * 1024;
 
-/// The store format this build reads and writes (the `FORMAT` file and `meta/format_version`).
-pub const FORMAT_VERSION: u32 = 8;
+/// The store format this build reads and writes (the `FORMAT` file and the `meta` table's
+/// `format_version`). Format 9 moved every table into fjall; stores of format 8 and older are
+/// carried over by `tributary store export` with the release that wrote them and `tributary
+/// store import` with this one.
+pub const FORMAT_VERSION: u32 = 9;
 
 /// An open store. Cheap to clone; all clones share one database. `Send + Sync`: the harvester
 /// may write from several threads, the publisher read from others.
@@ -93,19 +96,14 @@ pub struct Store {
     inner: Arc<Inner>,
 }
 
-/// The kinds of row, each a [`table::Table`] (a key prefix) in sled's tree or in the engine.
+/// The kinds of row, each a [`table::Table`]: a keyspace of the one database.
 struct Trees {
-    /// The one sled tree the small tables live in; batches are applied to it atomically.
-    main: sled::Tree,
-    /// The engine holding the tables with a row or more per resource (store format 8).
-    lsm: Arc<lsm::Lsm>,
     meta: table::Table,
     blobs: table::Table,
     records: table::Table,
     by_origin: table::Table,
     by_sha: table::Table,
-    /// The change log; a resource's history is chained through it (see [`history`]). Prefix
-    /// `e`, the history index up to format 3, is not reused.
+    /// The change log; a resource's history is chained through it (see [`history`]).
     log: table::Table,
     sets: table::Table,
     sources: table::Table,
@@ -119,10 +117,30 @@ struct Trees {
     subscriptions: table::Table,
 }
 
+impl Trees {
+    /// Every table, in the order of their ids.
+    fn all(&self) -> [&table::Table; 12] {
+        [
+            &self.meta,
+            &self.blobs,
+            &self.records,
+            &self.by_origin,
+            &self.by_sha,
+            &self.log,
+            &self.sets,
+            &self.sources,
+            &self.failures,
+            &self.feed_items,
+            &self.hub_subscribers,
+            &self.subscriptions,
+        ]
+    }
+}
+
 /// Shared state behind every [`Store`] clone and [`BlobWriter`].
 struct Inner {
     root: PathBuf,
-    db: sled::Db,
+    db: table::Db,
     trees: Trees,
     /// Held for the store's lifetime; dropping it releases the `LOCK` flock.
     _lock: std::fs::File,
@@ -132,21 +150,26 @@ struct Inner {
     /// Readers: puts and applies. Writer: gc, for the moment it decides a blob is unreferenced
     /// and removes it.
     gc_lock: RwLock<()>,
-    /// Change-log entries written but not yet flushed, hidden from readers. Also the apply
-    /// lock: a batch holds it from its first read to its commit, which makes batches
-    /// serialisable without a sled transaction.
-    unflushed: Mutex<log::Unflushed>,
+    /// The write lock: a batch holds it from its first read to its commit, which makes batches
+    /// serialisable without a transaction, and so does every other read-modify-write of a row
+    /// a batch may write (a blob row's digests).
+    writer: Mutex<()>,
     /// Names temporary files uniquely within this process.
     tmp_counter: AtomicU64,
-    /// The pack files holding small bitstreams, and the rows not yet committed to sled.
+    /// The pack files holding small bitstreams, and the rows not yet committed.
     packs: pack::Packs,
-    /// Which blobs might be stored, so a put of new content need not read sled.
-    known: known::Known,
     /// Called whenever readers may see new change events (see [`watch`]).
     listeners: watch::Listeners,
     /// The bucket holding bitstreams larger than `INLINE_MAX`, when the store is configured
     /// with one (`[aggregator] blobs = "s3://…"`); `None`: local files under `blobs/`.
     remote: Option<Arc<remote::Remote>>,
+}
+
+impl Inner {
+    /// The write lock (see [`Inner::writer`]).
+    fn write_lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.writer.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 impl Store {
@@ -192,64 +215,70 @@ impl Store {
         self.inner.remote.as_deref().map(remote::Remote::location)
     }
 
-    /// The instant a read of records starting now is complete as of, for a document's `at`:
-    /// it waits for an apply in progress (applies stamp their events and commit under the same
-    /// lock), so every batch stamped before the returned time is already readable, and every
-    /// later batch is stamped at or after it. A plain clock read could fall inside an apply:
-    /// its records then missed the document while its events, stamped earlier, fell before
-    /// the `at` a Destination follows the Change Lists from, and were never applied there.
-    pub fn read_point(&self) -> crate::model::W3cDateTime {
-        let _applies = self.inner.unflushed.lock().unwrap_or_else(|p| p.into_inner());
-        crate::model::W3cDateTime::now()
+    /// A consistent read of the whole store as it is now, and the instant it is complete as
+    /// of, for a document's `at`: taken under the write lock (batches stamp their events and
+    /// commit under it), so every batch stamped before [`Snapshot::at`] is in the view and
+    /// every later one is stamped at or after it. A walk through it holds no lock and sees no
+    /// batch committed after it began.
+    pub fn snapshot(&self) -> Snapshot {
+        let _writes = self.inner.write_lock();
+        Snapshot { store: self.clone(), view: self.inner.db.view(), at: crate::model::W3cDateTime::now() }
     }
 
-    /// Makes everything written so far durable: blob files are already synced when their put
-    /// returns; this syncs the active pack and commits the rows of blobs put into it, flushes
-    /// the database, and then lets readers see the change events written by
-    /// [`Store::apply_unflushed`].
+    /// Commits the rows of blobs put into the active pack since the last batch (their bytes
+    /// synced first). Batches and file blobs are durable when their call returns; this is for
+    /// a writer that put blobs and ends without a batch.
     ///
     /// # Errors
-    /// [`StoreError::Io`] / [`StoreError::Database`] when a sync fails; the events stay hidden.
+    /// [`StoreError::Io`] / [`StoreError::Database`] when a sync or the commit fails (the store
+    /// is read-only from then on); [`StoreError::ReadOnly`] once it is.
     pub fn flush(&self) -> Result<(), StoreError> {
-        self.inner.commit_pending()?;
-        let snapshot = log::snapshot(&self.inner);
-        self.inner.db.flush()?;
-        let revealed = !snapshot.is_empty();
-        log::published(&self.inner, snapshot);
-        if revealed {
-            self.inner.listeners.call();
-        }
-        Ok(())
+        self.inner.db.check_writable()?;
+        self.inner.commit_pending()
+    }
+
+    /// Why the store refuses writes, if it does: a write or sync failed (a full disk, a failing
+    /// device), and it serves what it holds until it is restarted.
+    pub fn read_only(&self) -> Option<String> {
+        self.inner.db.broken()
+    }
+
+    /// Registers `listener`, called once if the store turns read-only, with the reason.
+    pub fn on_read_only(&self, listener: Box<dyn Fn(&str) + Send + Sync>) {
+        self.inner.db.on_broken(listener);
+    }
+}
+
+/// A consistent read of the store at one moment (see [`Store::snapshot`]). Cheap to clone.
+/// Holding it keeps fjall from dropping the row versions it reads: hold it for a walk, not for
+/// the life of a process.
+#[derive(Clone)]
+pub struct Snapshot {
+    store: Store,
+    view: table::View,
+    at: crate::model::W3cDateTime,
+}
+
+impl Snapshot {
+    /// When the snapshot was taken: every change event stamped before it is in it.
+    pub fn at(&self) -> crate::model::W3cDateTime {
+        self.at
     }
 }
 
 impl Drop for Inner {
-    /// A store closed cleanly keeps the blobs put since the last flush, as sled keeps its rows.
-    /// sled flushes when its last handle drops, but the blob filter's scan (see [`known`]) may
-    /// hold one a moment longer, past the end of the process: so flush here.
+    /// A store closed cleanly keeps the blobs put since the last batch.
     fn drop(&mut self) {
-        if let Err(e) = self.commit_pending() {
+        if self.db.broken().is_none()
+            && let Err(e) = self.commit_pending()
+        {
             tracing::warn!(error = %crate::error::chain(&e), "could not commit the last small blobs while closing the store");
         }
-        if let Err(e) = self.db.flush() {
-            tracing::warn!(error = %crate::error::chain(&e), "could not flush the database while closing the store");
-        }
-        self.trees.lsm.shutdown();
     }
 }
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store").field("path", &self.inner.root).finish_non_exhaustive()
-    }
-}
-
-/// Lowers the calling thread's scheduling priority as far as it goes (nice 19 on Linux): for
-/// the store's background work that can wait — merging runs, rebuilding the blob filter —
-/// so that it runs on what the harvester's commits leave of the machine. Failing to lower it
-/// changes nothing else.
-fn lowest_priority() {
-    if let Err(e) = thread_priority::set_current_thread_priority(thread_priority::ThreadPriority::Min) {
-        tracing::debug!(error = ?e, "could not lower a store background thread's priority");
     }
 }

@@ -1,18 +1,18 @@
 //! Packs: small bitstreams (≤ [`INLINE_MAX`](super::INLINE_MAX)) appended to a few large files
-//! instead of stored in sled rows.
+//! instead of stored as database values or files of their own.
 //!
-//! Why: sled 0.34 copies a leaf on every write and keeps what it wrote resident; with 2 KiB
-//! bitstreams inside rows, most of the bytes sled copied, logged and held in memory were
-//! content, not metadata (see docs/STORE.md, "Small bitstreams live in packs"). A pack is an
-//! append-only file `packs/<n>.pack`; a blob row says which pack and where. Reads are one
-//! `pread`.
+//! Why: a file per bitstream costs an inode, a rename and two fsyncs; as database values, the
+//! content would be written again by every compaction of the metadata (docs/STORE.md, "What is
+//! stored where"). A pack is an append-only file `packs/<n>.pack`; a blob row says which pack
+//! and where. Reads are one `pread`.
 //!
-//! Crash and power-loss safety rest on one rule: **a row pointing into a pack is written to
-//! sled only after the pack bytes it points at are synced.** A put appends the bytes and keeps
-//! the row *pending* in memory (readers of this process see it there); [`Inner::commit_pending`]
-//! syncs the pack once and writes every pending row, and runs before each batch and each
-//! flush. So no record can refer to a blob whose row is not in sled, and no row in sled can
-//! point at bytes a power cut could lose. A crash loses only pending rows, whose bytes become
+//! Crash and power-loss safety rest on one rule: **a row pointing into a pack is committed
+//! only after the pack bytes it points at are synced.** A put appends the bytes and keeps the
+//! row *pending* in memory (readers of this process see it there); [`Inner::commit_pending`]
+//! syncs the pack once and commits every pending row, and runs before each batch and each
+//! flush. So no record can refer to a blob whose row is not committed, and no committed row can
+//! point at bytes a power cut could lose. A sync that fails is never tried again and trusted:
+//! the kernel may have dropped the pages it could not write, so the store turns read-only. A crash loses only pending rows, whose bytes become
 //! unreferenced space that `gc` reclaims when it rewrites a mostly-dead pack. Closing a full
 //! pack syncs it; its rows stay pending until the next commit like any others.
 //!
@@ -32,12 +32,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 
+use super::Inner;
 use super::blob::{BlobId, BlobInfo, BlobRow, Place};
 use super::error::StoreError;
-use super::known::Add;
 use super::open::sync_dir;
 use super::table::Overlay;
-use super::{Inner, Trees};
 
 /// Where a packed blob's bytes are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,7 +52,7 @@ pub(super) struct Packs {
     /// whole packs, so this bounds the work (and the temporary extra space) of reclaiming one.
     roll_at: u64,
     active: Mutex<Active>,
-    /// Held from taking the pending rows ([`Inner::take_pending`]) until they are in sled, so a
+    /// Held from taking the pending rows ([`Inner::take_pending`]) until they are committed, so a
     /// commit never writes rows whose sync another commit has only started.
     commit: Mutex<()>,
     /// Read handles by pack number, opened on first use.
@@ -64,7 +63,7 @@ pub(super) struct Packs {
 /// commit).
 const WRITE_AT: usize = 256 * 1024;
 
-/// The pack being appended to, and the rows whose bytes it holds but sled does not yet.
+/// The pack being appended to, and the rows whose bytes it holds that are not committed yet.
 struct Active {
     id: u32,
     file: Arc<File>,
@@ -111,7 +110,7 @@ impl Packs {
     /// Opens `dir` (creating it), appending to the highest-numbered pack. Bytes a crash left at
     /// its end without a row are unreferenced space, reclaimed by `gc`.
     pub(super) fn open(dir: &Path, roll_at: u64) -> Result<Packs, StoreError> {
-        fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, e))?;
+        super::open::create_dir_durable(dir)?;
         let existing = list(dir)?.into_iter().map(|(id, _)| id).max();
         let id = existing.unwrap_or(1);
         let (file, len) = open_for_append(dir, id)?;
@@ -137,7 +136,7 @@ impl Packs {
         active.write_buffered().map_err(|e| StoreError::io(self.path(active.id), e))
     }
 
-    /// The row of a blob put but not yet committed to sled.
+    /// The row of a blob put but not yet committed.
     pub(super) fn pending(&self, id: &BlobId) -> Option<BlobRow> {
         self.lock().pending.get(id).cloned()
     }
@@ -202,11 +201,11 @@ impl Inner {
         if let Some(info) = merge_pending(&mut self.packs.lock(), id, &row) {
             return Ok(info);
         }
-        // Outside the pack lock: a sled read is slow next to an append, and every put waits on
-        // that lock. Should the same content be put and committed in between, it is appended
-        // twice; the row points at the later copy and `gc` reclaims the other. New content
-        // skips the read (see `known`): it would wait for any batch being applied.
-        if self.known.maybe_stored(&id, &self.trees.blobs) && self.trees.blobs.contains_key(id.0)? {
+        // Outside the pack lock: a database read is slow next to an append, and every put waits
+        // on that lock. Should the same content be put and committed in between, it is appended
+        // twice; the row points at the later copy and `gc` reclaims the other. New content is
+        // answered by the blob table's Bloom filters without a block read.
+        if self.trees.blobs.contains_key(id.0)? {
             return self.merge_digests(id, &row);
         }
         let mut active = self.packs.lock();
@@ -224,11 +223,10 @@ impl Inner {
             self.roll(active)?;
         }
         if active.buf.len() + data.len() > WRITE_AT {
-            // A failure (a full disk) fails this put, before anything of it is buffered.
-            self.packs.write_buffered(active)?;
+            // A failure (a full disk) fails this put, before anything of it is buffered, and
+            // the store turns read-only (see `table`).
+            self.packs.write_buffered(active).map_err(|e| self.db.fail_io(e))?;
         }
-        // Before the row is pending, where readers and the next commit find it.
-        self.known.add(&id, Add::First, &self.trees.blobs);
         active.buf.extend_from_slice(data);
         row.place = Place::Pack(PackLoc { pack: active.id, offset: active.len });
         active.len += data.len() as u64;
@@ -243,7 +241,7 @@ impl Inner {
         self.packs.write_buffered(active)?;
         // Whatever `dirty` says: a concurrent `take_pending` may have cleared it and not yet
         // finished its sync, and the commits that follow sync only the active pack.
-        active.file.sync_data().map_err(|e| StoreError::io(self.packs.path(active.id), e))?;
+        active.file.sync_data().map_err(|e| self.db.fail_io(StoreError::io(self.packs.path(active.id), e)))?;
         let next = active.id + 1;
         let (file, len) = open_for_append(&self.packs.dir, next)?;
         sync_dir(&self.packs.dir).map_err(|e| StoreError::io(&self.packs.dir, e))?;
@@ -253,49 +251,54 @@ impl Inner {
         Ok(())
     }
 
-    /// Syncs the active pack and writes every pending row to sled (not flushed: the caller's
-    /// batch or flush follows). Cheap when nothing is pending.
+    /// Syncs the active pack and commits every pending row. Cheap when nothing is pending.
+    /// Nothing to do on a read-only store: its pending rows are never committed (readers of
+    /// this process still find them), and a reader calling this first carries on.
     pub(super) fn commit_pending(&self) -> Result<(), StoreError> {
+        if self.db.broken().is_some() {
+            return Ok(());
+        }
         let taken = self.take_pending()?;
         if taken.len() > 0 {
-            write_rows(&self.trees, taken.iter())?;
+            // Under the write lock: a batch may be rewriting one of these rows' referrers.
+            let _writes = self.write_lock();
+            write_rows(self, taken.iter())?;
             self.committed(taken, std::iter::empty());
         }
         Ok(())
     }
 
     /// Writes the buffered bytes, syncs the active pack and takes a copy of every pending row,
-    /// for the caller to write to sled — in its own batch, so a batch of records and the rows
+    /// for the caller to commit — in its own batch, so a batch of records and the rows
     /// of the blobs they refer to land together. Until [`Inner::committed`], other commits wait.
     ///
     /// The pack lock is held only to write the buffer (at most [`WRITE_AT`] bytes into the page
     /// cache) and take the copy, not while syncing (milliseconds), because puts run on the
     /// harvester's async workers and would all stop behind it. Rows stay pending, where
-    /// readers find them, until they are in sled; a put appending meanwhile is left for the
+    /// readers find them, until they are committed; a put appending meanwhile is left for the
     /// next commit.
     pub(super) fn take_pending(&self) -> Result<TakenRows<'_>, StoreError> {
+        self.db.check_writable()?;
         let one_at_a_time = self.packs.commit.lock().unwrap_or_else(|p| p.into_inner());
         let (file, pack, rows) = {
             let mut active = self.packs.lock();
             if active.pending.is_empty() {
                 return Ok(TakenRows { _one_at_a_time: one_at_a_time, rows: Vec::new() });
             }
-            self.packs.write_buffered(&mut active)?;
+            self.packs.write_buffered(&mut active).map_err(|e| self.db.fail_io(e))?;
             let rows: Vec<(BlobId, BlobRow)> = active.pending.iter().map(|(id, row)| (*id, row.clone())).collect();
             let dirty = std::mem::replace(&mut active.dirty, false);
             (dirty.then(|| Arc::clone(&active.file)), active.id, rows)
         };
         if let Some(file) = file {
-            // Covers every byte appended before the copy above, so every row in it.
-            file.sync_data().map_err(|e| {
-                self.packs.lock().dirty = true;
-                StoreError::io(self.packs.path(pack), e)
-            })?;
+            // Covers every byte appended before the copy above, so every row in it. A failure
+            // is final: see the module docs.
+            file.sync_data().map_err(|e| self.db.fail_io(StoreError::io(self.packs.path(pack), e)))?;
         }
         Ok(TakenRows { _one_at_a_time: one_at_a_time, rows })
     }
 
-    /// The batch holding `taken` is in sled: its rows stop being pending. Not calling this (the
+    /// The batch holding `taken` is committed: its rows stop being pending. Not calling this (the
     /// batch failed) leaves them pending for the next commit, which writes them again.
     /// `rewritten` are the blob rows the batch wrote (see [`BlobRow::referrer`]): a row still
     /// pending takes its referrer, so writing it later keeps it.
@@ -304,10 +307,6 @@ impl Inner {
         taken: TakenRows<'_>,
         rewritten: impl Iterator<Item = (&'a BlobId, &'a BlobRow)>,
     ) {
-        // Again now that the rows are in sled, for a blob filter rebuilt since the puts.
-        for (id, _) in &taken.rows {
-            self.known.add(id, Add::Again, &self.trees.blobs);
-        }
         let mut active = self.packs.lock();
         for (id, row) in taken.rows {
             // A put of the same content may have merged a digest into the pending row since:
@@ -372,16 +371,16 @@ impl TakenRows<'_> {
     }
 }
 
-/// Writes blob rows to sled in one batch (not flushed).
+/// Commits blob rows in one batch.
 fn write_rows<'a>(
-    trees: &Trees,
+    inner: &Inner,
     rows: impl ExactSizeIterator<Item = (&'a BlobId, &'a BlobRow)>,
 ) -> Result<(), StoreError> {
     let mut w = Overlay::with_capacity(rows.len());
     for (id, row) in rows {
-        w.insert(&trees.blobs, &id.0, row.encode()?);
+        w.insert(&inner.trees.blobs, &id.0, row.encode()?);
     }
-    w.commit(&trees.main, &trees.lsm)
+    inner.db.commit(w)
 }
 
 fn pack_path(dir: &Path, pack: u32) -> PathBuf {
@@ -434,7 +433,7 @@ mod tests {
         row.referrer = Some("http://t/a".into());
         let mut w = Overlay::with_capacity(2);
         w.insert(&inner.trees.blobs, &id.0, row.encode().unwrap());
-        w.commit(&inner.trees.main, &inner.trees.lsm).unwrap();
+        inner.db.commit(w).unwrap();
         inner.committed(taken, [(&id, &row)].into_iter());
         assert!(inner.packs.pending(&id).is_some(), "the merged row is still to be written");
 

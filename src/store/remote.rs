@@ -3,7 +3,7 @@
 //!
 //! Only bitstreams larger than [`INLINE_MAX`](super::INLINE_MAX) go to the bucket; smaller ones
 //! stay in the local packs beside the database, as with local blobs (one S3 request per 2 KiB
-//! record would cost more than the record). The blob row in sled still records every blob
+//! record would cost more than the record). The blob row still records every blob
 //! (`Place::Object`), so reference counting, provenance and `blob()` are unchanged.
 //!
 //! # Keys in the bucket

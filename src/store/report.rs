@@ -27,28 +27,30 @@ pub struct Stats {
     pub sets: Vec<SetStats>,
     /// Sources with saved harvest state.
     pub sources: u64,
-    /// The metadata's size on disk: sled's database and the engine's runs and log (blob files
-    /// and packs excluded).
+    /// The metadata's size on disk: the database's tables and journal (blob files and packs
+    /// excluded).
     pub database_bytes: u64,
     /// The packs' size on disk, including space not yet reclaimed by `gc`.
     pub pack_bytes: u64,
-    /// The engine holding records, blob rows, indexes and the change log.
+    /// The database engine's own figures.
     pub engine: EngineStats,
+    /// Why the store refuses writes, if it does (see [`Store::read_only`]).
+    pub read_only: Option<String>,
 }
 
-/// What the engine holding the per-resource tables has (docs/STORE.md, "Format 8").
+/// What the database (fjall) has on disk and in memory.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EngineStats {
-    /// Sorted runs on disk.
-    pub runs: u64,
-    /// Entries in them: every version and deletion a merge has not yet dropped counts.
-    pub run_entries: u64,
-    /// Their bytes on disk.
-    pub run_bytes: u64,
-    /// Entries only in memory (and in the write-ahead log) so far.
-    pub memtable_entries: u64,
-    /// Memory the memtables take (an estimate) plus the runs' indexes and Bloom filters.
-    pub memory_bytes: u64,
+    /// Table files (sorted, immutable) across every keyspace.
+    pub tables: u64,
+    /// Journal files: what is still only in memtables, and the batches not yet flushed.
+    pub journals: u64,
+    /// The journal's bytes on disk.
+    pub journal_bytes: u64,
+    /// Memory the memtables take.
+    pub write_buffer_bytes: u64,
+    /// Memory the block cache takes.
+    pub cache_bytes: u64,
 }
 
 /// One set's counters.
@@ -90,9 +92,12 @@ impl fmt::Display for Stats {
         let e = &self.engine;
         writeln!(
             f,
-            "engine:         {} runs, {} entries in {} bytes; {} entries in memory; {} bytes of memory",
-            e.runs, e.run_entries, e.run_bytes, e.memtable_entries, e.memory_bytes
+            "database:       {} table files, {} journals ({} bytes); {} bytes in memtables, {} in the block cache",
+            e.tables, e.journals, e.journal_bytes, e.write_buffer_bytes, e.cache_bytes
         )?;
+        if let Some(reason) = &self.read_only {
+            writeln!(f, "READ-ONLY:      {reason}")?;
+        }
         writeln!(f, "sets:           {}", self.sets.len())?;
         for s in &self.sets {
             let last = s.last_change.map_or_else(|| "-".to_owned(), |t| t.to_string());

@@ -1,8 +1,8 @@
 //! The stored form of a record (unchanged since store format 4), and how [`Record`]s and [`RecordView`]s are
 //! made from it.
 //!
-//! Record rows are most of what a Resource List walk makes sled read and keep resident
-//! (docs/STORE.md, "Memory") and most of the bytes a harvest makes sled write, so a row
+//! Record rows are most of what a Resource List walk reads and most of the bytes a harvest
+//! writes (docs/STORE.md, "Sizing"), so a row
 //! leaves out whatever the record can rebuild:
 //! - the Tributary URI, which is the row's key;
 //! - the upstream URI when it is the origin (every Source that is not itself an aggregator);

@@ -174,8 +174,8 @@ impl Store {
         self.inner.trees.sources.get(source.as_bytes())?.map(|v| decode(&v)).transpose()
     }
 
-    /// Saves a source's state on its own (e.g. dashboard status after a failed attempt) and
-    /// flushes. To save it together with records, use [`Batch::source_state`].
+    /// Saves a source's state on its own (e.g. dashboard status after a failed attempt),
+    /// durably. To save it together with records, use [`Batch::source_state`].
     ///
     /// [`Batch::source_state`]: super::Batch::source_state
     ///
@@ -183,8 +183,7 @@ impl Store {
     /// [`StoreError::InvalidKey`] for an empty id; [`StoreError::Database`].
     pub fn save_source_state(&self, source: &str, state: &SourceState) -> Result<(), StoreError> {
         check_key("source id", source)?;
-        self.inner.trees.sources.insert(source.as_bytes(), encode(state)?)?;
-        self.flush()
+        self.inner.trees.sources.insert(source.as_bytes(), encode(state)?)
     }
 
     /// Every source with saved state, by id.

@@ -98,24 +98,22 @@ impl Store {
         Ok(out)
     }
 
-    /// Saves a subscription and flushes: the hub is told nothing the store could lose.
+    /// Saves a subscription, durably: the hub is told nothing the store could lose.
     ///
     /// # Errors
     /// [`StoreError::InvalidKey`] for an empty id; [`StoreError::Database`].
     pub fn save_subscription(&self, sub: &Subscription) -> Result<(), StoreError> {
         check_key("subscription id", &sub.id)?;
         let bytes = serde_json::to_vec(sub).map_err(|e| StoreError::corrupt("subscription (encoding)", e))?;
-        self.inner.trees.subscriptions.insert(sub.id.as_bytes(), bytes)?;
-        self.flush()
+        self.inner.trees.subscriptions.insert(sub.id.as_bytes(), bytes)
     }
 
-    /// Removes a subscription (ended at the hub, or given up) and flushes.
+    /// Removes a subscription (ended at the hub, or given up), durably.
     ///
     /// # Errors
     /// [`StoreError::Database`].
     pub fn remove_subscription(&self, id: &str) -> Result<(), StoreError> {
-        self.inner.trees.subscriptions.remove(id.as_bytes())?;
-        self.flush()
+        self.inner.trees.subscriptions.remove(id.as_bytes()).map(drop)
     }
 }
 

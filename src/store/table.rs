@@ -1,216 +1,257 @@
-//! Tables: the store's kinds of rows, each a key prefix in one of two places.
+//! Tables: the store's kinds of rows, one fjall keyspace each, in one fjall database.
 //!
-//! - **sled**, one tree, for the small tables that change in place: counters, source state,
-//!   failures, subscriptions, the meta rows. One tree rather than a tree per kind, because
-//!   sled 0.34 applies a `Batch` to one tree atomically and cheaply, while a transaction across
-//!   trees reads every key before writing it and tracks conflicts.
-//! - **the LSM engine** ([`super::lsm`]), for the tables with a row or more per resource:
-//!   records, blob rows, the provenance indexes and the change log (store format 8).
+//! Everything the store writes goes through [`Db::commit`]: one fjall write batch, across any
+//! keyspaces, written to fjall's journal and made durable with `fdatasync` before it becomes
+//! visible to any reader. fjall writes a batch to its journal, persists it, and only then
+//! inserts it into the memtables and publishes its sequence number, so a reader can never see
+//! what a power cut could take back. A failed write or sync makes the store read-only for good
+//! (until it is reopened): after a failed `fsync` the kernel may have dropped the dirty pages it
+//! could not write, so trying again and trusting a later success would acknowledge data that is
+//! gone (docs/STORE.md, "Commit and durability").
 //!
-//! A table does not say which it is to its callers: reads, scans and the batch [`Overlay`] look
-//! the same. An overlay's commit puts both kinds of writes in one atomic step: the engine's
-//! log is written and synced first, then sled's batch carries the log's new end (see
-//! [`super::lsm::Lsm::commit`]). Batches are serialised in-process by the store's apply lock
-//! (and across processes by the `LOCK` file), so reading first and writing the whole batch at
-//! the end is as safe as a transaction.
+//! Reads go through a [`View`], a fjall snapshot across every keyspace: one view gives a walk,
+//! or a read of a record and then of its blob row, the state after some whole number of batches.
+//! A plain read takes a view of its own.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, RwLock};
 
-use sled::IVec;
+use fjall::{Keyspace, PersistMode, Readable as _};
 
 use super::error::StoreError;
-use super::lsm::{Lsm, LsmIter};
 
-/// Where a table's rows live.
+/// A stored key or value: fjall's reference-counted byte slice.
+pub(super) type Bytes = fjall::Slice;
+
+/// Told, once, why the store turned read-only.
+pub(super) type BrokenListener = Box<dyn Fn(&str) + Send + Sync>;
+
+/// The database every table lives in, and whether it may still be written.
 #[derive(Clone)]
-enum Backend {
-    Sled(sled::Tree),
-    Lsm(Arc<Lsm>),
+pub(super) struct Db {
+    inner: Arc<DbInner>,
 }
 
-/// One kind of row: the keys that start with `prefix`, in sled or in the engine.
+struct DbInner {
+    db: fjall::Database,
+    /// Why the store no longer accepts writes (a failed write or sync), if it does not.
+    broken: RwLock<Option<String>>,
+    /// Called once when the store turns read-only (the service's metrics and dashboard).
+    on_broken: Mutex<Vec<BrokenListener>>,
+}
+
+impl Db {
+    pub(super) fn new(db: fjall::Database) -> Db {
+        Db { inner: Arc::new(DbInner { db, broken: RwLock::new(None), on_broken: Mutex::new(Vec::new()) }) }
+    }
+
+    pub(super) fn fjall(&self) -> &fjall::Database {
+        &self.inner.db
+    }
+
+    /// A consistent view of every table as of the last committed batch.
+    pub(super) fn view(&self) -> View {
+        View(self.inner.db.snapshot())
+    }
+
+    /// Why writes are refused, if they are.
+    pub(super) fn broken(&self) -> Option<String> {
+        self.inner.broken.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Refuses every later write, for `reason` (the first reason is kept).
+    pub(super) fn break_with(&self, reason: String) {
+        {
+            let mut broken = self.inner.broken.write().unwrap_or_else(|p| p.into_inner());
+            if broken.is_some() {
+                return;
+            }
+            tracing::error!(reason = %reason, "the store is now read-only: a write or sync failed; fix the cause (a full disk, a failing device) and restart");
+            *broken = Some(reason.clone());
+        }
+        for listener in self.inner.on_broken.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            listener(&reason);
+        }
+    }
+
+    /// Registers `listener` to be told, once, when the store turns read-only.
+    pub(super) fn on_broken(&self, listener: BrokenListener) {
+        self.inner.on_broken.lock().unwrap_or_else(|p| p.into_inner()).push(listener);
+    }
+
+    /// An error if writes are refused.
+    pub(super) fn check_writable(&self) -> Result<(), StoreError> {
+        match self.broken() {
+            Some(reason) => Err(StoreError::ReadOnly { reason }),
+            None => Ok(()),
+        }
+    }
+
+    /// Commits `writes` as one atomic batch, durable (`fdatasync` of the journal) before any
+    /// reader sees it. A failure makes the store read-only.
+    pub(super) fn commit(&self, writes: Overlay) -> Result<(), StoreError> {
+        self.check_writable()?;
+        if writes.is_empty() {
+            return Ok(());
+        }
+        let mut batch = self.inner.db.batch().durability(Some(PersistMode::SyncData));
+        for (_, (ks, rows)) in writes.tables {
+            for (k, v) in rows {
+                match v {
+                    Some(v) => batch.insert(&ks, k, v),
+                    None => batch.remove(&ks, k),
+                }
+            }
+        }
+        batch.commit().map_err(|e| self.failed("committing a batch to the journal", e))
+    }
+
+    /// Commits a batch that need not be durable on return: for bulk loads (the import), which
+    /// call [`Db::persist`] once at the end.
+    pub(super) fn commit_buffered(&self, writes: Overlay) -> Result<(), StoreError> {
+        self.check_writable()?;
+        let mut batch = self.inner.db.batch();
+        for (_, (ks, rows)) in writes.tables {
+            for (k, v) in rows {
+                match v {
+                    Some(v) => batch.insert(&ks, k, v),
+                    None => batch.remove(&ks, k),
+                }
+            }
+        }
+        batch.commit().map_err(|e| self.failed("writing a batch to the journal", e))
+    }
+
+    /// Makes everything committed so far durable, the journal's metadata included.
+    pub(super) fn persist(&self) -> Result<(), StoreError> {
+        self.check_writable()?;
+        self.inner.db.persist(PersistMode::SyncAll).map_err(|e| self.failed("syncing the journal", e))
+    }
+
+    /// A write that failed: the store turns read-only, and the error says why.
+    fn failed(&self, what: &str, e: fjall::Error) -> StoreError {
+        let reason = format!("{what} failed: {e}");
+        self.break_with(reason.clone());
+        StoreError::Database(reason)
+    }
+
+    /// Makes the store read-only after a failed write or sync of its own files (a pack, a
+    /// blob file), and returns `error`.
+    pub(super) fn fail_io(&self, error: StoreError) -> StoreError {
+        self.break_with(crate::error::chain(&error).to_string());
+        error
+    }
+}
+
+/// A snapshot of every table: reads through one view see the same committed batches.
+#[derive(Clone)]
+pub(super) struct View(fjall::Snapshot);
+
+/// One kind of row: a keyspace.
 #[derive(Clone)]
 pub(super) struct Table {
-    backend: Backend,
-    prefix: u8,
+    ks: Keyspace,
+    db: Db,
+    /// Small and fixed: names the table in a batch's [`Overlay`].
+    id: u8,
 }
 
 impl Table {
-    /// A table in sled's tree.
-    pub(super) fn new(tree: &sled::Tree, prefix: u8) -> Self {
-        Table { backend: Backend::Sled(tree.clone()), prefix }
+    pub(super) fn new(db: &Db, ks: Keyspace, id: u8) -> Self {
+        Table { ks, db: db.clone(), id }
     }
 
-    /// A table in the engine.
-    pub(super) fn in_lsm(lsm: &Arc<Lsm>, prefix: u8) -> Self {
-        Table { backend: Backend::Lsm(lsm.clone()), prefix }
+    pub(super) fn keyspace(&self) -> &Keyspace {
+        &self.ks
     }
 
-    /// The full key of `key` in this table.
-    pub(super) fn key(&self, key: &[u8]) -> Vec<u8> {
-        let mut full = Vec::with_capacity(1 + key.len());
-        full.push(self.prefix);
-        full.extend_from_slice(key);
-        full
+    pub(super) fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Bytes>, StoreError> {
+        self.get_in(&self.db.view(), key)
     }
 
-    fn in_engine(&self) -> bool {
-        matches!(self.backend, Backend::Lsm(_))
-    }
-
-    pub(super) fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<IVec>, StoreError> {
-        self.get_full(self.key(key.as_ref()))
-    }
-
-    /// [`Table::get`] of a key with the table's prefix in front already.
-    fn get_full(&self, key: Vec<u8>) -> Result<Option<IVec>, StoreError> {
-        match &self.backend {
-            Backend::Sled(t) => Ok(t.get(key)?),
-            Backend::Lsm(l) => Ok(l.get(&key)?.map(IVec::from)),
-        }
+    pub(super) fn get_in(&self, view: &View, key: impl AsRef<[u8]>) -> Result<Option<Bytes>, StoreError> {
+        Ok(view.0.get(&self.ks, key)?)
     }
 
     pub(super) fn contains_key(&self, key: impl AsRef<[u8]>) -> Result<bool, StoreError> {
-        match &self.backend {
-            Backend::Sled(t) => Ok(t.contains_key(self.key(key.as_ref()))?),
-            Backend::Lsm(_) => Ok(self.get(key)?.is_some()),
+        Ok(self.db.view().0.contains_key(&self.ks, key)?)
+    }
+
+    /// Writes one row on its own, durably; the caller holds whatever lock keeps batches away
+    /// from the same key.
+    pub(super) fn insert(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<(), StoreError> {
+        let mut w = Overlay::default();
+        w.insert(self, key.as_ref(), value.as_ref().to_vec());
+        self.db.commit(w)
+    }
+
+    /// Removes one row, durably; returns whether it was there.
+    pub(super) fn remove(&self, key: impl AsRef<[u8]>) -> Result<bool, StoreError> {
+        let key = key.as_ref();
+        let was = self.contains_key(key)?;
+        if was {
+            let mut w = Overlay::default();
+            w.remove(self, key);
+            self.db.commit(w)?;
         }
-    }
-
-    /// Writes one row, durably in the engine's case (its own commit), and returns the old value.
-    pub(super) fn insert(&self, key: impl AsRef<[u8]>, value: impl Into<IVec>) -> Result<Option<IVec>, StoreError> {
-        self.put(key.as_ref(), Some(value.into().to_vec()))
-    }
-
-    /// Removes one row; returns the old value.
-    pub(super) fn remove(&self, key: impl AsRef<[u8]>) -> Result<Option<IVec>, StoreError> {
-        self.put(key.as_ref(), None)
-    }
-
-    fn put(&self, key: &[u8], value: Option<Vec<u8>>) -> Result<Option<IVec>, StoreError> {
-        let key = self.key(key);
-        match &self.backend {
-            Backend::Sled(t) => Ok(match value {
-                Some(v) => t.insert(key, v)?,
-                None => t.remove(key)?,
-            }),
-            Backend::Lsm(l) => {
-                // The callers writing single rows (blob rows, gc) hold the locks that keep
-                // batches away from the same key, so reading first is enough.
-                let old = l.get(&key)?.map(IVec::from);
-                l.commit(vec![(key, value)], sled::Batch::default())?;
-                Ok(old)
-            }
-        }
-    }
-
-    /// Atomic compare-and-swap of one row; `Ok(Err(current))` when `old` did not match.
-    pub(super) fn compare_and_swap(
-        &self,
-        key: impl AsRef<[u8]>,
-        old: Option<impl AsRef<[u8]>>,
-        new: Option<impl Into<IVec>>,
-    ) -> Result<Result<(), Option<IVec>>, StoreError> {
-        let key = self.key(key.as_ref());
-        match &self.backend {
-            Backend::Sled(t) => Ok(t.compare_and_swap(key, old, new)?.map_err(|e| e.current)),
-            Backend::Lsm(l) => {
-                let new = new.map(|v| v.into().to_vec());
-                Ok(l.compare_and_swap(&key, old.as_ref().map(AsRef::as_ref), new)?.map_err(|c| c.map(IVec::from)))
-            }
-        }
+        Ok(was)
     }
 
     /// Every row, in key order.
     pub(super) fn iter(&self) -> TableIter {
-        self.range(&[], None)
+        self.iter_in(&self.db.view())
+    }
+
+    pub(super) fn iter_in(&self, view: &View) -> TableIter {
+        TableIter { inner: view.0.iter(&self.ks) }
     }
 
     /// Rows whose key starts with `prefix`, in key order.
     pub(super) fn scan_prefix(&self, prefix: impl AsRef<[u8]>) -> TableIter {
-        let start = self.key(prefix.as_ref());
-        let end = successor(&start);
-        self.full_range(start, end)
+        self.scan_prefix_in(&self.db.view(), prefix)
+    }
+
+    pub(super) fn scan_prefix_in(&self, view: &View, prefix: impl AsRef<[u8]>) -> TableIter {
+        TableIter { inner: view.0.prefix(&self.ks, prefix) }
     }
 
     /// Rows with `first <= key < end` (`end = None`: to the end of the table), in key order.
-    pub(super) fn range(&self, first: &[u8], end: Option<&[u8]>) -> TableIter {
-        // Tables are single ASCII-letter prefixes, so the next byte value bounds this one.
-        let end = end.map_or_else(|| Some(vec![self.prefix + 1]), |e| Some(self.key(e)));
-        self.full_range(self.key(first), end)
-    }
-
-    /// Rows with `first <= key <= last`, in key order.
-    pub(super) fn range_inclusive(&self, first: &[u8], last: &[u8]) -> TableIter {
-        // The smallest key greater than `last` is `last` followed by a zero byte.
-        let mut end = self.key(last);
-        end.push(0);
-        self.full_range(self.key(first), Some(end))
-    }
-
-    /// The last row with `first <= key <= last`.
-    pub(super) fn floor(&self, first: &[u8], last: &[u8]) -> Result<Option<(IVec, IVec)>, StoreError> {
-        let (lo, hi) = (self.key(first), self.key(last));
-        let found = match &self.backend {
-            Backend::Sled(t) => t.range(lo..=hi).next_back().transpose()?,
-            Backend::Lsm(l) => l.floor(&lo, &hi)?.map(|(k, v)| (IVec::from(k), IVec::from(v))),
-        };
-        Ok(found.map(|(k, v)| (k.subslice(1, k.len() - 1), v)))
-    }
-
-    fn full_range(&self, start: Vec<u8>, end: Option<Vec<u8>>) -> TableIter {
-        let inner = match &self.backend {
-            Backend::Sled(t) => match end {
-                Some(end) => Inner::Sled(t.range(start..end)),
-                None => Inner::Sled(t.range(start..)),
-            },
-            Backend::Lsm(l) => Inner::Lsm(l.range(&start, end.as_deref())),
+    pub(super) fn range_in(&self, view: &View, first: &[u8], end: Option<&[u8]>) -> TableIter {
+        let inner = match end {
+            Some(end) => view.0.range(&self.ks, first..end),
+            None => view.0.range(&self.ks, first..),
         };
         TableIter { inner }
     }
-}
 
-/// The smallest byte string greater than every string starting with `prefix`.
-fn successor(prefix: &[u8]) -> Option<Vec<u8>> {
-    let mut s = prefix.to_vec();
-    while let Some(last) = s.pop() {
-        if last < 0xFF {
-            s.push(last + 1);
-            return Some(s);
-        }
+    /// The last row with `first <= key <= last`.
+    pub(super) fn floor_in(
+        &self,
+        view: &View,
+        first: &[u8],
+        last: &[u8],
+    ) -> Result<Option<(Bytes, Bytes)>, StoreError> {
+        Ok(view.0.range(&self.ks, first..=last).next_back().map(|g| g.into_inner()).transpose()?)
     }
-    None
 }
 
-enum Inner {
-    Sled(sled::Iter),
-    Lsm(LsmIter),
-}
-
-/// Rows of a table with the prefix stripped from their keys.
+/// Rows of a table, in key order, as of the view they were started from.
 pub(super) struct TableIter {
-    inner: Inner,
+    inner: fjall::Iter,
 }
 
 impl TableIter {
     /// Only the keys.
-    pub(super) fn keys(self) -> impl Iterator<Item = Result<IVec, StoreError>> {
+    pub(super) fn keys(self) -> impl Iterator<Item = Result<Bytes, StoreError>> {
         self.map(|kv| kv.map(|(k, _)| k))
     }
 }
 
 impl Iterator for TableIter {
-    type Item = Result<(IVec, IVec), StoreError>;
+    type Item = Result<(Bytes, Bytes), StoreError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        match &mut self.inner {
-            Inner::Sled(it) => Some(it.next()?.map(|(k, v)| (k.subslice(1, k.len() - 1), v)).map_err(Into::into)),
-            Inner::Lsm(it) => Some(it.next()?.map(|(mut k, v)| {
-                k.remove(0);
-                (IVec::from(k), IVec::from(v))
-            })),
-        }
+        Some(self.inner.next()?.into_inner().map_err(Into::into))
     }
 }
 
@@ -221,56 +262,46 @@ pub(super) type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 type Writes = FastMap<Vec<u8>, Option<Vec<u8>>>;
 
-/// The writes of one batch, collected so they can be applied atomically at the end; reads
-/// through it see the batch's own earlier writes (two ops on one URI in a batch).
+/// The writes of one batch, per table, collected so they can be committed atomically at the
+/// end; reads through it see the batch's own earlier writes (two ops on one URI in a batch).
 #[derive(Default)]
 pub(super) struct Overlay {
-    sled: Writes,
-    engine: Writes,
+    tables: HashMap<u8, (Keyspace, Writes)>,
+    /// How many writes the busiest table is expected to take.
+    capacity: usize,
 }
 
 impl Overlay {
     /// An overlay expecting about `writes` writes, so a large batch does not rehash as it grows.
     pub(super) fn with_capacity(writes: usize) -> Self {
-        Overlay {
-            sled: Writes::with_capacity_and_hasher(8, Default::default()),
-            engine: Writes::with_capacity_and_hasher(writes, Default::default()),
-        }
+        Overlay { tables: HashMap::new(), capacity: writes }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.tables.values().all(|(_, w)| w.is_empty())
     }
 
     fn writes(&mut self, table: &Table) -> &mut Writes {
-        if table.in_engine() { &mut self.engine } else { &mut self.sled }
+        let capacity = self.capacity;
+        &mut self
+            .tables
+            .entry(table.id)
+            .or_insert_with(|| (table.ks.clone(), Writes::with_capacity_and_hasher(capacity, Default::default())))
+            .1
     }
 
-    pub(super) fn get(&self, table: &Table, key: &[u8]) -> Result<Option<IVec>, StoreError> {
-        let writes = if table.in_engine() { &self.engine } else { &self.sled };
-        let key = table.key(key);
-        match writes.get(&key) {
-            Some(v) => Ok(v.as_deref().map(IVec::from)),
-            None => table.get_full(key),
+    pub(super) fn get(&self, table: &Table, key: &[u8]) -> Result<Option<Bytes>, StoreError> {
+        match self.tables.get(&table.id).and_then(|(_, w)| w.get(key)) {
+            Some(v) => Ok(v.as_deref().map(Bytes::from)),
+            None => table.get(key),
         }
     }
 
     pub(super) fn insert(&mut self, table: &Table, key: &[u8], value: Vec<u8>) {
-        self.writes(table).insert(table.key(key), Some(value));
+        self.writes(table).insert(key.to_vec(), Some(value));
     }
 
     pub(super) fn remove(&mut self, table: &Table, key: &[u8]) {
-        self.writes(table).insert(table.key(key), None);
-    }
-
-    /// Applies every write atomically: all or nothing across a crash.
-    pub(super) fn commit(self, tree: &sled::Tree, lsm: &Lsm) -> Result<(), StoreError> {
-        let mut batch = sled::Batch::default();
-        for (k, v) in self.sled {
-            match v {
-                Some(v) => batch.insert(k, v),
-                None => batch.remove(k),
-            }
-        }
-        if self.engine.is_empty() {
-            return Ok(tree.apply_batch(batch)?);
-        }
-        lsm.commit(self.engine.into_iter().collect(), batch)
+        self.writes(table).insert(key.to_vec(), None);
     }
 }

@@ -6,17 +6,17 @@
 //! and datetimes stay in their stored W3C text (which is exactly how a document writes them).
 //! The row's layout, and how the fields it leaves out are filled back in, is [`super::row`]'s.
 //!
-//! [`RawRecord`] owns the stored bytes (sled's buffers, kept private) for as long as a view of
-//! them is needed.
+//! [`RawRecord`] owns the stored bytes (the database's reference-counted buffers, kept
+//! private) for as long as a view of them is needed.
 
 use serde::Deserialize;
 
-use super::Store;
 use super::blob::BlobId;
 use super::error::StoreError;
 use super::record::Record;
 use super::row;
-use super::table::TableIter;
+use super::table::{Bytes, TableIter};
+use super::{Snapshot, Store};
 
 /// A record as stored, borrowed. See [`Record`](super::Record) for the meaning of each field.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,8 +117,8 @@ impl RecordView<'_> {
 
 /// One stored record's bytes (its key is its URI); [`RawRecord::view`] reads them.
 pub struct RawRecord {
-    key: sled::IVec,
-    value: sled::IVec,
+    key: Bytes,
+    value: Bytes,
 }
 
 impl RawRecord {
@@ -166,6 +166,13 @@ impl std::fmt::Debug for RawRecordIter {
 
 impl Store {
     /// As [`Store::records_in_range`], but undecoded: call [`RawRecord::view`] on each.
+    pub fn raw_records_in_range(&self, prefix: &str, from: &str, until: Option<&str>) -> RawRecordIter {
+        self.snapshot_now().raw_records_in_range(prefix, from, until)
+    }
+}
+
+impl Snapshot {
+    /// [`Store::raw_records_in_range`], as of the snapshot.
     pub fn raw_records_in_range(&self, prefix: &str, from: &str, until: Option<&str>) -> RawRecordIter {
         RawRecordIter { iter: self.record_range(prefix, from, until) }
     }

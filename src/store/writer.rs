@@ -18,7 +18,6 @@ use sha2::Digest as _;
 
 use super::blob::{BlobId, BlobInfo, BlobRow, Expected, Place};
 use super::error::StoreError;
-use super::known::Add;
 use super::open::sync_dir;
 use super::{INLINE_MAX, Inner, Store};
 use crate::model::HashAlgorithm;
@@ -240,7 +239,7 @@ impl BlobWriter {
         }
         let Some(spill) = &mut self.spill else { unreachable!("spill was just created") };
         if let Err(e) = spill.write(data) {
-            let err = StoreError::io(&spill.path, e);
+            let err = self.inner.write_failed(&spill.path, e);
             return Err(self.fail(FailState::Io, Some(err)));
         }
         Ok(())
@@ -254,7 +253,7 @@ impl BlobWriter {
         if let Err(e) = file.write_all(&self.small) {
             drop(file.into_parts());
             let _ = fs::remove_file(&path);
-            return Err(StoreError::io(&path, e));
+            return Err(self.inner.write_failed(&path, e));
         }
         self.small = Vec::new();
         Ok(Spill { path, file, unsynced: 0, syncer: None, durable: self.inner.remote.is_none() })
@@ -302,6 +301,10 @@ impl BlobWriter {
     pub fn commit(mut self) -> Result<BlobInfo, StoreError> {
         if let Some(state) = self.failed {
             return Err(self.fail_error(state));
+        }
+        if let Err(e) = self.inner.db.check_writable() {
+            self.discard();
+            return Err(e);
         }
         let hashers = std::mem::replace(&mut self.hashers, Hashers::new(&Expected::none()));
         let digests = hashers.finish();
@@ -357,9 +360,7 @@ impl BlobWriter {
             return self.commit_object(id, row, spill);
         }
         let _gc = self.inner.gc_lock.read().unwrap_or_else(|p| p.into_inner());
-        let maybe_stored = self.inner.known.maybe_stored(&id, &self.inner.trees.blobs);
-        if maybe_stored
-            && let Some(existing) = self.inner.blob_row(&id)?
+        if let Some(existing) = self.inner.blob_row(&id)?
             && self.inner.file_is_whole(&id, existing.length)
         {
             if let Some(syncer) = spill.syncer {
@@ -374,7 +375,8 @@ impl BlobWriter {
         if result.is_err() {
             let _ = fs::remove_file(&tmp);
         }
-        result?;
+        // A sync that failed cannot be trusted to succeed later (see `pack`).
+        result.map_err(|e| self.inner.db.fail_io(e))?;
         self.inner.publish_row(id, &row)
     }
 }
@@ -412,12 +414,10 @@ impl Store {
             place: Place::Object,
             referrer: None,
         };
-        inner.known.add(&id, Add::First, &inner.trees.blobs);
-        let swapped = inner.trees.blobs.compare_and_swap(id.0, None as Option<&[u8]>, Some(row.encode()?))?;
-        inner.known.add(&id, Add::Again, &inner.trees.blobs);
-        match swapped {
-            Ok(()) => Ok(Some(row.info(id, true))),
-            Err(_) => inner.blob_row(&id).map(|r| r.map(|r| r.info(id, true))),
+        if inner.insert_blob_row_if_absent(id, &row)? {
+            Ok(Some(row.info(id, true)))
+        } else {
+            inner.blob_row(&id).map(|r| r.map(|r| r.info(id, true)))
         }
     }
 }
@@ -435,7 +435,7 @@ impl BlobWriter {
         let result = flushed.and_then(|file| {
             drop(file);
             let _gc = self.inner.gc_lock.read().unwrap_or_else(|p| p.into_inner());
-            if self.inner.known.maybe_stored(&id, &self.inner.trees.blobs) && self.inner.blob_row(&id)?.is_some() {
+            if self.inner.blob_row(&id)?.is_some() {
                 // Already in this store: in the bucket (marked by this instance), or a local
                 // file from before the store had a bucket, which keeps serving.
                 return self.inner.merge_digests(id, &row);
@@ -465,10 +465,7 @@ impl Inner {
         drop(file);
         let dest = self.blob_path(id);
         let dir = dest.parent().map(PathBuf::from).unwrap_or_else(|| self.root.join("blobs"));
-        if !dir.is_dir() {
-            fs::create_dir_all(&dir).map_err(|e| StoreError::io(&dir, e))?;
-            sync_dir(&self.root.join("blobs")).map_err(|e| StoreError::io(&dir, e))?;
-        }
+        super::open::create_dir_durable(&dir)?;
         fs::rename(&tmp, &dest).map_err(|e| StoreError::io(&dest, e))?;
         sync_dir(&dir).map_err(|e| StoreError::io(&dir, e))
     }
@@ -486,10 +483,10 @@ impl Inner {
         if !adds(&row) {
             return Ok(row.info(id, true));
         }
-        // Under the apply lock, and read again: a batch that names a record in this row
+        // Under the write lock, and read again: a batch that names a record in this row
         // rewrites it whole, and would drop a digest added meanwhile. Rare (content first
         // stored without a digest a later put computes), so the wait for a batch is too.
-        let _apply = self.unflushed.lock().unwrap_or_else(|p| p.into_inner());
+        let _writes = self.write_lock();
         let mut row = self.committed_blob_row(&id)?;
         if adds(&row) {
             row.md5 = row.md5.or(new.md5);
@@ -535,14 +532,26 @@ impl Inner {
     /// (else the digests are merged into the row a concurrent put of the same content, or a
     /// repair of a damaged file, wrote first).
     fn publish_row(&self, id: BlobId, row: &BlobRow) -> Result<BlobInfo, StoreError> {
-        let value = row.encode()?;
-        self.known.add(&id, Add::First, &self.trees.blobs);
-        let swapped = self.trees.blobs.compare_and_swap(id.0, None as Option<&[u8]>, Some(value))?;
-        // Again now that the row is in sled, for a blob filter rebuilt since the line above.
-        self.known.add(&id, Add::Again, &self.trees.blobs);
-        match swapped {
-            Ok(()) => Ok(row.info(id, false)),
-            Err(_) => self.merge_digests(id, row),
+        if self.insert_blob_row_if_absent(id, row)? { Ok(row.info(id, false)) } else { self.merge_digests(id, row) }
+    }
+
+    /// Commits `row` for `id` unless a row is there already (committed or pending); returns
+    /// whether it did. Under the write lock, so no batch rewrites the row meanwhile.
+    fn insert_blob_row_if_absent(&self, id: BlobId, row: &BlobRow) -> Result<bool, StoreError> {
+        let _writes = self.write_lock();
+        if self.blob_row(&id)?.is_some() {
+            return Ok(false);
         }
+        self.trees.blobs.insert(id.0, row.encode()?)?;
+        Ok(true)
+    }
+
+    /// The error of a failed write to a store file: a full disk or a failing device makes the
+    /// store read-only (see `table`); any other error (a permission) is only this write's.
+    pub(super) fn write_failed(&self, path: &std::path::Path, e: io::Error) -> StoreError {
+        let fatal = matches!(e.kind(), io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded)
+            || e.raw_os_error() == Some(5);
+        let err = StoreError::io(path, e);
+        if fatal { self.db.fail_io(err) } else { err }
     }
 }

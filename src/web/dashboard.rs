@@ -78,6 +78,8 @@ fn with_headers(mut r: Response, content_type: &'static str) -> Response {
 #[derive(Debug, Serialize)]
 pub(crate) struct Status {
     generated: String,
+    /// Why the store accepts no writes, if it does not (a full disk, a failed sync).
+    store_read_only: Option<String>,
     source_description: String,
     provenance: String,
     sources: Vec<SourceRow>,
@@ -214,7 +216,7 @@ fn status(p: &Publisher, push: Option<&Push>) -> Result<Status, StoreError> {
             freshness_seconds: last_change.map(|t| (now.unix_timestamp() - t.unix_timestamp()).max(0)),
             push: PushRow::of(sub, now.unix_timestamp()),
             resources: own.as_ref().map_or(0, |i| i.live),
-            changes: own.as_ref().map_or(0, |i| i.visible_seq),
+            changes: own.as_ref().map_or(0, |i| i.events),
             state: s.state,
             last_attempt: text(s.last_attempt),
             last_success: text(s.last_success),
@@ -233,7 +235,7 @@ fn status(p: &Publisher, push: Option<&Push>) -> Result<Status, StoreError> {
         let info = store.set_info(&s.id)?;
         sets.push(SetRow {
             resources: info.as_ref().map_or(0, |i| i.live),
-            changes: info.as_ref().map_or(0, |i| i.visible_seq),
+            changes: info.as_ref().map_or(0, |i| i.events),
             last_change: text(info.and_then(|i| i.last_change)),
             capability_list: n.capability_list(&s.id),
             feed: n.set_feed(&s.id),
@@ -250,6 +252,7 @@ fn status(p: &Publisher, push: Option<&Push>) -> Result<Status, StoreError> {
     }
     Ok(Status {
         generated: W3cDateTime::now().to_string(),
+        store_read_only: store.read_only(),
         source_description: n.source_description(),
         provenance: n.provenance(),
         sources,
@@ -307,7 +310,7 @@ fn row(set: &str, e: Event) -> ChangeRow {
 fn set_changes(store: &Store, set: &str, after: Option<u64>, limit: usize) -> Result<Vec<ChangeRow>, StoreError> {
     let start = match after {
         Some(a) => a,
-        None => store.set_info(set)?.map_or(0, |i| i.visible_seq.saturating_sub(limit as u64)),
+        None => store.set_info(set)?.map_or(0, |i| i.events.saturating_sub(limit as u64)),
     };
     store.events_after(set, start)?.take(limit).map(|e| e.map(|e| row(set, e))).collect()
 }
@@ -325,7 +328,7 @@ fn changes(p: &Publisher, q: &ChangeQuery) -> Result<Vec<ChangeRow>, WebError> {
     let store = p.store();
     let mut recent = Vec::new();
     for id in source_ids(p) {
-        if let Some(info) = store.set_info(&id)?.filter(|i| i.visible_seq > 0) {
+        if let Some(info) = store.set_info(&id)?.filter(|i| i.events > 0) {
             recent.push((info.last_change, id));
         }
     }
@@ -335,7 +338,7 @@ fn changes(p: &Publisher, q: &ChangeQuery) -> Result<Vec<ChangeRow>, WebError> {
         if all.len() >= q.limit && last.is_some_and(|l| l < all[q.limit - 1].0) {
             break;
         }
-        let start = store.set_info(&id)?.map_or(0, |i| i.visible_seq.saturating_sub(q.limit as u64));
+        let start = store.set_info(&id)?.map_or(0, |i| i.events.saturating_sub(q.limit as u64));
         for e in store.events_after(&id, start)?.take(q.limit) {
             let e = e?;
             all.push((e.datetime, row(&id, e)));

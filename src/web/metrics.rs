@@ -64,6 +64,10 @@ fn describe() {
     describe_gauge!("tributary_source_backing_off", "1 while the source is backing off or failing");
     describe_gauge!("tributary_source_consecutive_failures", "Failed passes in a row");
     describe_gauge!("tributary_source_last_success_timestamp_seconds", "Unix time of the last successful pass");
+    describe_gauge!(
+        "tributary_store_read_only",
+        "1 when the store accepts no writes since a write or sync failed (see the dashboard for why)"
+    );
     describe_gauge!("tributary_set_resources", "Live resources in the set");
     describe_gauge!("tributary_set_changelog_length", "Events in the set's change log");
     describe_counter!("tributary_http_requests_total", "HTTP requests answered, by route, method and status");
@@ -84,10 +88,11 @@ const STATES: [(HarvestState, &str); 4] = [
 /// Reads the scrape-time series from the store into the recorder.
 fn refresh(p: &Publisher) -> Result<(), StoreError> {
     let store = p.store();
+    metrics::gauge!("tributary_store_read_only").set(if store.read_only().is_some() { 1.0 } else { 0.0 });
     for id in super::dashboard::source_ids(p) {
         let status = store.source_state(&id)?.unwrap_or_default().status;
         let own = store.set_info(&id)?;
-        let (live, events) = own.as_ref().map_or((0, 0), |i| (i.live, i.visible_seq));
+        let (live, events) = own.as_ref().map_or((0, 0), |i| (i.live, i.events));
         metrics::gauge!("tributary_source_resources", "source" => id.clone()).set(live as f64);
         metrics::counter!("tributary_source_changes_applied_total", "source" => id.clone()).absolute(events);
         for (state, name) in STATES {
@@ -108,7 +113,7 @@ fn refresh(p: &Publisher) -> Result<(), StoreError> {
         }
     }
     for s in p.sets() {
-        let (live, events) = store.set_info(&s.id)?.map_or((0, 0), |i| (i.live, i.visible_seq));
+        let (live, events) = store.set_info(&s.id)?.map_or((0, 0), |i| (i.live, i.events));
         metrics::gauge!("tributary_set_resources", "set" => s.id.clone()).set(live as f64);
         metrics::gauge!("tributary_set_changelog_length", "set" => s.id.clone()).set(events as f64);
     }

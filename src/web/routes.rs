@@ -208,6 +208,7 @@ mod tests {
         _dir: tempfile::TempDir,
         app: axum::Router,
         naming: Naming,
+        store: Store,
     }
 
     /// A server at `base` with sets `src-a` and `all`, holding one resource at [`ENCODED`].
@@ -237,8 +238,9 @@ mod tests {
         );
         store.apply(&batch).unwrap();
         let sets = vec![SetConfig::source("src-a"), SetConfig::new("all", ["src-a"])];
-        let state = WebState::new(store, naming.clone(), sets, LinkPolicies::default(), Limits::default()).unwrap();
-        Server { _dir: dir, app: router(state), naming }
+        let state =
+            WebState::new(store.clone(), naming.clone(), sets, LinkPolicies::default(), Limits::default()).unwrap();
+        Server { _dir: dir, app: router(state), naming, store }
     }
 
     struct Answer {
@@ -413,5 +415,23 @@ mod tests {
         assert!(counted("set_document", "other", "405"), "{m}");
         assert!(counted("other", "GET", "404"), "{m}");
         assert!(counted("dashboard", "GET", "308"), "{m}");
+    }
+
+    /// A full disk makes the store read-only: the dashboard's status and `/metrics` say so,
+    /// and the documents are still served.
+    #[tokio::test]
+    async fn a_read_only_store_says_so_and_keeps_serving() {
+        let s = server("http://127.0.0.1:1/ro/");
+        assert!(get(&s, "/ro/metrics").await.body.contains("tributary_store_read_only 0"));
+        let tmp = s._dir.path().join("store").join("tmp").join(format!("{}-0", std::process::id()));
+        std::os::unix::fs::symlink("/dev/full", &tmp).unwrap();
+        let state = get(&s, "/ro/api/status").await.body;
+        assert!(state.contains("\"store_read_only\":null"), "{state}");
+        // A put of the server's store (as the harvester's would be) meets the full disk.
+        s.store.put(&vec![7u8; 20_000][..], &Expected::none()).unwrap_err();
+        let state = get(&s, "/ro/api/status").await.body;
+        assert!(state.contains("\"store_read_only\":\"") && state.contains("No space left"), "{state}");
+        assert!(get(&s, "/ro/metrics").await.body.contains("tributary_store_read_only 1"));
+        assert_eq!(get(&s, "/ro/sets/all/resourcelist.xml").await.status, StatusCode::OK);
     }
 }

@@ -187,7 +187,7 @@ fn batches_create_update_delete_with_gapless_events_in_every_set() {
     let rec = store.record(uri).unwrap().unwrap();
     assert!(rec.is_deleted());
     let info = store.set_info("set-a").unwrap().unwrap();
-    assert_eq!((info.live, info.events, info.visible_seq), (1, 4, 4));
+    assert_eq!((info.live, info.events), (1, 4));
     assert!(store.verify().unwrap().is_clean());
 }
 
@@ -238,25 +238,25 @@ fn a_batch_naming_missing_content_commits_nothing() {
 }
 
 #[test]
-fn unflushed_events_are_hidden_until_flush() {
+fn a_snapshot_reads_the_store_as_it_was_and_stamps_its_moment() {
     let (_dir, store) = temp_store();
     let sha = put(&store, b"x");
     store.apply(Batch::new().upsert(&["s"], record("http://tributary.test/1", sha))).unwrap();
-    store.apply_unflushed(Batch::new().upsert(&["s"], record("http://tributary.test/2", sha))).unwrap();
-    store.apply_unflushed(Batch::new().upsert(&["s"], record("http://tributary.test/3", sha))).unwrap();
-    assert_eq!(store.events_after("s", 0).unwrap().count(), 1);
-    let info = store.set_info("s").unwrap().unwrap();
-    assert_eq!((info.events, info.visible_seq), (3, 1));
-    // A snapshot stands at the last visible event, and its `at` is the first hidden event's
-    // datetime: following changes from there misses neither hidden event.
-    let hidden = store.record("http://tributary.test/2").unwrap().unwrap().changed;
-    assert_eq!(store.snapshot_point("s").unwrap(), (1, hidden));
-    store.flush().unwrap();
-    assert_eq!(store.events_after("s", 0).unwrap().count(), 3);
-    let (seq, at) = store.snapshot_point("s").unwrap();
-    assert_eq!(seq, 3);
-    assert!(at >= store.events_after("s", 2).unwrap().next().unwrap().unwrap().datetime);
-    assert!(at <= store.read_point());
+    let snap = store.snapshot();
+    store.apply(Batch::new().upsert(&["s"], record("http://tributary.test/2", sha))).unwrap();
+    store.apply(Batch::new().delete(&["s"], "http://tributary.test/1")).unwrap();
+    // The snapshot still holds the first record live, one event, and nothing after it.
+    assert_eq!(snap.set_info("s").unwrap().unwrap().events, 1);
+    assert_eq!(snap.events_after("s", 0).unwrap().count(), 1);
+    assert!(!snap.record("http://tributary.test/1").unwrap().unwrap().is_deleted());
+    assert!(snap.record("http://tributary.test/2").unwrap().is_none());
+    let uris: Vec<_> = snap.records_in_range("http://tributary.test/", "", None).map(|r| r.unwrap().uri).collect();
+    assert_eq!(uris, ["http://tributary.test/1"]);
+    // Every event after the snapshot is stamped at or after its `at`.
+    let later: Vec<_> = store.events_after("s", 1).unwrap().map(Result::unwrap).collect();
+    assert_eq!(later.len(), 2);
+    assert!(later.iter().all(|e| e.datetime >= snap.at()), "{later:?} vs {}", snap.at());
+    assert_eq!(store.events_after("s", 0).unwrap().count(), 3, "the store itself has moved on");
 }
 
 #[test]
@@ -707,6 +707,19 @@ fn a_full_disk_during_a_put_leaves_nothing() {
     }
     assert_eq!(dir_entries(&store.path().join("tmp")), 0);
     assert_eq!((store.stats().unwrap().blobs, blob_files(&store)), (0, 0));
+    // A full disk stops writes: the store serves what it holds and says why it writes nothing.
+    let reason = store.read_only().expect("read-only after a full disk");
+    assert!(reason.contains("No space left"), "{reason}");
+    assert!(store.stats().unwrap().read_only.is_some());
+    let err = store.put(&b"small"[..], &Expected::none()).unwrap_err();
+    assert!(matches!(err, StoreError::ReadOnly { .. }), "{err}");
+    let err = store.apply(&Batch::new()).unwrap_err();
+    assert!(matches!(err, StoreError::ReadOnly { .. }), "{err}");
+    // Restarted with space again, it writes.
+    let path = store.path().to_path_buf();
+    drop(store);
+    let store = reopen(&path);
+    assert!(store.read_only().is_none());
     let info = store.put(&bytes(8, 3 * 1024 * 1024)[..], &Expected::none()).unwrap();
     assert!(store.verify().unwrap().is_clean() && !info.deduplicated);
 }
@@ -729,8 +742,8 @@ fn a_small_blob_is_readable_while_buffered_and_after_a_reopen() {
 }
 
 /// A real ENOSPC while a pack's buffer is written: the active pack is a symlink to `/dev/full`.
-/// The put that finds the buffer full fails and leaves nothing; the blobs already buffered stay
-/// readable, but no batch naming them commits until their bytes are written and synced.
+/// The put that finds the buffer full fails and leaves nothing, and the store turns read-only;
+/// the blobs already buffered stay readable, but no batch naming them commits.
 #[cfg(target_os = "linux")]
 #[test]
 fn a_full_disk_while_writing_a_pack_fails_the_put_and_the_commit_and_commits_nothing() {
@@ -763,7 +776,7 @@ fn a_full_disk_while_writing_a_pack_fails_the_put_and_the_commit_and_commits_not
     }
     let uri = "http://tributary.test/full";
     let err = store.apply(Batch::new().upsert(&["s"], record(uri, buffered[0].0))).unwrap_err();
-    assert!(matches!(&err, StoreError::Io { source, .. } if source.raw_os_error() == Some(28)), "{err}");
+    assert!(matches!(&err, StoreError::ReadOnly { reason } if reason.contains("No space left")), "{err}");
     assert!(store.record(uri).unwrap().is_none());
     drop(store);
 

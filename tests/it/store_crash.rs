@@ -55,13 +55,7 @@ fn crash_child() {
             break;
         }
         let (batch, described) = child_batch(&store, &mut rng, next_batch);
-        let applied = if rng.below(4) == 0 {
-            let applied = store.apply_unflushed(&batch).expect("child: apply_unflushed");
-            store.flush().expect("child: flush");
-            applied
-        } else {
-            store.apply(&batch).expect("child: apply")
-        };
+        let applied = store.apply(&batch).expect("child: apply");
         let mut line = format!("ack {next_batch}");
         for (op, uri) in applied.ops.iter().zip(&described) {
             for (set, seq) in &op.events {

@@ -37,17 +37,6 @@ fn history_lists_every_set_oldest_first_and_survives_deletion() {
 }
 
 #[test]
-fn history_hides_unflushed_events() {
-    let (_dir, store) = temp_store();
-    let uri = "http://tributary.test/r/src-a/http/origin.test/a";
-    let v1 = put(&store, b"one");
-    store.apply_unflushed(Batch::new().upsert(&["src-a"], record(uri, v1))).unwrap();
-    assert!(store.history(uri).unwrap().is_empty());
-    store.flush().unwrap();
-    assert_eq!(store.history(uri).unwrap().len(), 1);
-}
-
-#[test]
 fn records_in_range_respects_prefix_and_bounds() {
     let (_dir, store) = temp_store();
     let sha = put(&store, b"x");

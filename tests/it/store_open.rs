@@ -73,20 +73,23 @@ fn another_format_version_is_refused_without_modification() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store");
     drop(Store::open(&path).unwrap());
-    // 4 is older than the one format this build upgrades (5), 99 newer than its own.
-    for found in ["4", "99"] {
+    // 8 and 4 are older formats, carried over by export and import; 99 is newer than this one.
+    for found in ["8", "4", "99"] {
         fs::write(path.join("FORMAT"), format!("tributary-store {found}\n")).unwrap();
         let before = listing(&path);
-        let db_before = listing(&path.join("db"));
+        let meta_before = listing(&path.join("meta"));
         let err = Store::open(&path).unwrap_err();
-        assert!(
-            matches!(err, StoreError::IncompatibleFormat { supported: tributary::store::FORMAT_VERSION, .. }),
-            "{err}"
-        );
+        match found {
+            "99" => assert!(
+                matches!(err, StoreError::IncompatibleFormat { supported: tributary::store::FORMAT_VERSION, .. }),
+                "{err}"
+            ),
+            _ => assert!(matches!(err, StoreError::OldFormat { .. }), "{err}"),
+        }
         let text = err.to_string();
         assert!(text.contains(found) && text.contains(&path.display().to_string()), "{text}");
         assert_eq!(listing(&path), before);
-        assert_eq!(listing(&path.join("db")), db_before);
+        assert_eq!(listing(&path.join("meta")), meta_before);
     }
 }
 

@@ -85,16 +85,12 @@ fn process_cpu() -> f64 {
 }
 
 /// The harvester's loop at full speed, with phase timings, for profiling (`perf record` this
-/// test). `STORE_FLUSH_MS` (a number or `none`) and `STORE_CACHE_MB` try other sled settings;
-/// `STORE_BATCH` sets the records per batch (100).
+/// test). `STORE_CACHE_MB` sets the block cache; `STORE_BATCH` the records per batch (100).
 #[test]
 #[ignore = "slow; run on purpose"]
 fn harvest_10k_small_records() {
     let dir = tempfile::tempdir().unwrap();
     let mut options = StoreOptions::default();
-    if let Ok(ms) = std::env::var("STORE_FLUSH_MS") {
-        options.flush_every_ms = ms.parse().ok();
-    }
     if let Ok(mb) = std::env::var("STORE_CACHE_MB") {
         options.cache_capacity = mb.parse::<u64>().unwrap() << 20;
     }
@@ -104,7 +100,7 @@ fn harvest_10k_small_records() {
     let start = Instant::now();
     let cpu_start = process_cpu();
     let mut batch = Batch::new();
-    let (mut put, mut apply, mut flush) = (0.0, 0.0, 0.0);
+    let (mut put, mut apply) = (0.0, 0.0);
     let mut t = thread_cpu();
     for i in 0..10_000u64 {
         content[..8].copy_from_slice(&i.to_le_bytes());
@@ -113,12 +109,9 @@ fn harvest_10k_small_records() {
         if batch.len() == per_batch {
             let t1 = thread_cpu();
             put += t1 - t;
-            store.apply_unflushed(&batch).unwrap();
-            let t2 = thread_cpu();
-            apply += t2 - t1;
-            store.flush().unwrap();
+            store.apply(&batch).unwrap();
             t = thread_cpu();
-            flush += t - t2;
+            apply += t - t1;
             batch = Batch::new();
         }
     }
@@ -126,7 +119,7 @@ fn harvest_10k_small_records() {
     let cpu = process_cpu() - cpu_start;
     eprintln!(
         "10k records in {secs:.3}s wall: {:.0} records/s; process CPU {cpu:.2}s ({:.0} records per CPU-second); \
-         this thread's CPU: put+build {put:.3}s, apply {apply:.3}s, flush {flush:.3}s",
+         this thread's CPU: put+build {put:.3}s, apply (durable) {apply:.3}s",
         10_000.0 / secs,
         10_000.0 / cpu
     );
