@@ -42,6 +42,7 @@ mod model_split;
 mod notify_hub;
 mod notify_interop;
 mod operations;
+mod powercut_fs;
 mod publish_bitstreams;
 mod publish_chain;
 mod publish_documents;
