@@ -61,4 +61,5 @@ mod store_crash;
 mod store_history;
 mod store_open;
 mod store_perf;
+mod store_powercut;
 mod store_s3;
