@@ -12,7 +12,9 @@
 //! name it cached from the mount), reverts the tree and mounts it again at the same path, so
 //! what a program reads afterwards comes from the reverted state alone. Dropping the handle
 //! unmounts, lazily with `fusermount3 -u -z` if a plain unmount does not work; every mount and
-//! unmount is bounded in time.
+//! unmount is bounded in time. [`PowerCutFs::mount_with`] can relax the rule for directories
+//! ([`Metadata::Journaled`], a diagnostic), [`PowerCutFs::cut_with`] choose how often writes
+//! tear ([`Tear`]).
 //!
 //! Needs `/dev/fuse` and `fusermount3` (Debian's `fuse3`, which `.ci/setup` installs), and the
 //! right to mount (root, as CI runs). Without them a test fails under `CI=true` and skips

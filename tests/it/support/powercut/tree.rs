@@ -7,7 +7,8 @@
 //! else. A new file or directory is reachable after a cut only if every directory on its path
 //! was synced after the name was made. [`Tree::cut`] is the cut itself: every file back to its
 //! durable content (with, at random, a torn prefix of its last unsynced write), every
-//! directory back to its durable entries, unreachable inodes gone.
+//! directory back to its durable entries, unreachable inodes gone. [`Metadata::Journaled`]
+//! relaxes the rule for directories (any sync makes every entry durable), as a diagnostic.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::ffi::{OsStr, OsString};
