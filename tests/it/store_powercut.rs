@@ -360,7 +360,7 @@ impl Tributary {
     }
 
     fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let text = printable(&std::fs::read(&self.log).unwrap_or_default());
         let lines: Vec<&str> = text.lines().collect();
         lines[lines.len().saturating_sub(40)..].join("\n")
     }
@@ -372,6 +372,15 @@ impl Drop for Tributary {
     }
 }
 
+/// A process's output as text for a report: what a torn file put in an error message (NULs,
+/// say) shown as `\u{..}` escapes.
+fn printable(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    text.chars()
+        .map(|c| if c.is_control() && c != '\n' && c != '\t' { c.escape_unicode().to_string() } else { c.to_string() })
+        .collect()
+}
+
 /// `tributary store verify` on the stopped store: `None` when it exits 0, else what it said.
 async fn verify(work: &Path) -> Option<String> {
     let (out, err) = (work.join("verify.out"), work.join("verify.err"));
@@ -380,7 +389,7 @@ async fn verify(work: &Path) -> Option<String> {
     let mut child = cmd.spawn().unwrap();
     let status = cli::wait_for_exit(&mut child, VERIFY_LIMIT).await;
     let said = || {
-        let text = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+        let text = |p: &Path| printable(&std::fs::read(p).unwrap_or_default());
         format!("{}{}", text(&out), text(&err)).trim_end().to_owned()
     };
     match status {

@@ -645,8 +645,11 @@ impl Tree {
             n.open = 0;
             match &mut n.kind {
                 Kind::File(f) => {
+                    let kept_before = report.torn_bytes_kept;
                     if f.revert(rng, tear, &mut report) && report.files.len() < PATHS_SHOWN {
-                        report.files.push(path(&ino).to_owned());
+                        let kept = report.torn_bytes_kept - kept_before;
+                        let torn = if kept > 0 { format!(" (torn: {kept} bytes kept)") } else { String::new() };
+                        report.files.push(format!("{}{torn}", path(&ino)));
                     }
                 }
                 Kind::Dir(d) => {
