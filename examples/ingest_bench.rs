@@ -7,8 +7,9 @@
 //! bitstream put (small, so packed; distinct content per record), its record upserted, one
 //! batch applied durably per `batch` records (default 1,000) — and prints a line per tenth of
 //! the run with the records/s of that tenth, then the whole run's rate, the bytes the
-//! metadata (sled's `db/` and the engine's `lsm/`) takes per record at the end and once the
-//! engine's merges are done, and the peak RSS. `CHAIN=1` writes records as a
+//! metadata (the database's directory, `meta/`; `db/` and `lsm/` of store format 8, for a
+//! build of that format) takes per record at the end and once the engine's compactions are
+//! done, and the peak RSS. `CHAIN=1` writes records as a
 //! harvest from another aggregator does (upstream ≠ origin: two more index rows each).
 
 /// The allocator the `tributary` binary uses, so what is measured is what ships.
@@ -62,7 +63,9 @@ fn fill(dir: &Path, base: &str, n: usize, batch_size: usize) -> Result<(), Box<d
     let secs = start.elapsed().as_secs_f64();
     store.flush()?;
     println!("total: {n} records in {secs:.1} s = {:.0} records/s", n as f64 / secs);
-    let metadata = || -> std::io::Result<u64> { Ok(dir_size(&dir.join("db"))? + dir_size(&dir.join("lsm"))?) };
+    let metadata = || -> std::io::Result<u64> {
+        ["meta", "db", "lsm"].iter().map(|d| dir.join(d)).filter(|d| d.is_dir()).map(|d| dir_size(&d)).sum()
+    };
     let at_end = metadata()?;
     println!("metadata on disk at the end: {at_end} bytes = {:.0} bytes/record", at_end as f64 / n as f64);
     // What the store settles to once its background merges are done (a merge in flight holds
@@ -75,7 +78,7 @@ fn fill(dir: &Path, base: &str, n: usize, batch_size: usize) -> Result<(), Box<d
         settled as f64 / n as f64,
         settling.elapsed().as_secs_f64()
     );
-    println!("{}", store.stats()?.to_string().lines().filter(|l| l.starts_with("engine")).collect::<String>());
+    println!("{}", store.stats()?.to_string().lines().filter(|l| l.starts_with("database:")).collect::<String>());
     drop(store);
     println!("peak RSS: {} KiB", peak_rss_kib());
     Ok(())
@@ -121,7 +124,9 @@ fn dir_size(dir: &Path) -> std::io::Result<u64> {
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
         let meta = entry.metadata()?;
-        total += if meta.is_dir() { dir_size(&entry.path())? } else { meta.len() };
+        // Blocks allocated, not lengths: a preallocated journal is mostly holes.
+        total +=
+            if meta.is_dir() { dir_size(&entry.path())? } else { std::os::unix::fs::MetadataExt::blocks(&meta) * 512 };
     }
     Ok(total)
 }

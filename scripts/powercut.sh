@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Power cuts under a running Tributary, many of them (issue #39): the integration test
-# tests/it/store_powercut.rs with CUTS cuts instead of the suite's 20. Tributary's data
+# tests/it/store_powercut.rs with CUTS cuts instead of the suite's 20, then
+# tests/it/store_powercut_import.rs with IMPORT_CUTS cuts of a store import (default 50). Tributary's data
 # directory is on the power-cut file system of tests/it/support/powercut/ (FUSE), which keeps
 # only what was fsynced; at seeded random moments Tributary is SIGKILLed, the power is cut,
-# `tributary store verify` runs on what is left and Tributary restarts on it, while an
+# `tributary verify` runs on what is left and Tributary restarts on it, while an
 # observer checks that nothing it was served is taken back (see the test's module docs).
 #
 # Usage: scripts/powercut.sh [CUTS]    (default 200; about 2.5 s a cut on two cores, plus the build)
@@ -24,5 +25,7 @@ cd "$(dirname "$0")/.."
 command -v fusermount3 >/dev/null || { echo "fusermount3 is missing: apt-get install -y fuse3" >&2; exit 2; }
 
 # CI=true: a missing FUSE fails the run instead of skipping the test and reporting success.
-TRIBUTARY_POWERCUT_CUTS=$CUTS CI=true exec cargo test --profile test-opt --test it -- \
+TRIBUTARY_POWERCUT_CUTS=$CUTS CI=true cargo test --profile test-opt --test it -- \
     store_powercut::power_cuts_never_take_back_what_tributary_served --exact --nocapture 2>&1
+TRIBUTARY_POWERCUT_IMPORT_CUTS=${IMPORT_CUTS:-50} CI=true exec cargo test --profile test-opt --test it -- \
+    store_powercut_import:: --nocapture 2>&1

@@ -402,8 +402,14 @@ fn load(config: &tributary::config::Config) -> anyhow::Result<(tributary::store:
 
 /// Opens (creating if needed) the configured store with the configured page cache.
 fn open_store(config: &tributary::config::Config) -> anyhow::Result<tributary::store::Store> {
-    let options = tributary::store::StoreOptions::with_cache_mb(config.aggregator.store_cache_mb)
+    let mut options = tributary::store::StoreOptions::with_cache_mb(config.aggregator.store_cache_mb)
         .with_blobs(config.aggregator.blobs.clone());
+    // Memtables this small (a store created with them keeps them) make the database write
+    // and compact its tables every few seconds: for the power-cut tests, which must cut
+    // during flushes and compactions (docs/STORE.md, "Testing durability"). Not a setting.
+    if let Some(kb) = std::env::var("TRIBUTARY_TEST_MEMTABLE_KB").ok().and_then(|v| v.parse::<u64>().ok()) {
+        options = options.with_memtable_bytes(kb * 1024);
+    }
     tributary::store::Store::open_with(&config.aggregator.data_dir, &options)
         .with_context(|| format!("opening the store at {}", config.aggregator.data_dir.display()))
 }

@@ -71,10 +71,15 @@ impl Store {
         Ok(stats)
     }
 
-    /// Waits, at most `limit`, until no flush or compaction is running or waiting; true when
-    /// none is. Nothing needs this for correctness: it is for measuring a settled store (its
-    /// size on disk) in benchmarks and tests.
+    /// Writes every memtable out and waits, at most `limit`, until no flush or compaction is
+    /// running or waiting; true when none is. Nothing needs this for correctness: it is for
+    /// measuring a settled store (its size on disk, journals released) in benchmarks.
     pub fn settle(&self, limit: Duration) -> bool {
+        for table in self.inner.trees.all() {
+            if let Err(e) = table.keyspace().rotate_memtable_and_wait() {
+                tracing::warn!(error = %e, "could not write a memtable out");
+            }
+        }
         let db = self.inner.db.fjall();
         let deadline = Instant::now() + limit;
         let mut quiet = 0;

@@ -183,7 +183,7 @@ fn create(root: &Path, options: &StoreOptions) -> Result<Db, StoreError> {
     if meta.exists() {
         fs::remove_dir_all(&meta).map_err(|e| StoreError::io(&meta, e))?;
     }
-    let db = Db::new(builder(&meta, options).open()?);
+    let db = Db::new(builder(&meta, options).open()?, &meta);
     let trees = open_trees(&db, options)?;
     let mut w = super::table::Overlay::default();
     w.insert(&trees.meta, FORMAT_KEY, FORMAT_VERSION.to_be_bytes().to_vec());
@@ -194,8 +194,11 @@ fn create(root: &Path, options: &StoreOptions) -> Result<Db, StoreError> {
     Ok(db)
 }
 
+/// The database's settings. The journal is not compressed: fjall would lz4 every value over
+/// 4 KiB on the committing thread (the change log's chunks), for a file that lives only until
+/// its memtables are written out — 4% of an ingest's commit thread.
 fn builder(meta: &Path, options: &StoreOptions) -> fjall::DatabaseBuilder<fjall::Database> {
-    fjall::Database::builder(meta).cache_size(options.cache_capacity)
+    fjall::Database::builder(meta).cache_size(options.cache_capacity).journal_compression(fjall::CompressionType::None)
 }
 
 /// Opens the database of an existing store. fjall would create a new, empty database where it
@@ -211,7 +214,7 @@ fn open_db(root: &Path, options: &StoreOptions) -> Result<Db, StoreError> {
         });
     }
     match builder(&meta, options).open() {
-        Ok(db) => Ok(Db::new(db)),
+        Ok(db) => Ok(Db::new(db, &meta)),
         Err(fjall::Error::Locked) => Err(StoreError::Locked { path: root.into() }),
         Err(e) => Err(StoreError::MetadataMissing {
             path: root.into(),
@@ -222,19 +225,12 @@ fn open_db(root: &Path, options: &StoreOptions) -> Result<Db, StoreError> {
 }
 
 fn open_trees(db: &Db, options: &StoreOptions) -> Result<Trees, StoreError> {
-    let memtable = options.memtable_bytes;
     let table = |id: u8| -> Result<Table, StoreError> {
         let name = TABLES[usize::from(id)];
-        let ks = db.fjall().keyspace(name, || {
-            let opts = fjall::KeyspaceCreateOptions::default();
-            match memtable {
-                Some(bytes) => opts.max_memtable_size(bytes),
-                None => opts,
-            }
-        })?;
+        let ks = db.fjall().keyspace(name, || tuning(name, options.memtable_bytes))?;
         Ok(Table::new(db, ks, id))
     };
-    Ok(Trees {
+    let trees = Trees {
         meta: table(0)?,
         blobs: table(1)?,
         records: table(2)?,
@@ -247,8 +243,41 @@ fn open_trees(db: &Db, options: &StoreOptions) -> Result<Trees, StoreError> {
         feed_items: table(9)?,
         hub_subscribers: table(10)?,
         subscriptions: table(11)?,
-    })
+    };
+    // fjall 3.1 creates a keyspace's directory (`keyspaces/N`) without syncing `keyspaces/`:
+    // under POSIX rules a power cut can then take the keyspace's name, and with it every row
+    // it holds, even its own metadata keyspace's (found by `tests/it/store_powercut.rs`). The
+    // keyspaces are created just above, when the store is, so one sync here closes that.
+    let dir = db.fjall_path().join("keyspaces");
+    sync_dir(&dir).map_err(|e| StoreError::io(&dir, e))?;
+    Ok(trees)
 }
+
+/// A keyspace's tuning, fixed when the keyspace is created (fjall keeps it with the keyspace).
+///
+/// - lz4 on every level: fjall's default leaves the first two levels uncompressed, and at a
+///   million records most of the store sits there (records and events are URIs and W3C
+///   datetimes, which compress two to three times).
+/// - Larger blocks where rows are walked in order and read by range (records, the log, the
+///   origin index): more rows share a block's compression and its index entry. Blob rows,
+///   keyed by random sha-256s and read one at a time, keep small blocks.
+/// - Memtables of 16 MiB: with three busy keyspaces, fjall's 64 MiB default held up to 200 MiB
+///   of memtables, most of a harvester's resident memory (docs/STORE.md, "Sizing").
+fn tuning(name: &str, memtable_bytes: Option<u64>) -> fjall::KeyspaceCreateOptions {
+    use fjall::config::{BlockSizePolicy, CompressionPolicy};
+    let block = match name {
+        "records" | "by_origin" | "by_sha" => 16 * 1024,
+        "log" => 32 * 1024,
+        _ => 4 * 1024,
+    };
+    fjall::KeyspaceCreateOptions::default()
+        .data_block_compression_policy(CompressionPolicy::all(fjall::CompressionType::Lz4))
+        .data_block_size_policy(BlockSizePolicy::all(block))
+        .max_memtable_size(memtable_bytes.unwrap_or(MEMTABLE_BYTES))
+}
+
+/// See [`tuning`].
+const MEMTABLE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Connects to the configured bucket, after checking that it is the one the store has used
 /// (if any): a store whose bitstreams are in a bucket opened without it, or with another,
@@ -511,7 +540,7 @@ pub(super) mod build {
     /// A new, empty database at `meta` with every keyspace, and no format row yet: the
     /// import writes that last ([`finish`]), which is what makes the database complete.
     pub(in crate::store) fn new_database(meta: &Path, options: &StoreOptions) -> Result<(Db, Trees), StoreError> {
-        let db = Db::new(builder(meta, options).open()?);
+        let db = Db::new(builder(meta, options).open()?, meta);
         let trees = open_trees(&db, options)?;
         Ok((db, trees))
     }

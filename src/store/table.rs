@@ -34,6 +34,7 @@ pub(super) struct Db {
 
 struct DbInner {
     db: fjall::Database,
+    path: std::path::PathBuf,
     /// Why the store no longer accepts writes (a failed write or sync), if it does not.
     broken: RwLock<Option<String>>,
     /// Called once when the store turns read-only (the service's metrics and dashboard).
@@ -41,12 +42,19 @@ struct DbInner {
 }
 
 impl Db {
-    pub(super) fn new(db: fjall::Database) -> Db {
-        Db { inner: Arc::new(DbInner { db, broken: RwLock::new(None), on_broken: Mutex::new(Vec::new()) }) }
+    pub(super) fn new(db: fjall::Database, path: &std::path::Path) -> Db {
+        let inner =
+            DbInner { db, path: path.to_path_buf(), broken: RwLock::new(None), on_broken: Mutex::new(Vec::new()) };
+        Db { inner: Arc::new(inner) }
     }
 
     pub(super) fn fjall(&self) -> &fjall::Database {
         &self.inner.db
+    }
+
+    /// The database's directory.
+    pub(super) fn fjall_path(&self) -> &std::path::Path {
+        &self.inner.path
     }
 
     /// A consistent view of every table as of the last committed batch.

@@ -63,4 +63,5 @@ mod store_history;
 mod store_open;
 mod store_perf;
 mod store_powercut;
+mod store_powercut_import;
 mod store_s3;

@@ -7,7 +7,7 @@
 //! polls it every few seconds, and notifies its own subscribers through its built-in hub. An
 //! observer (`observer`) reads both sets' change logs and Change Lists every 100 ms and
 //! receives Tributary's notifications the whole time. At seeded random moments Tributary is
-//! SIGKILLed, the power is cut, `tributary store verify` runs on what is left, and Tributary
+//! SIGKILLed, the power is cut, `tributary verify` runs on what is left, and Tributary
 //! starts again on it (one start in five is itself killed before it answers). After each
 //! restart (`check`): every change the observer saw is still served, at the same position
 //! with the same datetime; no position holds another change; the Change Lists agree with
@@ -332,6 +332,9 @@ fn config(port: u16, source_url: &str, store: &Path) -> String {
     )
 }
 
+/// The memtable size the store is created with (see [`Tributary::spawn`]).
+const MEMTABLE_KB: u64 = 8;
+
 /// One run of `tributary run`, its stderr in `run-N.log` in the work directory.
 struct Tributary {
     child: Child,
@@ -342,6 +345,9 @@ impl Tributary {
     fn spawn(work: &Path, run: usize) -> Tributary {
         let log = work.join(format!("run-{run}.log"));
         let mut cmd = cli::tributary(&["--config", "sources.toml", "run"]);
+        // Tiny memtables: the database writes and compacts its tables every few seconds, so
+        // cuts also land during flushes and compactions, not only between commits.
+        cmd.env("TRIBUTARY_TEST_MEMTABLE_KB", MEMTABLE_KB.to_string());
         cmd.current_dir(work).stdout(Stdio::null()).stderr(File::create(&log).unwrap());
         Tributary { child: cmd.spawn().unwrap(), log }
     }
@@ -381,10 +387,10 @@ fn printable(bytes: &[u8]) -> String {
         .collect()
 }
 
-/// `tributary store verify` on the stopped store: `None` when it exits 0, else what it said.
+/// `tributary verify` on the stopped store: `None` when it exits 0, else what it said.
 async fn verify(work: &Path) -> Option<String> {
     let (out, err) = (work.join("verify.out"), work.join("verify.err"));
-    let mut cmd = cli::tributary(&["--config", "sources.toml", "store", "verify"]);
+    let mut cmd = cli::tributary(&["--config", "sources.toml", "verify"]);
     cmd.current_dir(work).stdout(File::create(&out).unwrap()).stderr(File::create(&err).unwrap());
     let mut child = cmd.spawn().unwrap();
     let status = cli::wait_for_exit(&mut child, VERIFY_LIMIT).await;
@@ -432,7 +438,13 @@ fn report(seed: u64, findings: &[CutFindings], disk: &PowerCutFs, observer: &Obs
     let _ = std::fs::write(&file, format!("{head}\n{full}"));
     eprintln!("{head}complete report: {}", file.display());
     assert!(counters.fsyncs + counters.fdatasyncs > 0, "Tributary never synced a file: nothing was tested");
-    assert!(dropped > 0, "no cut dropped anything: the cuts never landed while Tributary had unsynced writes");
+    // A store that syncs everything it writes at once leaves a cut little to drop; what a cut
+    // still finds are the unlinks and renames not yet synced, and, now and then, a table or
+    // journal write caught before its sync (the 200-cut script sees those).
+    assert!(
+        findings.iter().any(|f| f.fs.dropped_anything()),
+        "no cut undid anything: the cuts never landed while Tributary had unsynced changes"
+    );
     assert!(observer.deliveries() > 0, "the observer never received a notification from Tributary's hub");
     if !bad.is_empty() {
         let shown: String = bad.iter().map(|f| f.shown()).collect();

@@ -231,9 +231,13 @@ fn compare_closed(memory: &mut Memory, served: &BTreeMap<String, ServedSet>, f: 
                 now.sha256
             )),
             None => f.closed_changed.push(format!(
-                "set {set} changelist-{n}.xml: was closed (positions {}..={}), now not a closed list",
+                "set {set} changelist-{n}.xml: was closed (positions {}..={}), now not a closed list \
+                 (the log ends at {}, the lists show positions up to {}, {} lists closed)",
                 was.first,
-                was.first + was.count - 1
+                was.first + was.count - 1,
+                s.end(),
+                s.lists.keys().next_back().copied().unwrap_or(0),
+                s.closed.len()
             )),
         }
     }
