@@ -3,7 +3,7 @@
 //! streaming get). Peak memory of the 256 MiB put is checked by the ignored test
 //! `tests/it/store_perf.rs`. Run with `cargo bench --bench store`.
 
-/// The allocator the `tributary` binary uses (see docs/STORE.md, "Allocator").
+/// The allocator the `tributary` binary uses (see docs/STORE.md, "Why fjall").
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

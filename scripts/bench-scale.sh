@@ -3,7 +3,7 @@
 #  1. N records (default 1,000,000) of one source written as the harvester writes them, without
 #     fetching (examples/ingest_bench.rs: put a small distinct bitstream, upsert, one durable
 #     batch per 1,000): records/s per tenth of the run (first vs last), the whole run's rate,
-#     bytes the metadata (sled's `db/`) takes per record, and peak RSS;
+#     bytes the metadata (the database's `meta/`) takes per record, and peak RSS;
 #  2. that store served by the publisher (examples/publish_bench.rs serve): the Resource List
 #     index and all its parts streamed with curl, MB/s;
 #  3. provenance lookups by origin URI (`/provenance?uri=…`, JSON) of random records, one
@@ -42,7 +42,7 @@ mkfifo "$work/stdin"
 "$bin/publish_bench" serve "$work/store" "$base" "127.0.0.1:$port" 50000 1000 < "$work/stdin" &
 server=$!
 exec 3> "$work/stdin"   # the server runs until this closes
-# Opening a large store takes sled a while (it reads its log): wait up to 30 min, and report it.
+# Opening a large store takes a while (the database replays its journal): wait up to 30 min, and report it.
 start=$EPOCHREALTIME
 for _ in $(seq 18000); do
   curl -sf -o /dev/null "${base}.well-known/resourcesync" && break
@@ -52,7 +52,7 @@ done
 curl -sf -o /dev/null "${base}.well-known/resourcesync" || { echo "the server did not answer within 30 min"; exit 1; }
 echo "server answering $(awk -v s="$start" -v e="$EPOCHREALTIME" 'BEGIN {printf "%.1f", e - s}') s after it started (opening the store)"
 
-# The server's resident memory (MiB): what a walk of the records leaves resident (STORE.md, "Memory").
+# The server's resident memory (MiB): what a walk of the records leaves resident (STORE.md, "Sizing").
 rss() { awk -v k="$1:" '$1 == k { printf "%.0f", $2 / 1024 }' "/proc/$server/status"; }
 rss_before=$(rss VmRSS)
 

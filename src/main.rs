@@ -15,7 +15,7 @@ mod progress;
 
 /// The harvester and the store allocate and free many small buffers (bodies, rows, batches);
 /// mimalloc, without transparent huge pages, serves that churn with less CPU than glibc's
-/// malloc (docs/STORE.md, "Allocator").
+/// malloc (docs/STORE.md, "Why fjall").
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -23,7 +23,7 @@ use super::entries::change_entry;
 use super::resources::lock;
 use super::{PublishError, Publisher, SetView};
 use crate::model::{Capability, DocumentWriter, Entry, Header, Link, Md, RootFormat, W3cDateTime};
-use crate::store::{Event, StoreError};
+use crate::store::{Event, Snapshot, StoreError};
 
 /// One closed list: events `first..=last`, covering `from..until`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,20 +147,22 @@ impl Publisher {
     /// Closes every list that can be closed now; returns the layout and the open list's start.
     pub(super) fn extend(&self, view: &SetView) -> Result<State, PublishError> {
         let set = view.config.id.as_str();
-        // Sampled before the log is read; see the module docs.
-        let now = W3cDateTime::now();
+        // One snapshot, and its moment as "now": every event stamped before it is in it, so a
+        // list closed by its period's end can never gain an event later (see the module docs).
+        let snap = self.store.snapshot();
+        let now = snap.at();
         let mut layout = lock(&view.changes);
-        let (events, visible) = self.store.set_info(set)?.map_or((0, 0), |i| (i.events, i.events));
+        let visible = snap.set_info(set)?.map_or(0, |i| i.events);
         loop {
             let s = layout.closed.last().map_or(1, |c| c.last + 1);
-            let Some(first) = (s <= visible).then(|| self.event_at(set, s)).transpose()?.flatten() else { break };
+            let Some(first) = (s <= visible).then(|| event_at(&snap, set, s)).transpose()?.flatten() else { break };
             let from = layout.closed.last().map_or(first.datetime, |c| c.until);
-            let Some((last, until)) = self.close_point(set, s, &first, (events, visible), now)? else { break };
+            let Some((last, until)) = self.close_point(&snap, set, s, &first, visible, now)? else { break };
             layout.closed.push(Closed { first: s, last, from, until });
         }
         let open_from = match layout.closed.last() {
             Some(c) => c.until,
-            None => self.event_at(set, 1)?.map_or(now, |e| e.datetime),
+            None => event_at(&snap, set, 1)?.map_or(now, |e| e.datetime),
         };
         Ok(State { closed: layout.closed.clone(), open_from, visible })
     }
@@ -168,30 +170,32 @@ impl Publisher {
     /// Where the list starting at event `s` ends, if it has ended: `(last seq, until)`.
     fn close_point(
         &self,
+        snap: &Snapshot,
         set: &str,
         s: u64,
         first: &Event,
-        (events, visible): (u64, u64),
+        visible: u64,
         now: W3cDateTime,
     ) -> Result<Option<(u64, W3cDateTime)>, StoreError> {
         let count_end = s + self.limits.change_list.max_events - 1;
         if let Some(end) = self.limits.change_list.period.and_then(|p| period_end(first.datetime, p)) {
-            match self.store.events_between(set, Some(&end), None)?.next().transpose()? {
+            match snap.events_between(set, Some(&end), None)?.next().transpose()? {
                 Some(q) if q.seq - 1 <= count_end => return Ok(Some((q.seq - 1, end))),
-                None if count_end > visible && now >= end && events == visible => return Ok(Some((visible, end))),
+                None if count_end > visible && now >= end => return Ok(Some((visible, end))),
                 _ => {}
             }
         }
         if count_end <= visible {
-            let last = self.event_at(set, count_end)?;
+            let last = event_at(snap, set, count_end)?;
             return Ok(last.map(|e| (count_end, e.datetime)));
         }
         Ok(None)
     }
+}
 
-    fn event_at(&self, set: &str, seq: u64) -> Result<Option<Event>, StoreError> {
-        Ok(self.store.events_after(set, seq - 1)?.next().transpose()?.filter(|e| e.seq == seq))
-    }
+/// Event `seq` of `set` in `snap`.
+fn event_at(snap: &Snapshot, set: &str, seq: u64) -> Result<Option<Event>, StoreError> {
+    Ok(snap.events_after(set, seq - 1)?.next().transpose()?.filter(|e| e.seq == seq))
 }
 
 /// The end of the epoch-aligned period that `t` falls in; `None` past the year 9999 (such a

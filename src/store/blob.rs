@@ -152,7 +152,7 @@ pub(super) struct BlobRow {
     /// One live record whose content this is; every other one (all of them when `None`) has
     /// a row in the `by_sha` index. Most content has exactly one record, and writing its URI
     /// here instead of an index row saves a row per record written (docs/STORE.md,
-    /// "Tables"). Never both here and in the index; `gc` keeps a blob while either names a
+    /// "What is stored where"). Never both here and in the index; `gc` keeps a blob while either names a
     /// record.
     pub(super) referrer: Option<String>,
 }

@@ -65,7 +65,7 @@ pub enum StoreError {
         "store {path} has format version {found}, written by an earlier tributary release; this one reads \
          format {supported}. Carry it over without losing anything: stop the service, run \
          `tributary store export FILE` with the release that wrote the store, then \
-         `tributary store import FILE` with this one (docs/STORE.md, \"Upgrading\")"
+         `tributary store import FILE` with this one (docs/STORE.md, \"Export, import and upgrading\")"
     )]
     OldFormat {
         /// The store directory.

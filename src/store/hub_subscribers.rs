@@ -1,5 +1,5 @@
 //! The built-in WebSub hub's subscriptions: who asked to be told about which of Tributary's
-//! topics, until when, and with which secret. Kept in the store (table `w`) so a restart keeps
+//! topics, until when, and with which secret. Kept in the store (table `hub_subscribers`) so a restart keeps
 //! every verified subscription and its lease; the hub alone interprets them.
 //!
 //! Rows are JSON, like the source state, so fields can be added without a format change. The

@@ -394,6 +394,19 @@ impl Snapshot {
         self.store.inner.events_after(&self.view, set, after)
     }
 
+    /// [`Store::events_between`], as of the snapshot.
+    ///
+    /// # Errors
+    /// As [`Store::events_after`].
+    pub fn events_between(
+        &self,
+        set: &str,
+        from: Option<&W3cDateTime>,
+        until: Option<&W3cDateTime>,
+    ) -> Result<EventIter, StoreError> {
+        self.store.inner.events_between(&self.view, set, from, until)
+    }
+
     /// [`Store::set_info`], as of the snapshot: its `events` is the last position the snapshot
     /// holds.
     ///

@@ -142,7 +142,7 @@ impl Store {
         if let Some(remote) = &inner.remote {
             // Bitstreams in the bucket: this instance's marker goes, and the bitstream is
             // doomed if no other instance refers to it; any gc deletes doomed bitstreams
-            // after the grace period (docs/STORE.md, "Collection in a shared bucket").
+            // after the grace period (docs/BUCKET.md, "Collection in a shared bucket").
             for id in objects {
                 let _gc = inner.gc_lock.write().unwrap_or_else(|p| p.into_inner());
                 if !inner.trees.blobs.contains_key(id.0)? {

@@ -181,8 +181,9 @@ impl Store {
     /// [`StoreError::Missing`] when neither `path` nor its parent exists,
     /// [`StoreError::NotAStore`] for a non-empty directory that is not a store,
     /// [`StoreError::Locked`] when another process has it open,
-    /// [`StoreError::IncompatibleFormat`] for another format version (nothing is modified;
-    /// format 5, the one before, is upgraded in place: see `docs/STORE.md`),
+    /// [`StoreError::OldFormat`] / [`StoreError::IncompatibleFormat`] for another format
+    /// version, [`StoreError::MetadataMissing`] for bitstreams without their metadata (nothing
+    /// is modified; see `docs/STORE.md`, "Recovery and verification"),
     /// [`StoreError::Io`] / [`StoreError::Database`] otherwise.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
         Self::open_with(path, &StoreOptions::default())

@@ -12,7 +12,7 @@
 //! names every record from its source and upstream URI ([`crate::naming::Naming::resource`]),
 //! so a caller that knows the sources can name the record itself, and the lookups take those
 //! names: a row fewer per record written, for an answer the name already gives (docs/STORE.md,
-//! "Tables").
+//! "What is stored where").
 //!
 //! The sha-256 index lists live records only. Together with the blob row's `referrer` (one
 //! live record of that content, named in the blob row itself since format 6) it is the blob's

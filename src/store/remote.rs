@@ -28,7 +28,7 @@
 //! only once its length and digests are verified does the backend look for the content key
 //! (HEAD) and upload only when it is absent — a single PUT up to [`PART`] bytes, a streamed
 //! multipart upload above, at most [`PARTS_IN_FLIGHT`] parts in memory — with this instance's
-//! reference marker (see [`Remote::store_file`] for the order, docs/STORE.md for why). S3 makes an object visible only once its PUT or
+//! reference marker (see [`Remote::store_file`] for the order, docs/BUCKET.md for why). S3 makes an object visible only once its PUT or
 //! multipart completion succeeded, so the content key never shows a partial or unverified
 //! bitstream, and no temporary object is left in the bucket by a crash (an interrupted
 //! multipart upload is aborted, or invisible until the bucket's lifecycle rule removes it).
@@ -74,7 +74,7 @@ pub struct RemoteBlobs {
     /// missing bucket is an error at start-up.
     pub create_bucket: bool,
     /// How long a bitstream no instance refers to stays in the bucket before a `gc` deletes it
-    /// (`blobs_gc_grace`, default 24 hours); see docs/STORE.md, "Collection in a shared bucket".
+    /// (`blobs_gc_grace`, default 24 hours); see docs/BUCKET.md, "Collection in a shared bucket".
     pub gc_grace: Duration,
     /// Answer a full GET of a bitstream in the bucket with a redirect to a presigned URL
     /// (valid [`PRESIGN_FOR`]) instead of streaming it through Tributary

@@ -1,9 +1,9 @@
-//! The WebSub subscriptions Tributary holds at upstream hubs (table `p`): for each, where it
+//! The WebSub subscriptions Tributary holds at upstream hubs (table `subscriptions`): for each, where it
 //! was made (hub, topic, callback), the secret deliveries are signed with, the lease the hub
 //! granted, and the request still waiting for the hub's verification.
 //!
 //! The harvester's push subscriber owns these rows; the store keeps them so a subscription
-//! survives a restart or a kill -9 (every save is flushed before the hub is told anything, so a
+//! survives a restart or a kill -9 (every save is durable before the hub is told anything, so a
 //! hub never verifies a request, or signs with a secret, that the store has lost). A plain
 //! serde struct stored as JSON, like the source state, so fields can be added without a store
 //! format change. The key is the subscription's callback id, the random last segment of its

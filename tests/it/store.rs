@@ -1,4 +1,4 @@
-//! The store through its public API, on a real sled database in a temporary directory:
+//! The store through its public API, on a real database in a temporary directory:
 //! blobs (streaming, ranges, dedup, verification against declared hashes), batches (records,
 //! events, indexes, counters, source state), visibility of unflushed events, gc and verify.
 
@@ -512,9 +512,8 @@ fn small_blobs_are_readable_before_their_rows_are_committed() {
     assert!(store.verify().unwrap().is_clean());
 }
 
-/// Content stored before a reopen is found again however far the new process's blob filter
-/// has got (see the store's `known` module): whether a put asks sled or the filter, a second
-/// copy is never written.
+/// Content stored before a reopen is found again by the new process: a second copy is never
+/// written.
 #[test]
 fn content_stored_before_a_reopen_is_deduplicated_not_appended_again() {
     let dir = tempfile::tempdir().unwrap();
@@ -635,7 +634,7 @@ fn concurrent_puts_of_the_same_content_store_one_blob() {
     assert!(store.verify().unwrap().is_clean());
 }
 
-/// Small puts race with the commits that move their rows from memory to sled (each apply
+/// Small puts race with the commits that move their rows from memory to the database (each apply
 /// commits them): every blob must stay readable throughout, with the digests any of its puts
 /// computed, and end up committed exactly once.
 #[test]

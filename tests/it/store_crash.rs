@@ -1,7 +1,10 @@
-//! Crash safety, in the style of sled's own crash tests: this test binary re-executes itself
+//! Crash safety, in the style of sled's and fjall's own crash tests: this test binary re-executes itself
 //! to run the ignored test `crash_child`, a child that writes blobs, records and batches in a
 //! loop and prints an `ack` line after each durable batch; the parent SIGKILLs it at a random
 //! moment (5–60 ms after start), reopens the store and checks every invariant, again and again.
+//!
+//! A second test does the same on the power-cut file system (`support::powercut`): after each
+//! kill the power is cut too, so only what the store made durable is left.
 //!
 //! Checked after every kill: `verify` is clean (every live record's blob exists and re-hashes
 //! to its id, every index entry and change event has its record, sequence numbers run 1, 2, 3…
@@ -217,21 +220,43 @@ fn run_and_kill(exe: &Path, path: &Path, delay: Duration, from_ready: bool) -> S
 #[test]
 fn sigkill_at_random_moments_never_breaks_the_store() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("store");
+    let target = std::env::var(KILLS_ENV).ok().and_then(|n| n.parse().ok()).unwrap_or(KILLS).max(1);
+    kill_again_and_again(&dir.path().join("store"), target, None);
+}
+
+/// The same with a power cut after every kill: acknowledged batches are durable, not only
+/// in the page cache.
+#[test]
+fn power_cuts_at_random_moments_never_lose_an_acknowledged_batch() {
+    let Some(mut disk) = crate::support::powercut::PowerCutFs::mount("store_crash") else { return };
+    let target = std::env::var(CUTS_ENV).ok().and_then(|n| n.parse().ok()).unwrap_or(CUTS).max(1);
+    let path = disk.path().join("store");
+    kill_again_and_again(&path, target, Some(&mut disk));
+}
+
+/// Cuts in the power-cut variant; `TRIBUTARY_CRASH_CUTS` runs more.
+const CUTS: usize = 30;
+const CUTS_ENV: &str = "TRIBUTARY_CRASH_CUTS";
+
+/// Starts a writer on the store at `path`, kills it (and cuts the power of `disk`, if given),
+/// checks, `target` times.
+fn kill_again_and_again(path: &Path, target: usize, mut disk: Option<&mut crate::support::powercut::PowerCutFs>) {
     let exe = std::env::current_exe().expect("current_exe");
     let mut rng = Rng::seeded();
     let (mut acked, mut last_batch) = (Acked::new(), None);
     let start = Instant::now();
-    let target = std::env::var(KILLS_ENV).ok().and_then(|n| n.parse().ok()).unwrap_or(KILLS).max(1);
     let budget = TIME_BUDGET * u32::try_from(target.div_ceil(KILLS)).unwrap_or(1);
     let mut kills = 0;
     while kills < target && start.elapsed() < budget {
         // Odd rounds count the delay from the child's start, so some kills land while it
         // opens and recovers the store; even rounds from its "ready", so most land mid-write.
         let from_ready = kills % 2 == 0;
-        let stdout = run_and_kill(&exe, &path, Duration::from_millis(5 + rng.below(56)), from_ready);
+        let stdout = run_and_kill(&exe, path, Duration::from_millis(5 + rng.below(56)), from_ready);
+        if let Some(disk) = disk.as_deref_mut() {
+            disk.cut(&mut rng);
+        }
         parse_acks(&stdout, &mut acked, &mut last_batch);
-        check_invariants(&path, &acked, last_batch, kills);
+        check_invariants(path, &acked, last_batch, kills);
         kills += 1;
     }
     eprintln!(

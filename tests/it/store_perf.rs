@@ -73,8 +73,8 @@ fn thread_cpu() -> f64 {
     text.split_whitespace().next().and_then(|ns| ns.parse::<f64>().ok()).unwrap_or(0.0) / 1e9
 }
 
-/// User + system CPU time of the whole process so far (`/proc/self/stat`, all threads: sled's
-/// flusher included), in seconds, at clock-tick resolution.
+/// User + system CPU time of the whole process so far (`/proc/self/stat`, all threads: the
+/// database's flushes and compactions included), in seconds, at clock-tick resolution.
 fn process_cpu() -> f64 {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     // Numeric fields after the parenthesised command name and the state letter start at field
