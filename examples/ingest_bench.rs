@@ -38,7 +38,13 @@ fn main() -> Result<(), Box<dyn Error>> {
 
 fn fill(dir: &Path, base: &str, n: usize, batch_size: usize) -> Result<(), Box<dyn Error>> {
     let chain = std::env::var("CHAIN").is_ok_and(|v| v == "1");
-    let store = Store::open(dir)?;
+    // `MEMTABLE_MB` tries another memtable size (a tuning experiment; the store's default
+    // otherwise).
+    let mut options = tributary::store::StoreOptions::default();
+    if let Some(mb) = std::env::var("MEMTABLE_MB").ok().and_then(|v| v.parse::<u64>().ok()) {
+        options = options.with_memtable_bytes(mb << 20);
+    }
+    let store = Store::open_with(dir, &options)?;
     let naming = Naming::new(&Url::parse(base)?);
     let modified = Some("2024-05-01T10:00:00Z".parse()?);
     let start = Instant::now();

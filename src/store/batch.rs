@@ -395,7 +395,7 @@ impl Tx<'_> {
 
     fn counters_mut(&mut self, set: &str) -> Result<&mut Counters, StoreError> {
         if !self.counters.contains_key(set) {
-            let c: Counters = match self.t.sets.get(set.as_bytes())? {
+            let c: Counters = match self.t.sets.get_latest(set.as_bytes())? {
                 Some(v) => codec::decode("set counters", &v)?,
                 None => Counters::default(),
             };

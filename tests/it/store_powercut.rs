@@ -30,7 +30,7 @@ mod served;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use check::{CutFindings, compare};
@@ -71,6 +71,10 @@ async fn power_cuts_never_take_back_what_tributary_served() {
     let source = start(|c| source_config(c, seed)).await;
     let ticker = source.sim.start_ticking();
     let work = tempfile::tempdir().unwrap();
+    if std::env::var_os(KEEP_ENV).is_some() {
+        eprintln!("{TEST}: keeping the work directory {}", work.path().display());
+    }
+    let work = if std::env::var_os(KEEP_ENV).is_some() { KeptDir::Kept(work.keep()) } else { KeptDir::Temp(work) };
     let run = Run::new(work.path(), disk.path(), &source, cuts);
     let observer = Observer::start(&run.base, &SETS, run.budget).await;
     let mut tributary = Tributary::spawn(work.path(), 1);
@@ -85,6 +89,21 @@ async fn power_cuts_never_take_back_what_tributary_served() {
         findings.push(run.at_the_end(&observer, cuts + 1).await);
     }
     report(seed, &findings, &cutter.disk, &observer);
+}
+
+/// The work directory: removed at the end, or kept (see [`keep_what_the_cut_left`]).
+enum KeptDir {
+    Temp(tempfile::TempDir),
+    Kept(PathBuf),
+}
+
+impl KeptDir {
+    fn path(&self) -> &Path {
+        match self {
+            KeptDir::Temp(t) => t.path(),
+            KeptDir::Kept(p) => p,
+        }
+    }
 }
 
 /// What changes from cut to cut: the disk, the running Tributary, the seeded choices.
@@ -131,6 +150,7 @@ impl Cutter {
         tokio::time::sleep(Duration::from_millis(moment)).await;
         self.tributary.kill();
         let mut f = CutFindings { cut, fs: self.disk.cut_with(&mut self.rng, self.tear), ..CutFindings::default() };
+        keep_what_the_cut_left(&self.disk, &self.work, cut);
         f.verify = verify(&self.work).await;
         lock(&observer.memory).run = cut + 1;
         self.tributary = Tributary::spawn(&self.work, cut + 1);
@@ -143,6 +163,24 @@ impl Cutter {
         (f, kill_early)
     }
 }
+
+/// With `$TRIBUTARY_POWERCUT_KEEP` set, a copy of the store as each cut left it, before
+/// anything opens it again, in `cut-N/` of the work directory (the last three are kept), and
+/// the work directory, with every run's log, is kept: to look into a finding.
+fn keep_what_the_cut_left(disk: &PowerCutFs, work: &Path, cut: usize) {
+    if std::env::var_os(KEEP_ENV).is_none() {
+        return;
+    }
+    let status =
+        Command::new("cp").arg("-a").arg(disk.path().join("store")).arg(work.join(format!("cut-{cut}"))).status();
+    assert!(status.is_ok_and(|s| s.success()), "copying the store after cut {cut}");
+    if cut > 3 {
+        let _ = std::fs::remove_dir_all(work.join(format!("cut-{}", cut - 3)));
+    }
+}
+
+/// See [`keep_what_the_cut_left`].
+const KEEP_ENV: &str = "TRIBUTARY_POWERCUT_KEEP";
 
 /// Strict POSIX, unless `$TRIBUTARY_POWERCUT_METADATA` is `journaled`: then any sync makes
 /// every directory entry durable, as ext4 and XFS do in practice (see `Metadata`), to tell
