@@ -217,8 +217,13 @@ fn compare_notified(memory: &mut Memory, where_now: &BTreeMap<&str, HashMap<&Cha
 
 /// A closed Change List, once read, must stay as it was.
 fn compare_closed(memory: &mut Memory, served: &BTreeMap<String, ServedSet>, f: &mut CutFindings) {
-    for ((set, n), was) in &memory.closed {
+    let run = memory.run;
+    for ((set, n), (was, seen_run)) in &memory.closed {
         let Some(s) = served.get(set) else { continue };
+        // Closed in this run after `served` was read: the next check judges it.
+        if *seen_run == run && was.first + was.count - 1 > s.end() {
+            continue;
+        }
         match s.closed.get(n) {
             Some(now) if now == was => {}
             Some(now) => f.closed_changed.push(format!(
@@ -241,6 +246,17 @@ fn compare_closed(memory: &mut Memory, served: &BTreeMap<String, ServedSet>, f: 
             )),
         }
     }
-    memory.closed =
-        served.iter().flat_map(|(set, s)| s.closed.iter().map(move |(n, c)| ((set.clone(), *n), c.clone()))).collect();
+    // What was served replaces what was remembered, except lists closed since it was read.
+    let since: Vec<_> = std::mem::take(&mut memory.closed)
+        .into_iter()
+        .filter(|((set, n), (was, seen_run))| {
+            *seen_run == run
+                && served.get(set).is_some_and(|s| !s.closed.contains_key(n) && was.first + was.count - 1 > s.end())
+        })
+        .collect();
+    memory.closed = served
+        .iter()
+        .flat_map(|(set, s)| s.closed.iter().map(move |(n, c)| ((set.clone(), *n), (c.clone(), run))))
+        .chain(since)
+        .collect();
 }

@@ -104,8 +104,8 @@ pub(super) struct Memory {
     pub(super) positions: BTreeMap<(String, u64), Sighting>,
     /// `(set, change)` notified → `(run, reported as lost)`.
     pub(super) notified: BTreeMap<(String, Change), (usize, bool)>,
-    /// `(set, n)` → closed Change List `n` as first read.
-    pub(super) closed: BTreeMap<(String, u64), ClosedList>,
+    /// `(set, n)` → closed Change List `n` as first read, and the run it was read in.
+    pub(super) closed: BTreeMap<(String, u64), (ClosedList, usize)>,
     /// Reused positions seen while Tributary ran, as messages, with the run they were seen in.
     pub(super) live_reuses: Vec<(usize, String)>,
     /// Notifications that could not be read, as messages.
@@ -280,7 +280,7 @@ impl Poller {
             let n = i as u64 + 1;
             let closed = list.md.as_ref().is_some_and(|md| md.until.is_some());
             let known = lock(&self.memory).closed.get(&(set.to_owned(), n)).cloned();
-            if let Some(c) = known.filter(|c| closed && c.first == first) {
+            if let Some((c, _)) = known.filter(|(c, _)| closed && c.first == first) {
                 first += c.count;
                 continue;
             }
@@ -294,7 +294,8 @@ impl Poller {
             let count = doc.entries.len() as u64;
             if closed {
                 let sha256 = hex::encode(Sha256::digest(&body));
-                memory.closed.entry((set.to_owned(), n)).or_insert(ClosedList { first, count, sha256 });
+                let run = memory.run;
+                memory.closed.entry((set.to_owned(), n)).or_insert((ClosedList { first, count, sha256 }, run));
             }
             first += count;
         }

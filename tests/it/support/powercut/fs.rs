@@ -212,7 +212,18 @@ impl Filesystem for Fs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        match self.with(|t| t.write(ino.0, offset, data)) {
+        let written = self.with(|t| {
+            let n = t.write(ino.0, offset, data)?;
+            // The power goes off right after this write: it is in the page cache, not on the
+            // disk, and every later request fails as the stale mount's do, so nothing the
+            // program does from now on (the fsync that would follow, above all) lands.
+            if let Some(off) = t.off_at_write.take() {
+                t.mounts += 1;
+                let _ = off.send(());
+            }
+            Ok(n)
+        });
+        match written {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(e),
         }

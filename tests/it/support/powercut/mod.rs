@@ -87,6 +87,17 @@ impl PowerCutFs {
         self.tree.lock().unwrap_or_else(PoisonError::into_inner).counters.clone()
     }
 
+    /// Turns the power off just after the next write lands, before the program can sync it:
+    /// from then on every request fails with `EIO` and changes nothing. The receiver hears
+    /// when that happened; the caller then kills the program and [`cut`](Self::cut)s, which
+    /// drops (or tears) that write. Random moments in time seldom find a program with
+    /// unsynced data when it syncs promptly; this finds it in the middle of a write.
+    pub(crate) fn power_off_at_next_write(&self) -> mpsc::Receiver<()> {
+        let (tx, rx) = mpsc::channel();
+        self.tree.lock().unwrap_or_else(PoisonError::into_inner).off_at_write = Some(tx);
+        rx
+    }
+
     /// The power cut. The caller has already killed (and reaped) every process using the
     /// file system: this unmounts, drops what was not durable (keeping, at `rng`'s choice, a
     /// torn prefix of some files' last unsynced write) and mounts again at the same path.
@@ -101,6 +112,7 @@ impl PowerCutFs {
     /// unsynced write.
     pub(crate) fn cut_with(&mut self, rng: &mut Rng, tear: Tear) -> CutReport {
         self.unmount();
+        self.tree.lock().unwrap_or_else(PoisonError::into_inner).off_at_write = None;
         let report = self.tree.lock().unwrap_or_else(PoisonError::into_inner).cut(rng, tear);
         self.mount_session().unwrap_or_else(|e| panic!("cannot mount {} again after a cut: {e}", self.path.display()));
         report

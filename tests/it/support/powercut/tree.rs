@@ -206,6 +206,9 @@ pub(super) struct Tree {
     /// Mounts so far: each mount's server serves only while this is its number (see `fs`).
     pub(super) mounts: u64,
     metadata: Metadata,
+    /// Set by [`PowerCutFs::power_off_at_next_write`](super::PowerCutFs::power_off_at_next_write):
+    /// told once the next write has landed (unsynced) and the power is off.
+    pub(super) off_at_write: Option<std::sync::mpsc::Sender<()>>,
 }
 
 type Res<T> = Result<T, Errno>;
@@ -225,6 +228,7 @@ impl Tree {
             counters: Counters::default(),
             mounts: 0,
             metadata,
+            off_at_write: None,
         }
     }
 
