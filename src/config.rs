@@ -12,6 +12,7 @@
 
 mod hub;
 mod raw;
+mod server;
 mod shard;
 mod simulate;
 mod values;
@@ -28,6 +29,7 @@ use url::Url;
 use crate::model::SITEMAP_MAX_ENTRIES;
 pub use hub::{ExternalMode, HubSettings};
 use raw::RawConfig;
+pub use server::ServerSettings;
 pub use shard::ShardDef;
 pub use simulate::SimulateDef;
 pub use values::{Rate, parse_rate, parse_size};
@@ -54,6 +56,8 @@ pub struct Config {
     pub shards: Vec<ShardDef>,
     /// `[hub]`: Tributary's own change notifications and its built-in WebSub hub.
     pub hub: HubSettings,
+    /// `[server]`: the web server's limits on clients.
+    pub server: ServerSettings,
 }
 
 /// The `[aggregator]` table.

@@ -220,6 +220,8 @@ pub(super) struct RawConfig {
     shards: std::collections::BTreeMap<String, Spanned<super::shard::RawShard>>,
     #[serde(default)]
     hub: super::hub::RawHub,
+    #[serde(default)]
+    server: super::server::RawServer,
 }
 
 impl RawConfig {
@@ -251,7 +253,19 @@ impl RawConfig {
             self.set.iter().map(|raw| validate_set(raw.get_ref(), &source_ids, &mut ids, at)).collect::<Result<_>>()?;
         let simulators = super::simulate::validate_all(&self.simulate, &shards, at)?;
         let hub = self.hub.validate(at)?;
-        Ok(Config { path: at.path.to_owned(), aggregator, publish, defaults, sources, sets, simulators, shards, hub })
+        let server = self.server.validate(at)?;
+        Ok(Config {
+            path: at.path.to_owned(),
+            aggregator,
+            publish,
+            defaults,
+            sources,
+            sets,
+            simulators,
+            shards,
+            hub,
+            server,
+        })
     }
 }
 

@@ -317,16 +317,10 @@ impl Hub {
         lock(&self.active).iter().filter(|((top, _), a)| *top == topic && a.sub.expires > t).count()
     }
 
-    /// Each subscription of `set` in force: its callback, lease end and delivery counts.
-    pub(crate) fn subscribers(&self, set: &str) -> Vec<(String, i64, DeliveryCounts)> {
+    /// The delivery counts of each subscription of `set` in force.
+    pub(crate) fn counts(&self, set: &str) -> Vec<DeliveryCounts> {
         let topic = self.naming.notification_topic(set);
-        let mut out: Vec<_> = lock(&self.active)
-            .iter()
-            .filter(|((top, _), _)| *top == topic)
-            .map(|((_, cb), a)| (cb.clone(), a.sub.expires, a.worker.counts()))
-            .collect();
-        out.sort_by(|a, b| a.0.cmp(&b.0));
-        out
+        lock(&self.active).iter().filter(|((top, _), _)| *top == topic).map(|(_, a)| a.worker.counts()).collect()
     }
 
     /// At shutdown: lets the queues empty for at most `limit`, so what was handed on before

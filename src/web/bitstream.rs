@@ -6,7 +6,7 @@
 //! origin (`via`) and at the Capability List of each set the resource is in (`resourcesync`).
 //!
 //! The content is third-party and untrusted. Every bitstream is sent with
-//! `X-Content-Type-Options: nosniff` and `Content-Security-Policy: sandbox` (harmless for
+//! `X-Content-Type-Options: nosniff` and `Content-Security-Policy: default-src 'none'; sandbox` (harmless for
 //! passive types, and it stops script in anything a browser might still render); types that
 //! can carry script when rendered (HTML, XHTML, SVG, any XML, JavaScript, multipart) are also
 //! sent as `Content-Disposition: attachment`. A missing or malformed media type becomes
@@ -47,7 +47,8 @@ pub(crate) async fn serve(st: &WebState, uri: String, method: &Method, req: Head
         Payload::Empty => Body::empty(),
         Payload::Small(bytes) => Body::from(bytes),
         Payload::Stream(mut reader) => {
-            body::blocking_body(&st.shared.streams, log_uri, move |w| std::io::copy(&mut reader, w).map(drop)).await
+            body::blocking_body(st.shared.stream_slots(), log_uri, move |w| std::io::copy(&mut reader, w).map(drop))
+                .await
         }
     };
     let mut r = (p.status, body).into_response();
@@ -126,7 +127,7 @@ fn content_headers(rec: &Record, h: &mut HeaderMap) {
     let ct = media_type.and_then(|m| HeaderValue::from_str(m).ok());
     h.insert(header::CONTENT_TYPE, ct.unwrap_or_else(|| HeaderValue::from_static("application/octet-stream")));
     h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static("sandbox"));
+    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(super::LOCKED_CSP));
     if media_type.is_some_and(is_active) {
         h.insert(header::CONTENT_DISPOSITION, HeaderValue::from_static("attachment"));
     }

@@ -9,8 +9,8 @@ use super::WebState;
 use super::error::WebError;
 
 /// `sets/{set}/notifications` (Change Notification §4.1): 200, `application/xml`, the `Link`
-/// header naming topic and hub, and the set's latest payload (empty before the first one since
-/// start, with `Content-Length: 0`) — what a ping-model hub fetches.
+/// header naming topic and hub, and the set's latest payload (one without entries, `from` =
+/// `until` = now, before the first one since start) — what a ping-model hub fetches.
 pub(super) fn topic(st: &WebState, set: &str) -> Result<Response, WebError> {
     let Some(push) = &st.shared.push else {
         return Err(WebError::NotFound(format!("set {set:?} has no notification channel (notifications are off)")));

@@ -69,6 +69,7 @@ async fn verify(State(push): State<Push>, Path(id): Path<String>, RawQuery(query
     match (mode, pending, challenge) {
         (Some("subscribe"), Some("subscribe"), Some(c)) => {
             activate(&mut sub, q.get("hub.lease_seconds"));
+            push.verified(&sub.id);
             settled(&push, sub, true, c.clone()).await
         }
         (Some("unsubscribe"), Some("unsubscribe"), Some(c)) => match push.remove(&sub.id).await {
@@ -76,13 +77,16 @@ async fn verify(State(push): State<Push>, Path(id): Path<String>, RawQuery(query
             Err(_) => answer(StatusCode::INTERNAL_SERVER_ERROR, "store error"),
         },
         (Some("denied"), _, _) => {
+            // Anyone who knows the callback URL can send this, so it is a hint, not an order:
+            // the lease in force (if any) stands, and the subscription is asked for again soon.
             let reason = q.get("hub.reason").map_or("no reason given", String::as_str);
-            tracing::warn!(source.id = %sub.source, hub = %sub.hub, reason, "the hub denied the subscription; polling");
+            let wait = push.denied(&sub.id);
+            tracing::warn!(source.id = %sub.source, hub = %sub.hub, reason, retry_in_s = wait, "told the subscription was denied; subscribing again");
             sub.pending = None;
-            sub.active = None;
             sub.last_error = Some(format!("denied by the hub: {}", reason.chars().take(200).collect::<String>()));
-            sub.retry_at = Some(unix_now() + 3600);
-            settled(&push, sub, false, String::new()).await
+            sub.retry_at = Some(unix_now() + wait);
+            let subscribed = super::lifecycle::subscribed(Some(&sub), unix_now());
+            settled(&push, sub, subscribed, String::new()).await
         }
         _ => answer(StatusCode::NOT_FOUND, "no such request is waiting for verification"),
     }

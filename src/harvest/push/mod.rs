@@ -43,6 +43,11 @@ use crate::store::{Store, StoreError, Subscription};
 /// retries), so a flood costs bounded memory and work.
 const MAX_DELIVERIES: usize = 16;
 
+/// Seconds before subscribing again after a first denial (doubling with each one in a row).
+const DENIED_FIRST_RETRY: i64 = 5;
+/// The longest wait after denials in a row: push is never given up for longer.
+const DENIED_MAX_RETRY: i64 = 300;
+
 /// The push subscriber: its state, shared by the per-source tasks and the callback routes.
 /// Cheap to clone.
 #[derive(Clone)]
@@ -65,6 +70,8 @@ struct Inner {
     /// Serialises read-modify-write of subscription rows between the tasks and the routes.
     rows: Mutex<()>,
     deliveries: Semaphore,
+    /// Denials received in a row per subscription id, for the backoff of the next request.
+    denials: std::sync::Mutex<HashMap<String, u32>>,
 }
 
 impl Push {
@@ -91,6 +98,7 @@ impl Push {
                 ctx: OnceLock::new(),
                 rows: Mutex::new(()),
                 deliveries: Semaphore::new(MAX_DELIVERIES),
+                denials: std::sync::Mutex::default(),
             }),
         }
     }
@@ -154,6 +162,21 @@ impl Push {
     async fn remove(&self, id: &str) -> Result<(), StoreError> {
         let (store, id) = (self.inner.store.clone(), id.to_owned());
         tokio::task::spawn_blocking(move || store.remove_subscription(&id)).await.map_err(join_error)?
+    }
+
+    /// Counts a denial of subscription `id`; returns how long to wait (seconds) before asking
+    /// again: [`DENIED_FIRST_RETRY`] doubling to [`DENIED_MAX_RETRY`], so a hub that really
+    /// refuses is not hammered, and a forged denial costs push a few seconds at most.
+    fn denied(&self, id: &str) -> i64 {
+        let mut d = self.inner.denials.lock().unwrap_or_else(|p| p.into_inner());
+        let n = d.entry(id.to_owned()).or_insert(0);
+        *n = n.saturating_add(1);
+        DENIED_FIRST_RETRY.saturating_mul(1 << (*n - 1).min(10)).min(DENIED_MAX_RETRY)
+    }
+
+    /// A verification of `id` ends its run of denials.
+    fn verified(&self, id: &str) {
+        self.inner.denials.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
     }
 
     /// The callback URL for subscription `id`.

@@ -16,6 +16,7 @@
 //! Part of the model: no I/O of its own (any `BufRead` in, any `Write` out), no tokio, no
 //! store. The harvester and the publisher build on it.
 
+mod active;
 mod merge;
 mod read;
 mod write;
