@@ -27,7 +27,7 @@ use std::time::Duration;
 use url::Url;
 
 use crate::model::SITEMAP_MAX_ENTRIES;
-pub use hub::{ExternalMode, HubSettings};
+pub use hub::{CLIENT_BURST, ExternalMode, HubSettings};
 use raw::RawConfig;
 pub use server::ServerSettings;
 pub use shard::ShardDef;
@@ -264,6 +264,16 @@ pub struct Settings {
     /// How long a subscription may wait for the hub's verification before the source falls
     /// back to polling at `poll`.
     pub push_verify_timeout: Duration,
+    /// Largest notification body a delivery may carry (`push_max_body`, default 4 MiB, never
+    /// more than `max_document_bytes`).
+    pub push_max_body: u64,
+    /// Longest a delivery's body may take to arrive (`push_body_timeout`, default 30 s).
+    pub push_body_timeout: Duration,
+    /// Accept deliveries signed with sha1 (`push_sha1`, default false: sha256 and stronger).
+    pub push_sha1: bool,
+    /// How long after a renewal is verified a delivery signed with the secret it replaced
+    /// still checks (`push_secret_grace`, default 5 minutes).
+    pub push_secret_grace: Duration,
 }
 
 impl Default for Settings {
@@ -299,6 +309,10 @@ impl Default for Settings {
             push_poll: s(6 * 3600),
             push_lease: s(10 * 86_400),
             push_verify_timeout: s(120),
+            push_max_body: 4 << 20,
+            push_body_timeout: s(30),
+            push_sha1: false,
+            push_secret_grace: s(300),
         }
     }
 }

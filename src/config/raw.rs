@@ -63,6 +63,10 @@ macro_rules! settings_struct {
             push_poll: Option<Spanned<String>>,
             push_lease: Option<Spanned<String>>,
             push_verify_timeout: Option<Spanned<String>>,
+            push_max_body: Option<Spanned<SizeValue>>,
+            push_body_timeout: Option<Spanned<String>>,
+            push_sha1: Option<bool>,
+            push_secret_grace: Option<Spanned<String>>,
         }
 
         impl $name {
@@ -101,6 +105,14 @@ macro_rules! settings_struct {
                 if let Some(v) = &self.push_lease { s.push_lease = at.lease(v)?; }
                 if let Some(v) = &self.push_verify_timeout {
                     s.push_verify_timeout = at.duration(v, "push_verify_timeout")?;
+                }
+                if let Some(v) = &self.push_max_body { s.push_max_body = at.size(v, "push_max_body")?; }
+                if let Some(v) = &self.push_body_timeout {
+                    s.push_body_timeout = at.duration(v, "push_body_timeout")?;
+                }
+                if let Some(v) = self.push_sha1 { s.push_sha1 = v; }
+                if let Some(v) = &self.push_secret_grace {
+                    s.push_secret_grace = at.duration(v, "push_secret_grace")?;
                 }
                 check_links(&s, self.keep_links.as_ref().or(self.drop_links.as_ref()), at)?;
                 Ok(s)

@@ -227,15 +227,16 @@ impl Push {
         TopicAnswer { body, link }
     }
 
-    /// Answers a POST to `/hub`: `form` is whether it was sent form-encoded. Must be called
+    /// Answers a POST to `/hub`: `form` is whether it was sent form-encoded, `client` the
+    /// address it came from (for the per-client rate; `None`: not limited). Must be called
     /// inside the runtime: verification runs as a task of its own.
-    pub fn hub_request(&self, form: bool, body: &[u8]) -> HubAnswer {
+    pub fn hub_request(&self, form: bool, body: &[u8], client: Option<std::net::IpAddr>) -> HubAnswer {
         match &self.shared.sender {
-            Sender::Builtin(hub) => hub.handle(form, body),
-            Sender::External(ext) => HubAnswer {
-                status: 404,
-                text: format!("this aggregator's notifications are published by {}; subscribe there", ext.url),
-            },
+            Sender::Builtin(hub) => hub.handle(form, body, client),
+            Sender::External(ext) => HubAnswer::new(
+                404,
+                format!("this aggregator's notifications are published by {}; subscribe there", ext.url),
+            ),
         }
     }
 

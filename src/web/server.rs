@@ -121,7 +121,6 @@ async fn refuse(mut stream: TcpStream) {
     .await;
 }
 
-#[allow(dead_code, reason = "read by the hub's per-client limit")]
 /// The peer of a request served by [`run`] (`None` in tests that call the router directly).
 pub(crate) fn peer(parts: &axum::http::Extensions) -> Option<SocketAddr> {
     parts.get::<ConnectInfo<SocketAddr>>().map(|c| c.0)

@@ -19,4 +19,6 @@ mod signature;
 
 pub use deliver::DeliveryCounts;
 pub(crate) use request::is_form;
-pub use signature::{MAX_SECRET_BYTES, Method, SIGNATURE_HEADER, SignatureError, link_header, sign, verify};
+pub use signature::{
+    MAX_SECRET_BYTES, Method, SIGNATURE_HEADER, Signature, SignatureError, Streaming, link_header, sign, verify,
+};

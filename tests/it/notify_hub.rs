@@ -240,7 +240,7 @@ async fn a_lease_runs_out() {
 
 #[tokio::test]
 async fn failing_hanging_and_redirecting_subscribers_do_not_hold_up_the_others() {
-    let (_dir, s) = start(&format!("{TEST_HUB}queue = 2\n")).await;
+    let (_dir, s) = start(&format!("{TEST_HUB}queue = 2\nmax_failed_notifications = 1000\n")).await;
     let good = Subscriber::start(OnPost::Accept, OnVerify::Echo).await;
     let target = Subscriber::start(OnPost::Accept, OnVerify::Echo).await;
     let failing = Subscriber::start(OnPost::Status(500), OnVerify::Echo).await;
