@@ -33,6 +33,7 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue, LINK};
 use tokio::sync::Notify;
 use url::Url;
 
+use super::redact::{host, scrub};
 use super::signature::{Method, SIGNATURE_HEADER, sign};
 use crate::fetch::Outbound;
 
@@ -234,9 +235,12 @@ impl Worker {
                     return Ok(());
                 }
                 Ok(r) if r.status == 410 => return Err(Some(Ended::Gone)),
-                Ok(r) => tracing::debug!(callback = %target.callback, status = r.status, attempt, "delivery refused"),
+                Ok(r) => {
+                    tracing::debug!(callback.host = %host(&target.callback), status = r.status, attempt, "delivery refused")
+                }
                 Err(e) => {
-                    tracing::debug!(callback = %target.callback, error = %crate::error::chain(&e), attempt, "delivery failed")
+                    let error = scrub(&crate::error::chain(&e).to_string(), &target.callback);
+                    tracing::debug!(callback.host = %host(&target.callback), error, attempt, "delivery failed")
                 }
             }
             lock(&self.counts).failed_attempts += 1;
@@ -271,11 +275,6 @@ impl Worker {
         }
         self.is_stopped()
     }
-}
-
-/// A callback's host, for log lines: the whole URL is its subscriber's capability.
-fn host(callback: &Url) -> &str {
-    callback.host_str().unwrap_or("")
 }
 
 fn headers(target: &Target, payload: &Payload, dropped: u64) -> HeaderMap {
