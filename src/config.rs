@@ -274,6 +274,10 @@ pub struct Settings {
     /// How long after a renewal is verified a delivery signed with the secret it replaced
     /// still checks (`push_secret_grace`, default 5 minutes).
     pub push_secret_grace: Duration,
+    /// Most `sx:history` entries in one item's FeedSync state (`feed_max_history`).
+    pub feed_max_history: usize,
+    /// Most versions in one item's `sx:conflicts` (`feed_max_conflicts`).
+    pub feed_max_conflicts: usize,
 }
 
 impl Default for Settings {
@@ -313,6 +317,8 @@ impl Default for Settings {
             push_body_timeout: s(30),
             push_sha1: false,
             push_secret_grace: s(300),
+            feed_max_history: crate::model::feed::MAX_HISTORY,
+            feed_max_conflicts: crate::model::feed::MAX_CONFLICTS,
         }
     }
 }

@@ -67,6 +67,8 @@ macro_rules! settings_struct {
             push_body_timeout: Option<Spanned<String>>,
             push_sha1: Option<bool>,
             push_secret_grace: Option<Spanned<String>>,
+            feed_max_history: Option<Spanned<i64>>,
+            feed_max_conflicts: Option<Spanned<i64>>,
         }
 
         impl $name {
@@ -113,6 +115,12 @@ macro_rules! settings_struct {
                 if let Some(v) = self.push_sha1 { s.push_sha1 = v; }
                 if let Some(v) = &self.push_secret_grace {
                     s.push_secret_grace = at.duration(v, "push_secret_grace")?;
+                }
+                if let Some(v) = &self.feed_max_history {
+                    s.feed_max_history = at.int(v, "feed_max_history", 1, 1_000_000)? as usize;
+                }
+                if let Some(v) = &self.feed_max_conflicts {
+                    s.feed_max_conflicts = at.int(v, "feed_max_conflicts", 0, 100_000)? as usize;
                 }
                 check_links(&s, self.keep_links.as_ref().or(self.drop_links.as_ref()), at)?;
                 Ok(s)
