@@ -3,7 +3,9 @@
 //! flood; one client trying to fill the hub; a dead callback; the status API looked at for
 //! callbacks; a proxy in the environment; the topic before any notification. Every loop is
 //! bounded in count and time, and no assertion is about speed: the timeouts asserted are the
-//! configured ones with a wide margin.
+//! configured ones with a wide margin. The push trials (a forged denial, a topic and entries
+//! outside the Source's authority, trickled bodies, the old secret after its grace period, a
+//! delivery after the lease) are in `push_subscribe.rs`, beside the test hub they need.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
