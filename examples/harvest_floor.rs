@@ -50,7 +50,13 @@ fn items(list: &[u8]) -> Vec<Item> {
     let mut out = Vec::new();
     while let Some(e) = reader.next_entry().expect("entry") {
         let md = e.md.unwrap_or_default();
-        let expected = Expected { length: md.length, hashes: md.hash.unwrap_or_default(), md5: true, sha1: false };
+        let expected = Expected {
+            length: md.length,
+            hashes: md.hash.unwrap_or_default(),
+            md5: true,
+            sha1: false,
+            media_type: None,
+        };
         out.push(Item { loc: e.loc, expected, lastmod: e.lastmod });
     }
     out

@@ -12,6 +12,7 @@
 
 mod hub;
 mod raw;
+mod server;
 mod shard;
 mod simulate;
 mod values;
@@ -26,8 +27,9 @@ use std::time::Duration;
 use url::Url;
 
 use crate::model::SITEMAP_MAX_ENTRIES;
-pub use hub::{ExternalMode, HubSettings};
+pub use hub::{CLIENT_BURST, ExternalMode, HubSettings};
 use raw::RawConfig;
+pub use server::ServerSettings;
 pub use shard::ShardDef;
 pub use simulate::SimulateDef;
 pub use values::{Rate, parse_rate, parse_size};
@@ -54,6 +56,8 @@ pub struct Config {
     pub shards: Vec<ShardDef>,
     /// `[hub]`: Tributary's own change notifications and its built-in WebSub hub.
     pub hub: HubSettings,
+    /// `[server]`: the web server's limits on clients.
+    pub server: ServerSettings,
 }
 
 /// The `[aggregator]` table.
@@ -260,6 +264,20 @@ pub struct Settings {
     /// How long a subscription may wait for the hub's verification before the source falls
     /// back to polling at `poll`.
     pub push_verify_timeout: Duration,
+    /// Largest notification body a delivery may carry (`push_max_body`, default 4 MiB, never
+    /// more than `max_document_bytes`).
+    pub push_max_body: u64,
+    /// Longest a delivery's body may take to arrive (`push_body_timeout`, default 30 s).
+    pub push_body_timeout: Duration,
+    /// Accept deliveries signed with sha1 (`push_sha1`, default false: sha256 and stronger).
+    pub push_sha1: bool,
+    /// How long after a renewal is verified a delivery signed with the secret it replaced
+    /// still checks (`push_secret_grace`, default 5 minutes).
+    pub push_secret_grace: Duration,
+    /// Most `sx:history` entries in one item's FeedSync state (`feed_max_history`).
+    pub feed_max_history: usize,
+    /// Most versions in one item's `sx:conflicts` (`feed_max_conflicts`).
+    pub feed_max_conflicts: usize,
 }
 
 impl Default for Settings {
@@ -295,6 +313,12 @@ impl Default for Settings {
             push_poll: s(6 * 3600),
             push_lease: s(10 * 86_400),
             push_verify_timeout: s(120),
+            push_max_body: 4 << 20,
+            push_body_timeout: s(30),
+            push_sha1: false,
+            push_secret_grace: s(300),
+            feed_max_history: crate::model::feed::MAX_HISTORY,
+            feed_max_conflicts: crate::model::feed::MAX_CONFLICTS,
         }
     }
 }

@@ -13,6 +13,10 @@ use super::{ConfigError, Locator};
 
 type Result<T> = std::result::Result<T, ConfigError>;
 
+/// Subscribe requests one client may make at once before `client_rate` applies: enough for a
+/// subscriber to subscribe to every set of a small aggregator in one go.
+pub const CLIENT_BURST: u32 = 20;
+
 /// How Tributary hands a notification to an external hub.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ExternalMode {
@@ -55,6 +59,19 @@ pub struct HubSettings {
     /// Subscriptions held at once, verified or pending (`max_subscriptions`, 1–1,000,000,
     /// default 10,000): beyond, new subscribe requests get 503.
     pub max_subscriptions: usize,
+    /// Subscriptions, verified or pending, whose callbacks are on one host (`max_per_host`,
+    /// 1–1,000,000, default 100): beyond, that host's new subscribe requests get 429.
+    pub max_per_host: usize,
+    /// Subscribe requests one client address may make (`client_rate`, default "1/s" with a
+    /// burst of [`CLIENT_BURST`]); beyond, 429 with `Retry-After`. Unsubscribe requests are
+    /// never limited.
+    pub client_rate: super::Rate,
+    /// A subscription whose notifications are given up this many times in a row is dropped
+    /// (`max_failed_notifications`, 1–100,000, default 20).
+    pub max_failed_notifications: u32,
+    /// A subscription that has had nothing but failed deliveries for this long is dropped
+    /// (`max_failing_for`, default 1 day).
+    pub max_failing_for: Duration,
     /// Let callbacks be on loopback, private and other non-public addresses (`allow_private`,
     /// default false): the fetching rule, for tests and a demo on one machine.
     pub allow_private: bool,
@@ -78,6 +95,10 @@ impl Default for HubSettings {
             max_retry_backoff: s(300),
             request_timeout: s(10),
             max_subscriptions: 10_000,
+            max_per_host: 100,
+            client_rate: super::Rate::Every(s(1)),
+            max_failed_notifications: 20,
+            max_failing_for: s(86_400),
             allow_private: false,
             allow_networks: Vec::new(),
         }
@@ -99,6 +120,10 @@ pub(super) struct RawHub {
     max_retry_backoff: Option<Spanned<String>>,
     request_timeout: Option<Spanned<String>>,
     max_subscriptions: Option<Spanned<i64>>,
+    max_per_host: Option<Spanned<i64>>,
+    client_rate: Option<Spanned<String>>,
+    max_failed_notifications: Option<Spanned<i64>>,
+    max_failing_for: Option<Spanned<String>>,
     allow_private: Option<bool>,
     allow_networks: Option<Spanned<Vec<String>>>,
 }
@@ -142,6 +167,7 @@ impl RawHub {
         if let Some(v) = &self.max_subscriptions {
             h.max_subscriptions = at.int(v, "max_subscriptions", 1, 1_000_000)? as usize;
         }
+        self.client_limits(&mut h, at)?;
         if let Some(v) = self.allow_private {
             h.allow_private = v;
         }
@@ -149,6 +175,26 @@ impl RawHub {
             h.allow_networks = at.networks(v)?;
         }
         Ok(h)
+    }
+
+    /// The limits on one client, one callback host and one failing subscriber.
+    fn client_limits(&self, h: &mut HubSettings, at: &Locator<'_>) -> Result<()> {
+        if let Some(v) = &self.max_per_host {
+            h.max_per_host = at.int(v, "max_per_host", 1, 1_000_000)? as usize;
+        }
+        if let Some(v) = &self.client_rate {
+            h.client_rate = super::parse_rate(v.get_ref()).map_err(|m| at.error(v.span(), "client_rate", m))?;
+        }
+        if let Some(v) = &self.max_failed_notifications {
+            h.max_failed_notifications = at.int(v, "max_failed_notifications", 1, 100_000)?;
+        }
+        if let Some(v) = &self.max_failing_for {
+            h.max_failing_for = at.duration(v, "max_failing_for")?;
+            if h.max_failing_for.is_zero() {
+                return Err(at.error(v.span(), "max_failing_for", "must be longer than 0"));
+            }
+        }
+        Ok(())
     }
 
     /// `lease_min <= lease_default <= lease_max`, each at least a second.

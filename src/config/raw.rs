@@ -63,6 +63,12 @@ macro_rules! settings_struct {
             push_poll: Option<Spanned<String>>,
             push_lease: Option<Spanned<String>>,
             push_verify_timeout: Option<Spanned<String>>,
+            push_max_body: Option<Spanned<SizeValue>>,
+            push_body_timeout: Option<Spanned<String>>,
+            push_sha1: Option<bool>,
+            push_secret_grace: Option<Spanned<String>>,
+            feed_max_history: Option<Spanned<i64>>,
+            feed_max_conflicts: Option<Spanned<i64>>,
         }
 
         impl $name {
@@ -101,6 +107,20 @@ macro_rules! settings_struct {
                 if let Some(v) = &self.push_lease { s.push_lease = at.lease(v)?; }
                 if let Some(v) = &self.push_verify_timeout {
                     s.push_verify_timeout = at.duration(v, "push_verify_timeout")?;
+                }
+                if let Some(v) = &self.push_max_body { s.push_max_body = at.size(v, "push_max_body")?; }
+                if let Some(v) = &self.push_body_timeout {
+                    s.push_body_timeout = at.duration(v, "push_body_timeout")?;
+                }
+                if let Some(v) = self.push_sha1 { s.push_sha1 = v; }
+                if let Some(v) = &self.push_secret_grace {
+                    s.push_secret_grace = at.duration(v, "push_secret_grace")?;
+                }
+                if let Some(v) = &self.feed_max_history {
+                    s.feed_max_history = at.int(v, "feed_max_history", 1, 1_000_000)? as usize;
+                }
+                if let Some(v) = &self.feed_max_conflicts {
+                    s.feed_max_conflicts = at.int(v, "feed_max_conflicts", 0, 100_000)? as usize;
                 }
                 check_links(&s, self.keep_links.as_ref().or(self.drop_links.as_ref()), at)?;
                 Ok(s)
@@ -220,6 +240,8 @@ pub(super) struct RawConfig {
     shards: std::collections::BTreeMap<String, Spanned<super::shard::RawShard>>,
     #[serde(default)]
     hub: super::hub::RawHub,
+    #[serde(default)]
+    server: super::server::RawServer,
 }
 
 impl RawConfig {
@@ -251,7 +273,19 @@ impl RawConfig {
             self.set.iter().map(|raw| validate_set(raw.get_ref(), &source_ids, &mut ids, at)).collect::<Result<_>>()?;
         let simulators = super::simulate::validate_all(&self.simulate, &shards, at)?;
         let hub = self.hub.validate(at)?;
-        Ok(Config { path: at.path.to_owned(), aggregator, publish, defaults, sources, sets, simulators, shards, hub })
+        let server = self.server.validate(at)?;
+        Ok(Config {
+            path: at.path.to_owned(),
+            aggregator,
+            publish,
+            defaults,
+            sources,
+            sets,
+            simulators,
+            shards,
+            hub,
+            server,
+        })
     }
 }
 

@@ -7,7 +7,8 @@
 //! followed (WebSub §7: a delivery's only success is a 2xx; a redirect is a failure, and
 //! following one could lead to a private address). The SSRF guard is the same one: IP-literal
 //! targets are checked before sending, names through [`GuardedResolver`], so a callback
-//! cannot reach the aggregator's own network unless the operator allows it.
+//! cannot reach the aggregator's own network unless the operator allows it. The proxy
+//! environment variables are ignored for the same reason: a proxy resolves names itself.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -63,6 +64,9 @@ impl Outbound {
         let client = reqwest::Client::builder()
             .user_agent(opts.user_agent)
             .redirect(reqwest::redirect::Policy::none())
+            // Never through `HTTP(S)_PROXY`: a proxy would resolve the callback's name itself,
+            // and the guard below checks only the addresses this client resolves.
+            .no_proxy()
             .retry(reqwest::retry::never().max_retries_per_request(0))
             .no_gzip()
             .connect_timeout(opts.timeout)

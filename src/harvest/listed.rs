@@ -62,6 +62,7 @@ impl Listed {
     /// What the stored content must match.
     pub(crate) fn expected(&self) -> Expected {
         Expected::declared(self.listing.length, Some(&self.listing.declared))
+            .with_media_type(self.listing.media_type.clone())
     }
 
     /// The URLs to try: the `<loc>`, then `duplicate` mirrors by ascending `pri`.

@@ -43,12 +43,33 @@ pub struct HubAnswer {
     pub status: u16,
     /// Why, for people.
     pub text: String,
+    /// Seconds to wait before asking again (429 and 503).
+    pub retry_after: Option<u64>,
 }
 
 impl HubAnswer {
-    fn new(status: u16, text: impl Into<String>) -> Self {
-        HubAnswer { status, text: text.into() }
+    pub(super) fn new(status: u16, text: impl Into<String>) -> Self {
+        HubAnswer { status, text: text.into(), retry_after: None }
     }
+
+    fn later(status: u16, text: impl Into<String>, secs: u64) -> Self {
+        HubAnswer { retry_after: Some(secs.max(1)), ..HubAnswer::new(status, text) }
+    }
+}
+
+/// Subscribe requests per client address (`client_rate`, `CLIENT_BURST`).
+type ClientLimiter = governor::DefaultKeyedRateLimiter<std::net::IpAddr>;
+
+fn client_limiter(s: &HubSettings) -> Option<ClientLimiter> {
+    let period = s.client_rate.interval()?;
+    let burst = std::num::NonZeroU32::new(crate::config::CLIENT_BURST).unwrap_or(std::num::NonZeroU32::MIN);
+    let quota = governor::Quota::with_period(period)?.allow_burst(burst);
+    Some(governor::RateLimiter::keyed(quota))
+}
+
+/// The host of a callback, which the per-host cap counts by.
+fn host_of(callback: &str) -> String {
+    Url::parse(callback).ok().and_then(|u| u.host_str().map(str::to_ascii_lowercase)).unwrap_or_default()
 }
 
 /// A subscription in force, and the task delivering to it.
@@ -69,6 +90,9 @@ pub(crate) struct Hub {
     active: Mutex<HashMap<(String, String), Active>>,
     /// Requests accepted and not yet verified or denied, bounded with the active ones.
     pending: AtomicUsize,
+    /// Pending subscribe requests per callback host (see `max_per_host`).
+    pending_hosts: Mutex<HashMap<String, usize>>,
+    clients: Option<ClientLimiter>,
     verify_slots: Semaphore,
 }
 
@@ -78,6 +102,30 @@ struct Pending<'a>(&'a AtomicUsize);
 impl Drop for Pending<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// One pending subscribe request counted under its callback host, counted down when dropped.
+struct PendingHost<'a> {
+    hosts: &'a Mutex<HashMap<String, usize>>,
+    host: String,
+}
+
+impl<'a> PendingHost<'a> {
+    fn new(hosts: &'a Mutex<HashMap<String, usize>>, host: String) -> Self {
+        PendingHost { hosts, host }
+    }
+}
+
+impl Drop for PendingHost<'_> {
+    fn drop(&mut self) {
+        let mut hosts = lock(self.hosts);
+        if let Some(n) = hosts.get_mut(&self.host) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                hosts.remove(&self.host);
+            }
+        }
     }
 }
 
@@ -109,6 +157,7 @@ impl Hub {
         settings: HubSettings,
         out: Outbound,
     ) -> Arc<Hub> {
+        let clients = client_limiter(&settings);
         Arc::new(Hub {
             store,
             naming,
@@ -117,6 +166,8 @@ impl Hub {
             out,
             active: Mutex::new(HashMap::new()),
             pending: AtomicUsize::new(0),
+            pending_hosts: Mutex::new(HashMap::new()),
+            clients,
             verify_slots: Semaphore::new(VERIFY_SLOTS),
         })
     }
@@ -143,9 +194,9 @@ impl Hub {
         self.naming.parse_notification_topic(topic).filter(|s| self.sets.contains(s))
     }
 
-    /// Answers a POST to the hub (the body as received, and whether it was declared
-    /// form-encoded); verification goes on in the background.
-    pub(crate) fn handle(self: &Arc<Self>, form: bool, body: &[u8]) -> HubAnswer {
+    /// Answers a POST to the hub (the body as received, whether it was declared form-encoded,
+    /// and the client's address when known); verification goes on in the background.
+    pub(crate) fn handle(self: &Arc<Self>, form: bool, body: &[u8], client: Option<std::net::IpAddr>) -> HubAnswer {
         let req = match request::read(form, body) {
             Ok(r) => r,
             Err(refusal) => return HubAnswer::new(refusal.status, refusal.text),
@@ -153,18 +204,64 @@ impl Hub {
         if let Err(e) = self.out.check(&req.callback) {
             return HubAnswer::new(400, refusal(&req.callback, &e));
         }
-        if self.pending.load(Ordering::SeqCst) + lock(&self.active).len() >= self.settings.max_subscriptions {
-            return HubAnswer::new(503, "this hub holds as many subscriptions as it may; try later");
-        }
+        let key = (req.topic.clone(), req.callback.to_string());
+        let host = match req.mode {
+            // Always processed, whatever the load: a subscriber must be able to leave. Only an
+            // existing subscription has anything to end, so only that one is verified.
+            Mode::Unsubscribe if !lock(&self.active).contains_key(&key) => {
+                return HubAnswer::new(202, "accepted; there is no such subscription to end");
+            }
+            Mode::Unsubscribe => None,
+            Mode::Subscribe => match self.admit(&key, client) {
+                Ok(host) => host,
+                Err(answer) => return answer,
+            },
+        };
         self.pending.fetch_add(1, Ordering::SeqCst);
         let hub = self.clone();
         tokio::spawn(async move {
             // Counted down however the verification ends, a panic included.
             let _pending = Pending(&hub.pending);
+            let _host = host.map(|h| PendingHost::new(&hub.pending_hosts, h));
             let _slot = hub.verify_slots.acquire().await;
             hub.verify(req).await;
         });
         HubAnswer::new(202, "accepted; the callback will be asked to verify the intent")
+    }
+
+    /// Whether a subscribe request may go on: the client's rate, the callback host's share and
+    /// the hub's total. A renewal of a subscription in force is never refused for its host.
+    /// Returns the host to count it under while it is pending.
+    fn admit(&self, key: &(String, String), client: Option<std::net::IpAddr>) -> Result<Option<String>, HubAnswer> {
+        if let (Some(limiter), Some(ip)) = (&self.clients, client)
+            && let Err(not_until) = limiter.check_key(&ip)
+        {
+            let wait = not_until.wait_time_from(governor::clock::Clock::now(&governor::clock::DefaultClock::default()));
+            metrics::counter!("tributary_hub_requests_refused_total", "why" => "client_rate").increment(1);
+            return Err(HubAnswer::later(
+                429,
+                "too many subscribe requests from this address; try later",
+                wait.as_secs() + 1,
+            ));
+        }
+        let active = lock(&self.active);
+        if active.contains_key(key) {
+            return Ok(None);
+        }
+        if self.pending.load(Ordering::SeqCst) + active.len() >= self.settings.max_subscriptions {
+            metrics::counter!("tributary_hub_requests_refused_total", "why" => "full").increment(1);
+            return Err(HubAnswer::later(503, "this hub holds as many subscriptions as it may; try later", 60));
+        }
+        let host = host_of(&key.1);
+        let held = active.keys().filter(|(_, cb)| host_of(cb) == host).count()
+            + lock(&self.pending_hosts).get(&host).copied().unwrap_or(0);
+        if held >= self.settings.max_per_host {
+            metrics::counter!("tributary_hub_requests_refused_total", "why" => "per_host").increment(1);
+            let text = format!("this hub holds as many subscriptions for callbacks on {host} as it may");
+            return Err(HubAnswer::later(429, text, 3600));
+        }
+        *lock(&self.pending_hosts).entry(host.clone()).or_insert(0) += 1;
+        Ok(Some(host))
     }
 
     async fn verify(self: &Arc<Self>, req: HubRequest) {
@@ -211,7 +308,7 @@ impl Hub {
                 return;
             }
         }
-        tracing::info!(callback = %sub.callback, topic = %sub.topic, lease_seconds = sub.lease_seconds, "subscription verified");
+        tracing::info!(callback.host = %host_of(&sub.callback), topic = %sub.topic, lease_seconds = sub.lease_seconds, "subscription verified");
         self.activate(sub, req.callback);
     }
 
@@ -230,10 +327,17 @@ impl Hub {
         drop(active);
         let (hub, out) = (self.clone(), self.out.clone());
         tokio::spawn(async move {
-            if worker.clone().run(out).await == Ended::Gone {
-                tracing::info!(callback = %key.1, topic = %key.0, "callback answered 410 Gone: subscription ended");
-                hub.remove_if_same(&key, &worker).await;
+            let why = match worker.clone().run(out).await {
+                Ended::Stopped => return,
+                Ended::Gone => "callback answered 410 Gone",
+                Ended::Failing => "deliveries kept failing",
+            };
+            // The callback is not logged: it is its subscriber's capability.
+            tracing::info!(topic = %key.0, why, "subscription ended");
+            if why != "callback answered 410 Gone" {
+                metrics::counter!("tributary_hub_subscriptions_dropped_total").increment(1);
             }
+            hub.remove_if_same(&key, &worker).await;
         });
     }
 
@@ -245,12 +349,14 @@ impl Hub {
             backoff: s.retry_backoff,
             max_backoff: s.max_retry_backoff,
             metered: true,
+            max_failed: s.max_failed_notifications,
+            max_failing_for: s.max_failing_for,
         }
     }
 
     async fn unsubscribe(&self, req: &HubRequest) {
         self.forget(&req.topic, req.callback.as_str()).await;
-        tracing::info!(callback = %req.callback, topic = %req.topic, "unsubscribed");
+        tracing::info!(callback.host = %host_of(req.callback.as_str()), topic = %req.topic, "unsubscribed");
     }
 
     /// Ends a subscription: its task stops, its row goes.
@@ -290,18 +396,22 @@ impl Hub {
             }
         }
         for callback in expired {
-            tracing::info!(callback = %callback, topic = %topic, "lease expired: subscription ended");
+            tracing::info!(callback.host = %host_of(&callback), topic = %topic, "lease expired: subscription ended");
             self.forget(&topic, &callback).await;
         }
     }
 
-    /// Removes every subscription whose lease has ended.
+    /// Removes every subscription whose lease has ended, and forgets clients whose rate
+    /// limit has recovered (so the limiter's memory stays bounded).
     pub(crate) async fn sweep(&self) {
+        if let Some(limiter) = &self.clients {
+            limiter.retain_recent();
+        }
         let t = now();
         let expired: Vec<(String, String)> =
             lock(&self.active).iter().filter(|(_, a)| a.sub.expires <= t).map(|(k, _)| k.clone()).collect();
         for (topic, callback) in expired {
-            tracing::info!(callback = %callback, topic = %topic, "lease expired: subscription ended");
+            tracing::info!(callback.host = %host_of(&callback), topic = %topic, "lease expired: subscription ended");
             self.forget(&topic, &callback).await;
         }
     }
@@ -317,16 +427,10 @@ impl Hub {
         lock(&self.active).iter().filter(|((top, _), a)| *top == topic && a.sub.expires > t).count()
     }
 
-    /// Each subscription of `set` in force: its callback, lease end and delivery counts.
-    pub(crate) fn subscribers(&self, set: &str) -> Vec<(String, i64, DeliveryCounts)> {
+    /// The delivery counts of each subscription of `set` in force.
+    pub(crate) fn counts(&self, set: &str) -> Vec<DeliveryCounts> {
         let topic = self.naming.notification_topic(set);
-        let mut out: Vec<_> = lock(&self.active)
-            .iter()
-            .filter(|((top, _), _)| *top == topic)
-            .map(|((_, cb), a)| (cb.clone(), a.sub.expires, a.worker.counts()))
-            .collect();
-        out.sort_by(|a, b| a.0.cmp(&b.0));
-        out
+        lock(&self.active).iter().filter(|((top, _), _)| *top == topic).map(|(_, a)| a.worker.counts()).collect()
     }
 
     /// At shutdown: lets the queues empty for at most `limit`, so what was handed on before

@@ -75,19 +75,18 @@ impl Shared {
 /// What a topic URI answers (Change Notification §4.1).
 #[derive(Debug, Clone)]
 pub struct TopicAnswer {
-    /// The latest payload of the set, or empty before the first since start.
+    /// The latest payload of the set, or one with no entries before the first since start.
     pub body: Bytes,
     /// `<topic>; rel="self", <hub>; rel="hub"`.
     pub link: String,
 }
 
-/// One subscription as the dashboard shows it.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct SubscriberStatus {
-    /// The callback.
-    pub callback: String,
-    /// When the lease ends (Unix seconds).
-    pub expires: i64,
+/// A set's subscriptions in total, as public pages show them: counts only, since a callback
+/// URL is a capability of its subscriber (whoever knows it can post to it).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct SubscriberTotals {
+    /// Subscriptions in force.
+    pub subscriptions: usize,
     /// Delivered notifications.
     pub delivered: u64,
     /// Failed delivery attempts.
@@ -217,18 +216,27 @@ impl Push {
         let topic = self.shared.publisher.naming().notification_topic(set);
         let link = crate::websub::link_header(&topic, &self.shared.hub_url);
         let latest = self.shared.latest.lock().unwrap_or_else(|p| p.into_inner()).get(set).cloned();
-        TopicAnswer { body: latest.map(|p| p.body.clone()).unwrap_or_default(), link }
+        let body = match latest {
+            Some(p) => p.body.clone(),
+            None => {
+                let empty = self.shared.publisher.empty_notification(set, crate::model::W3cDateTime::now());
+                // Writing to memory fails only on a bug; an empty body says as much as before.
+                Bytes::from(empty.unwrap_or_default())
+            }
+        };
+        TopicAnswer { body, link }
     }
 
-    /// Answers a POST to `/hub`: `form` is whether it was sent form-encoded. Must be called
+    /// Answers a POST to `/hub`: `form` is whether it was sent form-encoded, `client` the
+    /// address it came from (for the per-client rate; `None`: not limited). Must be called
     /// inside the runtime: verification runs as a task of its own.
-    pub fn hub_request(&self, form: bool, body: &[u8]) -> HubAnswer {
+    pub fn hub_request(&self, form: bool, body: &[u8], client: Option<std::net::IpAddr>) -> HubAnswer {
         match &self.shared.sender {
-            Sender::Builtin(hub) => hub.handle(form, body),
-            Sender::External(ext) => HubAnswer {
-                status: 404,
-                text: format!("this aggregator's notifications are published by {}; subscribe there", ext.url),
-            },
+            Sender::Builtin(hub) => hub.handle(form, body, client),
+            Sender::External(ext) => HubAnswer::new(
+                404,
+                format!("this aggregator's notifications are published by {}; subscribe there", ext.url),
+            ),
         }
     }
 
@@ -240,19 +248,17 @@ impl Push {
         }
     }
 
-    /// The subscriptions of `set` with their delivery counts (built-in hub).
-    pub fn subscribers(&self, set: &str) -> Vec<SubscriberStatus> {
-        let Sender::Builtin(hub) = &self.shared.sender else { return Vec::new() };
-        hub.subscribers(set)
-            .into_iter()
-            .map(|(callback, expires, c)| SubscriberStatus {
-                callback,
-                expires,
-                delivered: c.delivered,
-                failed_attempts: c.failed_attempts,
-                lost: c.abandoned + c.dropped,
-            })
-            .collect()
+    /// The subscriptions of `set` and their delivery counts, in total (built-in hub).
+    pub fn subscriber_totals(&self, set: &str) -> SubscriberTotals {
+        let Sender::Builtin(hub) = &self.shared.sender else { return SubscriberTotals::default() };
+        let mut t = SubscriberTotals::default();
+        for c in hub.counts(set) {
+            t.subscriptions += 1;
+            t.delivered += c.delivered;
+            t.failed_attempts += c.failed_attempts;
+            t.lost += c.abandoned + c.dropped;
+        }
+        t
     }
 }
 

@@ -117,6 +117,21 @@ impl Publisher {
         Ok(out)
     }
 
+    /// A payload with no entries covering the instant `at`: what the topic of `set` serves
+    /// before its first notification since start, so that it is a well-formed change
+    /// notification at all times (a subscriber that reads it sees `from` after its last `until`
+    /// and pulls, which is right: it cannot know what it missed).
+    ///
+    /// # Errors
+    /// [`PublishError::Write`].
+    pub fn empty_notification(&self, set: &str, at: W3cDateTime) -> Result<Vec<u8>, PublishError> {
+        let md =
+            Md { capability: Some(Capability::ChangeNotification), from: Some(at), until: Some(at), ..Md::default() };
+        let mut header = Header::new(RootFormat::UrlSet, md);
+        header.links.push(Link::new("up", self.naming.capability_list(set)));
+        Ok(DocumentWriter::new(Vec::new(), &header)?.finish()?)
+    }
+
     fn payload(
         &self,
         set: &str,

@@ -238,14 +238,16 @@ impl PushHub {
             backoff: Duration::from_millis(250),
             max_backoff: Duration::from_secs(5),
             metered: false,
+            max_failed: 20,
+            max_failing_for: Duration::from_secs(86_400),
         };
         let worker = Worker::new(target, policy);
         subs.insert(key.clone(), Active { expires, worker: worker.clone() });
         drop(subs);
         let (hub, out) = (Arc::downgrade(self), self.out.clone());
         tokio::spawn(async move {
-            if worker.clone().run(out).await == Ended::Gone {
-                tracing::info!(callback = %key, "callback answered 410 Gone: subscription ended");
+            if worker.clone().run(out).await != Ended::Stopped {
+                tracing::info!(callback = %key, "callback answered 410 Gone or kept failing: subscription ended");
                 remove_if_same(&hub, &key, &worker);
             }
         });

@@ -70,6 +70,19 @@ impl FromStr for BlobId {
     }
 }
 
+/// The headers a bucket is asked to answer a presigned GET with, in place of the object's
+/// own (S3's `response-content-type` and `response-content-disposition` overrides, part of
+/// the signature): the object may have been uploaded with another record's type, and S3
+/// cannot send `Content-Security-Policy` or `nosniff`, so `attachment` is what keeps active
+/// content from rendering on the bucket's origin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResponseHeaders {
+    /// `Content-Type`.
+    pub content_type: String,
+    /// `Content-Disposition` (`inline` or `attachment`).
+    pub disposition: String,
+}
+
 /// What a put must match, and which extra digests to compute. A declared digest of md5 or
 /// sha-1 is always computed and checked; digests of other algorithms cannot be checked and are
 /// ignored here (the record keeps them for republishing).
@@ -83,6 +96,11 @@ pub struct Expected {
     pub md5: bool,
     /// Compute sha-1 even when not declared.
     pub sha1: bool,
+    /// The declared media type: the `Content-Type` an object is uploaded with when the blob
+    /// goes to a bucket. Content is stored once per sha-256, so an object keeps the type of
+    /// its first upload; a presigned redirect names each record's own type
+    /// ([`ResponseHeaders`]), so this only matters to clients that read the bucket directly.
+    pub media_type: Option<String>,
 }
 
 impl Expected {
@@ -94,6 +112,12 @@ impl Expected {
     /// Expect the declared length and hashes of a Source's `<rs:md>`.
     pub fn declared(length: Option<u64>, hashes: Option<&HashList>) -> Self {
         Expected { length, hashes: hashes.cloned().unwrap_or_default(), ..Expected::default() }
+    }
+
+    /// The same, with the declared media type.
+    pub fn with_media_type(mut self, media_type: Option<String>) -> Self {
+        self.media_type = media_type;
+        self
     }
 
     pub(super) fn wants_md5(&self) -> bool {
@@ -235,16 +259,17 @@ impl Store {
         Ok(self.inner.blob_row(id)?.map(|row| row.info(*id, false)))
     }
 
-    /// With `blobs_presign`, a presigned URL to GET the blob from the bucket directly; `None`
+    /// With `blobs_presign`, a presigned URL to GET the blob from the bucket directly, signed
+    /// so that the bucket answers with `headers` (S3's response-header overrides); `None`
     /// when the option is off or the blob is not in the bucket (a pack or a local file).
     ///
     /// # Errors
     /// [`StoreError::BlobNotFound`]; [`StoreError::ObjectStore`] when signing fails.
-    pub fn presigned_url(&self, id: &BlobId) -> Result<Option<String>, StoreError> {
+    pub fn presigned_url(&self, id: &BlobId, headers: &ResponseHeaders) -> Result<Option<String>, StoreError> {
         let Some(remote) = self.inner.remote.as_ref().filter(|r| r.location().presign) else { return Ok(None) };
         let row = self.inner.blob_row(id)?.ok_or_else(|| StoreError::BlobNotFound(id.to_hex()))?;
         match row.place {
-            Place::Object => remote.presigned(id).map(Some),
+            Place::Object => remote.presigned(id, headers).map(Some),
             Place::File | Place::Pack(_) => Ok(None),
         }
     }

@@ -57,7 +57,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
 pub use batch::{Applied, Batch, OpResult, Outcome};
-pub use blob::{BlobId, BlobInfo, BlobReader, Expected};
+pub use blob::{BlobId, BlobInfo, BlobReader, Expected, ResponseHeaders};
 pub use error::StoreError;
 pub use export::{Counts as ExportCounts, EXPORT_VERSION};
 pub use failure::{Failure, FailureIter, NewFailure};

@@ -47,11 +47,11 @@ use futures_util::stream::BoxStream;
 use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::path::Path as Key;
 use object_store::{
-    BackoffConfig, ClientConfigKey, GetOptions, GetRange, ObjectStore, ObjectStoreExt as _, PutPayload, RetryConfig,
-    WriteMultipart,
+    Attribute, Attributes, BackoffConfig, ClientConfigKey, GetOptions, GetRange, ObjectStore, ObjectStoreExt as _,
+    PutMultipartOptions, PutOptions, PutPayload, RetryConfig, WriteMultipart,
 };
 
-use super::blob::BlobId;
+use super::blob::{BlobId, ResponseHeaders};
 use super::error::StoreError;
 
 /// Bitstreams up to this size go up as one PUT (read into memory, at most this much); larger
@@ -402,7 +402,13 @@ impl Remote {
     /// otherwise the marker goes first (so no other instance's gc deletes the object from then
     /// on), the key and tombstone are looked at again, a tombstone is removed (the content is
     /// wanted again) and the content uploaded unless a live object of its size is there.
-    pub(super) fn store_file(&self, id: &BlobId, file: &FsPath, len: u64) -> Result<Stored, StoreError> {
+    pub(super) fn store_file(
+        &self,
+        id: &BlobId,
+        file: &FsPath,
+        len: u64,
+        media_type: Option<&str>,
+    ) -> Result<Stored, StoreError> {
         let (s3, key, tomb) = (Arc::clone(&self.s3), self.object_key(id), self.tombstone_key(id));
         let (first, tombstone) = self.block(async move { tokio::join!(s3.head(&key), s3.head(&tomb)) })?;
         let no_tombstone = matches!(tombstone, Err(object_store::Error::NotFound { .. }));
@@ -414,9 +420,9 @@ impl Remote {
             Err(object_store::Error::NotFound { .. }) if no_tombstone => {
                 let (s3, key, marker) =
                     (Arc::clone(&self.s3), self.object_key(id), self.marker_key(id, &self.instance));
-                let (path, s3m) = (file.to_path_buf(), Arc::clone(&s3));
+                let (path, s3m, attributes) = (file.to_path_buf(), Arc::clone(&s3), content_type(media_type));
                 let (uploaded, marked) = self.block(async move {
-                    tokio::join!(upload(s3, key, path, len), s3m.put(&marker, PutPayload::new()))
+                    tokio::join!(upload(s3, key, path, len, attributes), s3m.put(&marker, PutPayload::new()))
                 })?;
                 uploaded.map_err(|e| self.os_error("uploading", id, &e))?;
                 marked.map_err(|e| self.os_error("marking the reference to", id, &e))?;
@@ -445,7 +451,8 @@ impl Remote {
             Err(e) => return Err(self.os_error("looking for", id, &e)),
         }
         let (s3, key, path) = (Arc::clone(&self.s3), self.object_key(id), file.to_path_buf());
-        self.block(upload(s3, key, path, len))?.map_err(|e| self.os_error("uploading", id, &e))?;
+        self.block(upload(s3, key, path, len, content_type(media_type)))?
+            .map_err(|e| self.os_error("uploading", id, &e))?;
         Ok(Stored::Uploaded)
     }
 
@@ -457,12 +464,17 @@ impl Remote {
             .map_err(|e| self.os_error("marking the reference to", id, &e))
     }
 
-    /// A presigned GET URL of the bitstream, valid for [`PRESIGN_FOR`]. It carries the access
-    /// key id and a signature, never the secret.
-    pub(super) fn presigned(&self, id: &BlobId) -> Result<String, StoreError> {
-        use object_store::signer::Signer as _;
+    /// A presigned GET URL of the bitstream, valid for [`PRESIGN_FOR`], whose answer carries
+    /// `headers` (signed: a client cannot change them). It carries the access key id and a
+    /// signature, never the secret.
+    pub(super) fn presigned(&self, id: &BlobId, headers: &ResponseHeaders) -> Result<String, StoreError> {
+        use object_store::signer::{SignedUrlOptions, Signer as _};
         let (s3, key) = (Arc::clone(&self.s3), self.object_key(id));
-        self.block(async move { s3.signed_url(http::Method::GET, &key, PRESIGN_FOR).await })?
+        let options = SignedUrlOptions::default().with_query([
+            ("response-content-type", headers.content_type.as_str()),
+            ("response-content-disposition", headers.disposition.as_str()),
+        ]);
+        self.block(async move { s3.signed_url_opts(http::Method::GET, &key, PRESIGN_FOR, &options).await })?
             .map(|u| u.to_string())
             .map_err(|e| self.os_error("presigning", id, &e))
     }
@@ -566,17 +578,34 @@ fn chrono_now() -> i64 {
 /// Uploads the spool at `path` (`len` bytes) under `key`: one PUT up to [`PART`] bytes, else a
 /// multipart upload of `PART`-sized parts, at most [`PARTS_IN_FLIGHT`] in flight, aborted on
 /// failure.
-async fn upload(s3: Arc<AmazonS3>, key: Key, path: std::path::PathBuf, len: u64) -> object_store::Result<()> {
+/// The object attributes of an upload: its `Content-Type`, when the content declared one.
+fn content_type(media_type: Option<&str>) -> Attributes {
+    let mut attributes = Attributes::new();
+    if let Some(t) = media_type.filter(|t| !t.is_empty()) {
+        attributes.insert(Attribute::ContentType, t.to_owned().into());
+    }
+    attributes
+}
+
+async fn upload(
+    s3: Arc<AmazonS3>,
+    key: Key,
+    path: std::path::PathBuf,
+    len: u64,
+    attributes: Attributes,
+) -> object_store::Result<()> {
     use tokio::io::AsyncReadExt as _;
     let read_err = |e: io::Error| object_store::Error::Generic { store: "spool", source: Box::new(e) };
     let mut f = tokio::fs::File::open(&path).await.map_err(read_err)?;
     if len <= PART as u64 {
         let mut buf = Vec::with_capacity(len as usize);
         f.read_to_end(&mut buf).await.map_err(read_err)?;
-        s3.put(&key, PutPayload::from(buf)).await?;
+        let opts = PutOptions { attributes, ..PutOptions::default() };
+        s3.put_opts(&key, PutPayload::from(buf), opts).await?;
         return Ok(());
     }
-    let mut upload = WriteMultipart::new_with_chunk_size(s3.put_multipart(&key).await?, PART);
+    let opts = PutMultipartOptions { attributes, ..PutMultipartOptions::default() };
+    let mut upload = WriteMultipart::new_with_chunk_size(s3.put_multipart_opts(&key, opts).await?, PART);
     let mut buf = vec![0u8; 1024 * 1024];
     loop {
         let n = match f.read(&mut buf).await {

@@ -441,7 +441,7 @@ impl BlobWriter {
                 return self.inner.merge_digests(id, &row);
             }
             let remote = self.inner.remote_for(&id)?;
-            match remote.store_file(&id, &tmp, self.written)? {
+            match remote.store_file(&id, &tmp, self.written, self.expected.media_type.as_deref())? {
                 super::remote::Stored::Present => tracing::debug!(sha256 = %id, "already in the bucket; not uploaded"),
                 super::remote::Stored::Uploaded => tracing::debug!(sha256 = %id, bytes = self.written, "uploaded"),
             }

@@ -6,11 +6,19 @@
 //! origin (`via`) and at the Capability List of each set the resource is in (`resourcesync`).
 //!
 //! The content is third-party and untrusted. Every bitstream is sent with
-//! `X-Content-Type-Options: nosniff` and `Content-Security-Policy: sandbox` (harmless for
+//! `X-Content-Type-Options: nosniff` and `Content-Security-Policy: default-src 'none'; sandbox` (harmless for
 //! passive types, and it stops script in anything a browser might still render); types that
 //! can carry script when rendered (HTML, XHTML, SVG, any XML, JavaScript, multipart) are also
 //! sent as `Content-Disposition: attachment`. A missing or malformed media type becomes
 //! `application/octet-stream`, which browsers download rather than sniff.
+//!
+//! A presigned redirect to the bucket (`blobs_presign`) hands the response to S3, which can
+//! send neither the policy nor `nosniff`; what it can send, through response-header overrides
+//! signed into the URL, is the same `Content-Type` and a `Content-Disposition`. Every type is
+//! redirected with the disposition Tributary would send, and active types as `attachment`: a
+//! download never renders, so no script runs on the bucket's origin — the one protection of
+//! the policy's `sandbox` that matters there. The type is named explicitly (never left to the
+//! object's own, which may be another record's), so the browser has nothing to sniff.
 
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
@@ -19,7 +27,7 @@ use axum::response::{IntoResponse, Response};
 use super::conditional::{Decision, Validators, decide, system_time};
 use super::error::WebError;
 use super::{Shared, WebState, body};
-use crate::store::{BlobReader, Record};
+use crate::store::{BlobReader, Record, ResponseHeaders};
 
 /// Bodies up to this size are read in the lookup task and sent in one piece; larger ones
 /// stream in chunks.
@@ -47,7 +55,8 @@ pub(crate) async fn serve(st: &WebState, uri: String, method: &Method, req: Head
         Payload::Empty => Body::empty(),
         Payload::Small(bytes) => Body::from(bytes),
         Payload::Stream(mut reader) => {
-            body::blocking_body(&st.shared.streams, log_uri, move |w| std::io::copy(&mut reader, w).map(drop)).await
+            body::blocking_body(st.shared.stream_slots(), log_uri, move |w| std::io::copy(&mut reader, w).map(drop))
+                .await
         }
     };
     let mut r = (p.status, body).into_response();
@@ -77,7 +86,7 @@ fn prepare(sh: &Shared, uri: &str, req: &HeaderMap, head: bool) -> Result<Prepar
         Decision::Full => {
             // A bitstream in the bucket, with `blobs_presign`: the client fetches it from the
             // bucket directly. Ranges (below) and HEAD are still answered here.
-            if !head && let Some(url) = sh.publisher.store().presigned_url(&rec.sha256)? {
+            if !head && let Some(url) = sh.publisher.store().presigned_url(&rec.sha256, &bucket_headers(&rec))? {
                 h.insert(header::LOCATION, value(&url));
                 return empty(StatusCode::TEMPORARY_REDIRECT, h);
             }
@@ -121,15 +130,27 @@ fn validator_headers(etag: &str, last_modified: std::time::SystemTime) -> Header
     h
 }
 
+/// The media type a bitstream is sent as, and whether it goes as an attachment.
+fn sent_as(rec: &Record) -> (&str, bool) {
+    let media_type = rec.media_type.as_deref().filter(|m| is_media_type(m) && HeaderValue::from_str(m).is_ok());
+    (media_type.unwrap_or("application/octet-stream"), media_type.is_some_and(is_active))
+}
+
 fn content_headers(rec: &Record, h: &mut HeaderMap) {
-    let media_type = rec.media_type.as_deref().filter(|m| is_media_type(m));
-    let ct = media_type.and_then(|m| HeaderValue::from_str(m).ok());
-    h.insert(header::CONTENT_TYPE, ct.unwrap_or_else(|| HeaderValue::from_static("application/octet-stream")));
+    let (media_type, attachment) = sent_as(rec);
+    h.insert(header::CONTENT_TYPE, value(media_type));
     h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static("sandbox"));
-    if media_type.is_some_and(is_active) {
+    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(super::LOCKED_CSP));
+    if attachment {
         h.insert(header::CONTENT_DISPOSITION, HeaderValue::from_static("attachment"));
     }
+}
+
+/// What the bucket is asked to answer a presigned GET with (see the module doc).
+fn bucket_headers(rec: &Record) -> ResponseHeaders {
+    let (media_type, attachment) = sent_as(rec);
+    let disposition = if attachment { "attachment" } else { "inline" };
+    ResponseHeaders { content_type: media_type.to_owned(), disposition: disposition.to_owned() }
 }
 
 /// `Link: <origin>; rel="via", <capability list>; rel="resourcesync"` (one per set).

@@ -4,9 +4,10 @@
 //! [`ChannelWriter`] cuts that output into 64 KiB chunks and hands them to the response body
 //! through a bounded channel. The bound is what keeps memory flat however long the document:
 //! the writer blocks while the client is slow, and stops with an error as soon as the client
-//! has gone (the receiver is dropped) or has taken no chunk for [`STALL`]. Each stream holds
-//! a blocking-pool thread, so at most [`MAX_STREAMS`] run at once; further requests wait for
-//! a slot without holding a thread, and a stalled client cannot keep one forever. A failure after the first byte cannot change the status
+//! has gone (the receiver is dropped) or has taken no chunk for `stream_stall` (`[server]`).
+//! Each stream holds a blocking-pool thread, so at most `max_streams` run at once; further
+//! requests wait for a slot without holding a thread, and a stalled client cannot keep one
+//! for longer than the stall. A failure after the first byte cannot change the status
 //! any more, so it is sent down the channel as an error, which makes hyper abort the response
 //! instead of ending it cleanly: a Destination sees a failed transfer, never a short document
 //! that looks complete.
@@ -27,11 +28,6 @@ const CHUNK: usize = 64 * 1024;
 /// Chunks in flight per response: with [`CHUNK`], at most 512 KiB buffered per stream.
 const DEPTH: usize = 8;
 
-/// Streams producing at once (each holds a blocking-pool thread).
-pub(crate) const MAX_STREAMS: usize = 64;
-/// How long a client may take no data before its stream is abandoned.
-pub(crate) const STALL: Duration = Duration::from_secs(60);
-
 type Chunk = Result<Bytes, io::Error>;
 
 /// An `io::Write` feeding a response body.
@@ -39,6 +35,8 @@ pub(crate) struct ChannelWriter {
     tx: mpsc::Sender<Chunk>,
     buf: Vec<u8>,
     rt: Handle,
+    /// How long a client may take no data before the stream is abandoned.
+    stall: Duration,
 }
 
 impl ChannelWriter {
@@ -48,10 +46,13 @@ impl ChannelWriter {
         }
         let chunk = Bytes::from(std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK)));
         // On the blocking pool, so waiting on the runtime here is allowed.
-        match self.rt.block_on(tokio::time::timeout(STALL, self.tx.send(Ok(chunk)))) {
+        match self.rt.block_on(tokio::time::timeout(self.stall, self.tx.send(Ok(chunk)))) {
             Ok(Ok(())) => Ok(()),
             Ok(Err(_)) => Err(io::Error::new(io::ErrorKind::BrokenPipe, "client went away")),
-            Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "client took no data for 60 s")),
+            Err(_) => {
+                let ms = self.stall.as_millis();
+                Err(io::Error::new(io::ErrorKind::TimedOut, format!("client took no data for {ms} ms")))
+            }
         }
     }
 }
@@ -81,10 +82,11 @@ impl futures_core::Stream for ChunkStream {
     }
 }
 
-/// A body whose bytes `produce` writes on the blocking pool, once one of `slots` is free.
+/// A body whose bytes `produce` writes on the blocking pool, once one of `slots` is free; the
+/// client may take no data for at most `stall`.
 /// `what` names the document in the log line of a failure.
 pub(crate) async fn blocking_body<E: std::fmt::Display>(
-    slots: &Arc<Semaphore>,
+    (slots, stall): (&Arc<Semaphore>, Duration),
     what: String,
     produce: impl FnOnce(&mut ChannelWriter) -> Result<(), E> + Send + 'static,
 ) -> Body {
@@ -94,12 +96,12 @@ pub(crate) async fn blocking_body<E: std::fmt::Display>(
     let rt = Handle::current();
     tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        let mut w = ChannelWriter { tx, buf: Vec::with_capacity(CHUNK), rt: rt.clone() };
+        let mut w = ChannelWriter { tx, buf: Vec::with_capacity(CHUNK), rt: rt.clone(), stall };
         let result = produce(&mut w).map_err(|e| e.to_string()).and_then(|()| w.send().map_err(|e| e.to_string()));
         if let Err(e) = result {
             tracing::warn!(document = %what, error = %e, "response stream stopped");
             // The error must reach hyper so it aborts the response rather than ending it.
-            let _ = rt.block_on(tokio::time::timeout(STALL, err_tx.send(Err(io::Error::other(e)))));
+            let _ = rt.block_on(tokio::time::timeout(stall, err_tx.send(Err(io::Error::other(e)))));
         }
     });
     Body::from_stream(ChunkStream(rx))

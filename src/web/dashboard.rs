@@ -168,8 +168,8 @@ struct NotificationRow {
     hub: String,
     /// Verified subscriptions whose lease runs (the built-in hub's; `None` for an external hub).
     subscribers: Option<usize>,
-    /// Each of them, with its delivery counts.
-    subscriptions: Vec<crate::notify::SubscriberStatus>,
+    /// Their delivery counts in total: never their callbacks, which are capabilities.
+    deliveries: crate::notify::SubscriberTotals,
 }
 
 /// One change as the dashboard lists it.
@@ -244,7 +244,7 @@ fn status(p: &Publisher, push: Option<&Push>) -> Result<Status, StoreError> {
                 topic: n.notification_topic(&s.id),
                 hub: push.hub().to_owned(),
                 subscribers: push.is_builtin().then(|| push.subscriber_count(&s.id)),
-                subscriptions: push.subscribers(&s.id),
+                deliveries: push.subscriber_totals(&s.id),
             }),
             sources: s.sources.clone(),
             id: s.id.clone(),

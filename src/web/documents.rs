@@ -37,7 +37,7 @@ async fn streamed(
     produce: impl FnOnce(&Publisher, &mut body::ChannelWriter) -> Result<u64, crate::publish::PublishError> + Send + 'static,
 ) -> Response {
     let publisher: Arc<Publisher> = st.shared.publisher.clone();
-    let body = body::blocking_body(&st.shared.streams, what, move |w| produce(&publisher, w).map(drop)).await;
+    let body = body::blocking_body(st.shared.stream_slots(), what, move |w| produce(&publisher, w).map(drop)).await;
     let mut r = body.into_response();
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(XML));
     r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));

@@ -125,7 +125,7 @@ async fn stream(st: &WebState, f: DumpFile, start: u64, len: u64) -> Result<axum
     .await?
     .map_err(|e| WebError::NotFound(format!("{}: {e}", f.path.display())))?;
     let what = f.path.display().to_string();
-    Ok(body::blocking_body(&st.shared.streams, what, move |w| {
+    Ok(body::blocking_body(st.shared.stream_slots(), what, move |w| {
         let copied = std::io::copy(&mut (&mut file).take(len), w)?;
         if copied < len {
             // A file shorter than its length said: fail the transfer rather than end it short.

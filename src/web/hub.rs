@@ -9,8 +9,8 @@ use super::WebState;
 use super::error::WebError;
 
 /// `sets/{set}/notifications` (Change Notification §4.1): 200, `application/xml`, the `Link`
-/// header naming topic and hub, and the set's latest payload (empty before the first one since
-/// start, with `Content-Length: 0`) — what a ping-model hub fetches.
+/// header naming topic and hub, and the set's latest payload (one without entries, `from` =
+/// `until` = now, before the first one since start) — what a ping-model hub fetches.
 pub(super) fn topic(st: &WebState, set: &str) -> Result<Response, WebError> {
     let Some(push) = &st.shared.push else {
         return Err(WebError::NotFound(format!("set {set:?} has no notification channel (notifications are off)")));
@@ -27,13 +27,17 @@ pub(super) fn topic(st: &WebState, set: &str) -> Result<Response, WebError> {
 }
 
 /// `POST hub`: a WebSub subscribe or unsubscribe request.
-pub(super) fn request(st: &WebState, headers: &HeaderMap, body: &Bytes) -> Response {
+pub(super) fn request(st: &WebState, headers: &HeaderMap, body: &Bytes, client: Option<std::net::IpAddr>) -> Response {
     let Some(push) = &st.shared.push else {
         return text(StatusCode::NOT_FOUND, "notifications are off on this aggregator".into());
     };
     let form = crate::websub::is_form(headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()));
-    let answer = push.hub_request(form, body);
-    text(StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), answer.text)
+    let answer = push.hub_request(form, body, client);
+    let mut r = text(StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), answer.text);
+    if let Some(secs) = answer.retry_after {
+        r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    r
 }
 
 fn text(status: StatusCode, mut message: String) -> Response {
@@ -41,6 +45,11 @@ fn text(status: StatusCode, mut message: String) -> Response {
     let mut r = (status, message).into_response();
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
     r
+}
+
+/// A request body over the hub's limit (or one that could not be read).
+pub(super) fn too_large() -> Response {
+    text(StatusCode::PAYLOAD_TOO_LARGE, "a hub request is a small form; this one is too large".into())
 }
 
 /// Anything but POST at the hub.

@@ -12,7 +12,8 @@
 //!
 //! Two layers wrap every route and the 404 alike: `metrics::track` times each request and
 //! counts it under its route's name, and every response, errors included, carries
-//! `X-Content-Type-Options: nosniff`. Routes answer GET and HEAD; other methods get 405 with
+//! `X-Content-Type-Options: nosniff` and, unless it sets its own (the dashboard, the pages),
+//! `Content-Security-Policy: default-src 'none'; sandbox`. Routes answer GET and HEAD; other methods get 405 with
 //! `Allow`, so a later POST endpoint is one more route with its own method.
 //!
 //! Each set's change-notification topic and the built-in WebSub hub (`POST hub`) are routed to
@@ -35,6 +36,7 @@ mod metrics;
 mod pages;
 mod provenance;
 mod routes;
+mod server;
 
 use std::future::Future;
 use std::io;
@@ -46,7 +48,7 @@ use axum::response::Response;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-use crate::config::{Config, Settings};
+use crate::config::{Config, ServerSettings, Settings};
 use crate::fetch::{Fetcher, FetcherOptions};
 use crate::naming::Naming;
 use crate::notify::Push;
@@ -79,6 +81,8 @@ struct Shared {
     feed: FeedOptions,
     /// Change notifications: the topics and the built-in hub (`None`: off).
     push: Option<Push>,
+    /// The limits on clients (`[server]`).
+    server: ServerSettings,
 }
 
 impl WebState {
@@ -115,7 +119,7 @@ impl WebState {
         let host = url::Url::parse(publisher.naming().base()).ok().and_then(|u| u.host_str().map(str::to_owned));
         let endpoint = format!("tributary:{}", host.as_deref().unwrap_or("localhost").trim_matches(['[', ']']));
         let feed = FeedOptions { endpoint, upstream: Vec::new() };
-        Ok(WebState::build(Arc::new(publisher), base_path, checker, feed, None))
+        Ok(WebState::build(Arc::new(publisher), base_path, checker, feed, None, ServerSettings::default()))
     }
 
     /// The state `tributary run` and `serve` use: every set, link policy and limit of
@@ -150,6 +154,7 @@ impl WebState {
             state.shared.checker.clone(),
             feed,
             None,
+            config.server.clone(),
         );
         Ok(state.with_origin_checker(OriginChecker::for_config(fetcher.clone(), config)))
     }
@@ -160,6 +165,7 @@ impl WebState {
         checker: OriginChecker,
         feed: FeedOptions,
         push: Option<Push>,
+        server: ServerSettings,
     ) -> WebState {
         WebState {
             shared: Arc::new(Shared {
@@ -168,9 +174,10 @@ impl WebState {
                 closed: cache::ClosedLists::new(CLOSED_CACHE_BYTES),
                 checker,
                 verify_slots: Semaphore::new(VERIFY_SLOTS),
-                streams: Arc::new(Semaphore::new(body::MAX_STREAMS)),
+                streams: Arc::new(Semaphore::new(server.max_streams)),
                 feed,
                 push,
+                server,
             }),
         }
     }
@@ -180,14 +187,30 @@ impl WebState {
     #[must_use]
     pub fn with_origin_checker(self, checker: OriginChecker) -> WebState {
         let s = &self.shared;
-        WebState::build(s.publisher.clone(), s.base_path.clone(), checker, s.feed.clone(), s.push.clone())
+        WebState::build(
+            s.publisher.clone(),
+            s.base_path.clone(),
+            checker,
+            s.feed.clone(),
+            s.push.clone(),
+            s.server.clone(),
+        )
     }
 
     /// Serves the topics and the built-in hub of `push` (built over this state's publisher).
     #[must_use]
     pub fn with_push(self, push: Push) -> WebState {
         let s = &self.shared;
-        WebState::build(s.publisher.clone(), s.base_path.clone(), s.checker.clone(), s.feed.clone(), Some(push))
+        let (checker, feed) = (s.checker.clone(), s.feed.clone());
+        WebState::build(s.publisher.clone(), s.base_path.clone(), checker, feed, Some(push), s.server.clone())
+    }
+
+    /// Serves within `limits` (`tributary run` and `serve` use `[server]`).
+    #[must_use]
+    pub fn with_server(self, limits: ServerSettings) -> WebState {
+        let s = &self.shared;
+        let (checker, feed) = (s.checker.clone(), s.feed.clone());
+        WebState::build(s.publisher.clone(), s.base_path.clone(), checker, feed, s.push.clone(), limits)
     }
 
     /// The change notifications served, if on.
@@ -201,6 +224,13 @@ impl WebState {
     }
 }
 
+impl Shared {
+    /// The streaming slots and how long a stream waits for a client (see `body`).
+    fn stream_slots(&self) -> (&Arc<Semaphore>, std::time::Duration) {
+        (&self.streams, self.server.stream_stall)
+    }
+}
+
 /// Every route, under the base URL's path.
 pub fn router(state: WebState) -> Router {
     let base_path: Arc<str> = Arc::from(state.shared.base_path.as_str());
@@ -211,14 +241,26 @@ pub fn router(state: WebState) -> Router {
         .with_state(state)
 }
 
+/// The policy of every response that sets none of its own (only the dashboard and the pages
+/// for people do): no script, no subresource, a unique origin. Feeds, notifications and
+/// bitstreams carry upstream markup, and a browser that opens one must not run any of it on
+/// Tributary's origin.
+pub(crate) const LOCKED_CSP: &str = "default-src 'none'; sandbox";
+
 /// Browsers must not guess a type for anything here, errors included: bitstreams are
-/// third-party content, and a guessed type could make one of them run as script.
+/// third-party content, and a guessed type could make one of them run as script. Anything
+/// without a policy of its own gets [`LOCKED_CSP`].
 async fn nosniff(mut r: Response) -> Response {
-    r.headers_mut().insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    let h = r.headers_mut();
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    if !h.contains_key(header::CONTENT_SECURITY_POLICY) {
+        h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(LOCKED_CSP));
+    }
     r
 }
 
-/// Serves until `shutdown` completes, then lets in-flight responses finish.
+/// Serves until `shutdown` completes, then lets in-flight responses finish (within the
+/// state's `shutdown_grace`), holding every client to the state's `[server]` limits.
 ///
 /// # Errors
 /// When accepting connections fails.
@@ -227,7 +269,8 @@ pub async fn serve(
     state: WebState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await
+    let limits = state.shared.server.clone();
+    server::run(listener, router(state), limits, shutdown).await
 }
 
 /// As [`serve`], with `extra` routes served beside the server's own (`tributary run` mounts
@@ -242,5 +285,6 @@ pub async fn serve_with(
     extra: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    axum::serve(listener, extra.merge(router(state))).with_graceful_shutdown(shutdown).await
+    let limits = state.shared.server.clone();
+    server::run(listener, extra.merge(router(state)), limits, shutdown).await
 }

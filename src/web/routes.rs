@@ -176,8 +176,16 @@ async fn provenance_answer(
     provenance::provenance(&st, q.as_deref(), &headers).await
 }
 
-async fn hub_request(State(st): State<WebState>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
-    hub::request(&st, &headers, &body)
+/// Hub requests are small forms (WebSub): more than this is refused before it is read whole.
+const HUB_MAX_BODY: usize = 64 * 1024;
+
+async fn hub_request(State(st): State<WebState>, req: axum::extract::Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let client = super::server::peer(&parts.extensions).map(|p| p.ip());
+    match axum::body::to_bytes(body, HUB_MAX_BODY).await {
+        Ok(body) => hub::request(&st, &parts.headers, &body, client),
+        Err(_) => hub::too_large(),
+    }
 }
 
 async fn hub_method() -> Response {

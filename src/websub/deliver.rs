@@ -14,7 +14,10 @@
 //! 2xx is success; 410 Gone ends the subscription (WebSub §7); anything else, a redirect
 //! included, is a failure retried after `retry_backoff`, doubling up to `max_retry_backoff`,
 //! `delivery_attempts` times in all, after which that notification is given up (a gap, as
-//! above) and the next is tried.
+//! above) and the next is tried. A subscriber whose notifications are given up
+//! [`Policy::max_failed`] times in a row, or that has had nothing but failures for
+//! [`Policy::max_failing_for`], is ended ([`Ended::Failing`]): a dead callback must not be
+//! retried for the rest of a lease that may run a month.
 //!
 //! Shared by Tributary's built-in hub (`notify`) and a simulated Source's hub (`simulate`):
 //! only the built-in hub's workers count on `/metrics` ([`Policy::metered`]), so a simulator
@@ -30,6 +33,7 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue, LINK};
 use tokio::sync::Notify;
 use url::Url;
 
+use super::redact::{host, scrub};
 use super::signature::{Method, SIGNATURE_HEADER, sign};
 use crate::fetch::Outbound;
 
@@ -56,6 +60,10 @@ pub(crate) struct Policy {
     pub(crate) max_backoff: Duration,
     /// Count deliveries and drops as `tributary_hub_*` (Tributary's own hub only).
     pub(crate) metered: bool,
+    /// The subscription ends after this many notifications given up in a row…
+    pub(crate) max_failed: u32,
+    /// …or after nothing but failures for this long.
+    pub(crate) max_failing_for: Duration,
 }
 
 /// Where and how one subscriber is told; replaced as a whole when it renews.
@@ -107,6 +115,8 @@ pub(crate) enum Ended {
     Stopped,
     /// The callback answered 410: the hub must forget the subscription.
     Gone,
+    /// Deliveries kept failing (see [`Policy::max_failed`]): the hub must forget it too.
+    Failing,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -142,7 +152,7 @@ impl Worker {
             if self.policy.metered {
                 metrics::counter!("tributary_hub_notifications_dropped_total").increment(n);
             }
-            tracing::warn!(callback = %lock(&self.target).callback, dropped = n, "subscriber too far behind: backlog dropped");
+            tracing::warn!(callback.host = %host(&lock(&self.target).callback), dropped = n, "subscriber too far behind: backlog dropped");
         }
         q.items.push_back(payload);
         drop(q);
@@ -169,6 +179,8 @@ impl Worker {
 
     /// Delivers until stopped or told the subscription is gone.
     pub(crate) async fn run(self: Arc<Self>, out: Outbound) -> Ended {
+        // Notifications given up in a row, and since when nothing but failures.
+        let mut failing: Option<(u32, tokio::time::Instant)> = None;
         // Each turn delivers one notification (or waits for one); ends when stopped.
         loop {
             if self.is_stopped() {
@@ -184,12 +196,20 @@ impl Worker {
                 self.wake.notified().await;
                 continue;
             };
+            let started = tokio::time::Instant::now();
             let outcome = self.deliver(&out, &payload, dropped).await;
             self.busy.store(false, Ordering::SeqCst);
             match outcome {
-                Ok(()) => {}
+                Ok(()) => failing = None,
                 // Still owed to the subscriber: told with the next delivery that succeeds.
-                Err(None) => lock(&self.queue).dropped += dropped,
+                Err(None) => {
+                    lock(&self.queue).dropped += dropped;
+                    let (n, since) = failing.map_or((1, started), |(n, since)| (n + 1, since));
+                    failing = Some((n, since));
+                    if n >= self.policy.max_failed || since.elapsed() >= self.policy.max_failing_for {
+                        return Ended::Failing;
+                    }
+                }
                 Err(Some(ended)) => return ended,
             }
         }
@@ -215,9 +235,12 @@ impl Worker {
                     return Ok(());
                 }
                 Ok(r) if r.status == 410 => return Err(Some(Ended::Gone)),
-                Ok(r) => tracing::debug!(callback = %target.callback, status = r.status, attempt, "delivery refused"),
+                Ok(r) => {
+                    tracing::debug!(callback.host = %host(&target.callback), status = r.status, attempt, "delivery refused")
+                }
                 Err(e) => {
-                    tracing::debug!(callback = %target.callback, error = %crate::error::chain(&e), attempt, "delivery failed")
+                    let error = scrub(&crate::error::chain(&e).to_string(), &target.callback);
+                    tracing::debug!(callback.host = %host(&target.callback), error, attempt, "delivery failed")
                 }
             }
             lock(&self.counts).failed_attempts += 1;
@@ -230,7 +253,7 @@ impl Worker {
             wait = (wait * 2).min(s.max_backoff);
         }
         lock(&self.counts).abandoned += 1;
-        tracing::warn!(callback = %lock(&self.target).callback, attempts = s.attempts, "notification given up after every attempt failed");
+        tracing::warn!(callback.host = %host(&lock(&self.target).callback), attempts = s.attempts, "notification given up after every attempt failed");
         Err(None)
     }
 
@@ -291,6 +314,8 @@ mod tests {
             backoff: Duration::from_secs(1),
             max_backoff: Duration::from_secs(1),
             metered: false,
+            max_failed: 10,
+            max_failing_for: Duration::from_secs(60),
         };
         let w = Worker::new(target(None), policy);
         for n in 0..5 {

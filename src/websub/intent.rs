@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use super::redact::{host, scrub};
 use super::request::{HubRequest, Mode};
 use crate::fetch::Outbound;
 
@@ -31,12 +32,13 @@ pub(crate) async fn verify(out: &Outbound, req: &HubRequest, lease: Duration) ->
     let confirmed = match out.get(&url, MAX_CHALLENGE_ANSWER).await {
         Ok(r) => (200..300).contains(&r.status) && r.body == challenge.as_bytes(),
         Err(e) => {
-            tracing::info!(callback = %req.callback, error = %crate::error::chain(&e), "intent verification failed");
+            let error = scrub(&crate::error::chain(&e).to_string(), &req.callback);
+            tracing::info!(callback.host = %host(&req.callback), error, "intent verification failed");
             false
         }
     };
     if !confirmed {
-        tracing::info!(callback = %req.callback, topic = %req.topic, mode = req.mode.as_str(), "intent not verified; nothing changed");
+        tracing::info!(callback.host = %host(&req.callback), topic = %req.topic, mode = req.mode.as_str(), "intent not verified; nothing changed");
     }
     confirmed
 }
@@ -49,6 +51,7 @@ pub(crate) async fn deny(out: &Outbound, req: &HubRequest, reason: &str) {
         .append_pair("hub.topic", &req.topic)
         .append_pair("hub.reason", reason);
     if let Err(e) = out.get(&url, 0).await {
-        tracing::info!(callback = %req.callback, error = %crate::error::chain(&e), "could not send a denial");
+        let error = scrub(&crate::error::chain(&e).to_string(), &req.callback);
+        tracing::info!(callback.host = %host(&req.callback), error, "could not send a denial");
     }
 }

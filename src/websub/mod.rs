@@ -7,6 +7,7 @@
 //! - `request`: a subscriber's form-encoded request to a hub, read and checked (pure).
 //! - `intent`: a hub's intent verification and denial GETs to a callback.
 //! - `deliver`: one subscriber's bounded queue and the task that delivers it, with retries.
+//! - `redact`: callback URLs (capabilities) kept out of log lines.
 //!
 //! Store-agnostic: a hub built on these decides where subscriptions live. The requests go
 //! through [`crate::fetch::Outbound`], the client for hub traffic (no redirects, one deadline,
@@ -14,9 +15,12 @@
 
 pub(crate) mod deliver;
 pub(crate) mod intent;
+pub(crate) mod redact;
 pub(crate) mod request;
 mod signature;
 
 pub use deliver::DeliveryCounts;
 pub(crate) use request::is_form;
-pub use signature::{MAX_SECRET_BYTES, Method, SIGNATURE_HEADER, SignatureError, link_header, sign, verify};
+pub use signature::{
+    MAX_SECRET_BYTES, Method, SIGNATURE_HEADER, Signature, SignatureError, Streaming, link_header, sign, verify,
+};

@@ -60,6 +60,98 @@ pub enum SignatureError {
     /// The signature is not the body's HMAC under the subscription's secret.
     #[error("X-Hub-Signature does not match the body")]
     Mismatch,
+    /// `sha1`, which the subscription does not accept.
+    #[error("X-Hub-Signature uses sha1, which this subscription does not accept")]
+    Weak,
+}
+
+/// A signature header taken apart: the method and the tag, before the body is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Signature {
+    /// The hash function.
+    pub method: Method,
+    tag: Vec<u8>,
+}
+
+impl Signature {
+    /// Parses `header` (the `X-Hub-Signature` value, if any).
+    ///
+    /// # Errors
+    /// [`SignatureError::Missing`], [`SignatureError::Malformed`] or
+    /// [`SignatureError::UnknownMethod`].
+    pub fn parse(header: Option<&str>) -> Result<Signature, SignatureError> {
+        let header = header.ok_or(SignatureError::Missing)?.trim();
+        let (name, hex_sig) = header.split_once('=').ok_or(SignatureError::Malformed)?;
+        let method = Method::parse(&name.trim().to_ascii_lowercase())
+            .ok_or_else(|| SignatureError::UnknownMethod(name.trim().chars().take(32).collect()))?;
+        let tag = hex::decode(hex_sig.trim()).map_err(|_| SignatureError::Malformed)?;
+        Ok(Signature { method, tag })
+    }
+
+    /// The tag, which identifies the signed body under one secret (a replay has the same).
+    pub fn tag(&self) -> &[u8] {
+        &self.tag
+    }
+}
+
+/// An HMAC computed as the body streams in, so nothing has to be held to check it but the
+/// running hash.
+#[derive(Clone)]
+pub enum Streaming {
+    /// `sha1`
+    Sha1(Hmac<sha1::Sha1>),
+    /// `sha256`
+    Sha256(Hmac<sha2::Sha256>),
+    /// `sha384`
+    Sha384(Hmac<sha2::Sha384>),
+    /// `sha512`
+    Sha512(Hmac<sha2::Sha512>),
+}
+
+impl std::fmt::Debug for Streaming {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the key.
+        f.write_str("Streaming(..)")
+    }
+}
+
+impl Streaming {
+    /// A hash of `method` keyed with `secret`.
+    pub fn new(method: Method, secret: &[u8]) -> Streaming {
+        // HMAC takes keys of any length, so these never fail.
+        match method {
+            Method::Sha1 => Streaming::Sha1(<Hmac<sha1::Sha1> as KeyInit>::new_from_slice(secret).expect("any key")),
+            Method::Sha256 => {
+                Streaming::Sha256(<Hmac<sha2::Sha256> as KeyInit>::new_from_slice(secret).expect("any key"))
+            }
+            Method::Sha384 => {
+                Streaming::Sha384(<Hmac<sha2::Sha384> as KeyInit>::new_from_slice(secret).expect("any key"))
+            }
+            Method::Sha512 => {
+                Streaming::Sha512(<Hmac<sha2::Sha512> as KeyInit>::new_from_slice(secret).expect("any key"))
+            }
+        }
+    }
+
+    /// Adds the next bytes of the body.
+    pub fn update(&mut self, bytes: &[u8]) {
+        match self {
+            Streaming::Sha1(m) => m.update(bytes),
+            Streaming::Sha256(m) => m.update(bytes),
+            Streaming::Sha384(m) => m.update(bytes),
+            Streaming::Sha512(m) => m.update(bytes),
+        }
+    }
+
+    /// Whether the body was signed with `sig` (constant-time comparison).
+    pub fn matches(self, sig: &Signature) -> bool {
+        match self {
+            Streaming::Sha1(m) => m.verify_slice(&sig.tag).is_ok(),
+            Streaming::Sha256(m) => m.verify_slice(&sig.tag).is_ok(),
+            Streaming::Sha384(m) => m.verify_slice(&sig.tag).is_ok(),
+            Streaming::Sha512(m) => m.verify_slice(&sig.tag).is_ok(),
+        }
+    }
 }
 
 /// Checks `header` (the `X-Hub-Signature` value, if any) against `body` under `secret`;
@@ -141,6 +233,21 @@ mod tests {
             assert_eq!(verify(b"secret", Some(&h), b"<urlset/>"), Ok(m));
             assert_eq!(verify(b"secret", Some(&h), b"<urlset/ >"), Err(SignatureError::Mismatch));
             assert_eq!(verify(b"other", Some(&h), b"<urlset/>"), Err(SignatureError::Mismatch));
+        }
+    }
+
+    #[test]
+    fn a_streamed_hmac_matches_the_whole_body_s() {
+        for m in [Method::Sha1, Method::Sha256, Method::Sha384, Method::Sha512] {
+            let header = sign(m, b"k", b"<urlset>abc</urlset>");
+            let sig = Signature::parse(Some(&header)).unwrap();
+            let mut h = Streaming::new(sig.method, b"k");
+            for chunk in [&b"<urlset>"[..], b"abc", b"</urlset>"] {
+                h.update(chunk);
+            }
+            assert!(h.clone().matches(&sig));
+            h.update(b" ");
+            assert!(!h.matches(&sig));
         }
     }
 

@@ -21,7 +21,7 @@ const TAB: &str = "\u{E004}";
 const ENTER: &str = "\u{E007}";
 
 /// chromedriver on a free loopback port, killed on drop.
-struct Driver {
+pub(crate) struct Driver {
     child: Child,
     url: String,
 }
@@ -33,7 +33,7 @@ impl Drop for Driver {
     }
 }
 
-fn start_driver(chromedriver: &Tool) -> Driver {
+pub(crate) fn start_driver(chromedriver: &Tool) -> Driver {
     let port = free_port();
     let child = chromedriver
         .command()
@@ -50,7 +50,7 @@ fn start_driver(chromedriver: &Tool) -> Driver {
     Driver { child, url: format!("http://127.0.0.1:{port}") }
 }
 
-async fn browser(driver: &Driver, chromium: &Tool) -> Client {
+pub(crate) async fn browser(driver: &Driver, chromium: &Tool) -> Client {
     let mut caps = serde_json::Map::new();
     let args =
         ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1400"];

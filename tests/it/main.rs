@@ -34,6 +34,7 @@ mod harvest_feed;
 mod harvest_hosts;
 mod harvest_resource_dump;
 mod harvest_resume;
+mod hostile;
 mod interop_resync;
 mod model_hostile;
 mod model_roundtrip;

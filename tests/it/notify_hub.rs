@@ -229,8 +229,7 @@ async fn a_lease_runs_out() {
     s.wait_until("the lease ended", LONG, |s| async move {
         let status = s.json("api/status").await;
         let row = status["sets"].as_array().unwrap().iter().find(|r| r["id"] == "sim").unwrap().clone();
-        let subs = row["notifications"]["subscriptions"].as_array().unwrap().clone();
-        subs.len() == 1 && subs[0]["callback"].as_str().unwrap().contains(&control.addr.to_string())
+        row["notifications"]["deliveries"]["subscriptions"] == 1
     })
     .await;
     after_more(&s, &control, 1).await;
@@ -241,7 +240,7 @@ async fn a_lease_runs_out() {
 
 #[tokio::test]
 async fn failing_hanging_and_redirecting_subscribers_do_not_hold_up_the_others() {
-    let (_dir, s) = start(&format!("{TEST_HUB}queue = 2\n")).await;
+    let (_dir, s) = start(&format!("{TEST_HUB}queue = 2\nmax_failed_notifications = 1000\n")).await;
     let good = Subscriber::start(OnPost::Accept, OnVerify::Echo).await;
     let target = Subscriber::start(OnPost::Accept, OnVerify::Echo).await;
     let failing = Subscriber::start(OnPost::Status(500), OnVerify::Echo).await;
@@ -263,10 +262,7 @@ async fn failing_hanging_and_redirecting_subscribers_do_not_hold_up_the_others()
     s.wait_until("the hanging subscriber's losses are counted", LONG, |s| async move {
         let status = s.json("api/status").await;
         let row = status["sets"].as_array().unwrap().iter().find(|r| r["id"] == "sim").unwrap().clone();
-        let subs = row["notifications"]["subscriptions"].as_array().unwrap().clone();
-        subs.iter().any(|x| {
-            x["callback"].as_str().unwrap().contains(&hanging.addr.to_string()) && x["lost"].as_u64() > Some(0)
-        })
+        row["notifications"]["deliveries"]["lost"].as_u64() > Some(0)
     })
     .await;
     // Failing subscribers stay subscribed (only 410 ends a subscription).

@@ -158,11 +158,11 @@ async fn active_content_is_sandboxed_and_downloaded() {
         assert_eq!(status, StatusCode::OK);
         assert_eq!(h[header::CONTENT_TYPE], ty);
         assert_eq!(h["x-content-type-options"], "nosniff");
-        assert_eq!(h[header::CONTENT_SECURITY_POLICY], "sandbox");
+        assert_eq!(h[header::CONTENT_SECURITY_POLICY], "default-src 'none'; sandbox");
         assert_eq!(h[header::CONTENT_DISPOSITION], "attachment");
         let head = f.s.client.head(url).send().await.unwrap();
         assert_eq!(head.headers()[header::CONTENT_DISPOSITION], "attachment", "HEAD says the same");
     }
     let (_, h, _) = get(&f, &f.text, &[]).await;
-    assert_eq!(h[header::CONTENT_SECURITY_POLICY], "sandbox", "every bitstream is sandboxed");
+    assert_eq!(h[header::CONTENT_SECURITY_POLICY], "default-src 'none'; sandbox", "every bitstream is sandboxed");
 }

@@ -225,6 +225,9 @@ struct HubState {
     unsubscribed: Mutex<Vec<String>>,
     challenges: AtomicU64,
     refused_echoes: AtomicUsize,
+    /// What each subscribe verification grants, in turn: `Some(lease)` verifies granting that
+    /// lease, `None` stays silent (never verifies); once empty, the lease asked for.
+    grants: Mutex<std::collections::VecDeque<Option<String>>>,
 }
 
 #[derive(Clone)]
@@ -259,6 +262,7 @@ impl Hub {
             unsubscribed: Mutex::default(),
             challenges: AtomicU64::new(0),
             refused_echoes: AtomicUsize::new(0),
+            grants: Mutex::default(),
         });
         let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
         let mut hub = Hub { url: String::new(), state, client };
@@ -274,7 +278,12 @@ impl Hub {
         let challenge = format!("challenge-{n}-{}", rand_text());
         let mode = form.get("hub.mode").cloned().unwrap_or_default();
         let callback = form["hub.callback"].clone();
-        let lease = form.get("hub.lease_seconds").cloned().unwrap_or_else(|| "3600".into());
+        let planned = (mode == "subscribe").then(|| self.state.grants.lock().unwrap().pop_front()).flatten();
+        let lease = match planned {
+            Some(None) => return,
+            Some(Some(lease)) => lease,
+            None => form.get("hub.lease_seconds").cloned().unwrap_or_else(|| "3600".into()),
+        };
         let mut url = url::Url::parse(&callback).unwrap();
         url.query_pairs_mut()
             .append_pair("hub.mode", &mode)
@@ -439,7 +448,13 @@ struct World {
 }
 
 async fn subscribed_world(defaults: &str) -> World {
+    world_granting(defaults, &[]).await
+}
+
+/// [`subscribed_world`] with a hub that grants `grants` in turn (see [`HubState::grants`]).
+async fn world_granting(defaults: &str, grants: &[Option<&str>]) -> World {
     let hub = Hub::start(HubMode::Verify).await;
+    hub.state.grants.lock().unwrap().extend(grants.iter().map(|g| g.map(str::to_owned)));
     let files = Files::default();
     let port = listen(Router::new().fallback(serve_file).with_state(files.clone())).await;
     let source = Source::new(&files, port, "up", &hub.url, 2);
@@ -499,10 +514,12 @@ async fn a_verified_subscription_applies_each_change_once_whether_pushed_replaye
     assert_eq!(events_for(&w.svc, "up", "/res2").await, ["created", "updated"]);
     assert_eq!(events_for(&w.svc, "up", "/res1").await, ["created", "updated"], "the poll added nothing for res1");
     assert_eq!(delivery_count(&w.svc, "gap").await, 1.0);
-    assert_eq!(delivery_count(&w.svc, "applied").await, 2.0);
-    // sha1, the method most hubs send, is accepted as well.
+    assert_eq!(delivery_count(&w.svc, "applied").await, 1.0);
+    assert_eq!(delivery_count(&w.svc, "replay").await, 1.0, "the replay was recognised and counted");
+    // sha1 is refused unless the source opts in (`push_sha1`).
     let sha1 = sign_sha1(&w.hub.subscription().unwrap().secret, notification(t1 + 30, t1 + 31, &[]).as_bytes());
-    assert_eq!(w.hub.deliver(&notification(t1 + 30, t1 + 31, &[]), Some(sha1)).await, 204);
+    assert_eq!(w.hub.deliver(&notification(t1 + 30, t1 + 31, &[]), Some(sha1)).await, 403);
+    assert_eq!(delivery_count(&w.svc, "weak_signature").await, 1.0);
     assert_eq!(changes(&w.svc, "up").await, 4);
 }
 
@@ -532,15 +549,16 @@ async fn forged_unsigned_unknown_oversized_and_malformed_deliveries_are_refused_
         assert_eq!(w.hub.deliver(bad, Some(sig)).await, 400, "{bad}");
     }
 
-    // 100 MB, declared and streamed: refused without reading it all.
+    // 100 MB, declared and streamed, unsigned: refused without reading it all (403: the
+    // signature header is checked before any byte of the body is read).
     const HUNDRED_MB: u64 = 100 * 1024 * 1024;
     let declared = w.hub.client.post(&sub.callback).header("content-length", HUNDRED_MB.to_string());
     let (pulled, body) = counted_body(HUNDRED_MB);
     let answer = declared.body(body).send().await;
-    assert!(answer.as_ref().map_or(true, |r| r.status() == 413), "{answer:?}");
+    assert!(answer.as_ref().map_or(true, |r| [403, 413].contains(&r.status().as_u16())), "{answer:?}");
     let (pulled2, body) = counted_body(HUNDRED_MB);
     let answer = w.hub.client.post(&sub.callback).body(body).send().await;
-    assert!(answer.as_ref().map_or(true, |r| r.status() == 413), "{answer:?}");
+    assert!(answer.as_ref().map_or(true, |r| [403, 413].contains(&r.status().as_u16())), "{answer:?}");
     for p in [pulled, pulled2] {
         assert!(p.load(Ordering::Relaxed) < HUNDRED_MB / 2, "read {} bytes of 100 MB", p.load(Ordering::Relaxed));
     }
@@ -771,14 +789,19 @@ async fn leases_are_renewed_before_they_end_through_a_hub_that_redirects() {
     );
     let stranger = format!("{}websub/ffffffffffffffffffffffffffffffff{}", svc.base, q("subscribe", &topic));
     assert_eq!(get(stranger).await, 404, "an unknown callback");
-    // A denial (WebSub §5.2) ends the subscription: the source polls again, and says why.
+    // A denial (WebSub §5.2) is only a hint, since anyone who knows the callback can send one:
+    // the lease stands, the reason is shown, and the hub is asked again within seconds.
+    let before = second.requests("subscribe") + first.requests("subscribe");
     let denied =
         format!("{}?hub.mode=denied&hub.topic={topic}&hub.reason=closed%20for%20maintenance", renewed.callback);
     assert_eq!(get(denied).await, 200);
     let row = source_row(&svc, "up").await;
-    assert_eq!(row["push"]["mode"], "polling", "{row}");
+    assert_eq!(row["push"]["mode"], "subscribed", "{row}");
     assert_eq!(row["push"]["last_error"], "denied by the hub: closed for maintenance");
-    assert_eq!(second.deliver(&n1, None).await, 404, "no verified subscription stands");
+    svc.wait_until("Tributary asked the hub again", LIMIT, |_| async {
+        second.requests("subscribe") + first.requests("subscribe") > before
+    })
+    .await;
 }
 
 fn urlencode(s: &str) -> String {
@@ -860,4 +883,185 @@ impl Drop for KillOnDrop {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hostile trials (issue 36): a forged denial, a topic and entries on another site, trickled
+// bodies, an old secret after a renewal, a delivery after the lease.
+
+/// A `hub.mode=denied` sent by anyone who knows the callback URL is a hint: the lease stands,
+/// push goes on, and Tributary asks the hub again soon (5 s, then backoff) rather than
+/// polling hourly for an hour.
+#[tokio::test]
+async fn a_forged_denial_only_makes_tributary_subscribe_again() {
+    let mut w = subscribed_world("").await;
+    let sub = w.hub.subscription().unwrap();
+    let asked = w.hub.requests("subscribe");
+    for round in 1..=2 {
+        let mut url = url::Url::parse(&sub.callback).unwrap();
+        url.query_pairs_mut()
+            .append_pair("hub.mode", "denied")
+            .append_pair("hub.topic", &sub.topic)
+            .append_pair("hub.reason", "forged by a stranger");
+        let answer = w.hub.client.get(url).send().await.unwrap();
+        assert!(answer.status().is_success(), "round {round}: {}", answer.status());
+        assert_eq!(source_row(&w.svc, "up").await["push"]["mode"], "subscribed", "the lease stands");
+        let again = eventually(LIMIT, || async { w.hub.requests("subscribe") >= asked + round }).await;
+        assert!(again, "round {round}: no new subscribe request within {LIMIT:?}");
+        wait_push_mode(&w.svc, "up", "subscribed").await;
+    }
+    // Push still works, with the secret of the new subscription.
+    let recorded = eventually(LIMIT, || async { w.hub.subscription().is_some_and(|s| s.secret != sub.secret) }).await;
+    assert!(recorded, "the renewed subscription reached the hub");
+    let t1 = w.source.at + 10;
+    let entry = w.source.update(1, "up v2 of 1", t1);
+    assert_eq!(w.hub.deliver(&notification(w.source.at, t1, &[&entry]), None).await, 204);
+    assert_eq!(content(&w.svc, "up", "/res1").await, "up v2 of 1");
+}
+
+/// A Capability List naming another site's URL as its topic is not subscribed to; entries
+/// pushed for another site are not fetched or recorded.
+#[tokio::test]
+async fn a_topic_or_pushed_entries_outside_the_source_s_authority_are_refused() {
+    // Another site, which must never be asked for anything.
+    let other = Files::default();
+    other.put("/evil", "not the Source's");
+    let other_port = listen(Router::new().fallback(serve_file).with_state(other.clone())).await;
+    let foreign = format!("http://127.0.0.1:{other_port}/notify");
+
+    let hub = Hub::start(HubMode::Verify).await;
+    let files = Files::default();
+    let port = listen(Router::new().fallback(serve_file).with_state(files.clone())).await;
+    let source = Source::new(&files, port, "up", &hub.url, 2);
+    let caps_path = source.path("capabilitylist.xml");
+    let caps = String::from_utf8(files.docs.lock().unwrap()[&caps_path].clone()).unwrap();
+    files.put(&caps_path, caps.replace(&source.topic(), &foreign));
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(free_port(), "", &[("up", &source.url("capabilitylist.xml"), "")]);
+    let svc = Service::start(dir.path(), &cfg, &[], &[]).await;
+    wait_changes(&svc, "up", 2).await;
+    svc.wait_until("the foreign topic is refused", LIMIT, |s| async move {
+        s.log().contains("outside the Source's authority; not subscribing")
+    })
+    .await;
+    assert_eq!(hub.requests("subscribe"), 0, "no subscription to another site's topic");
+    assert_eq!(source_row(&svc, "up").await["push"]["mode"], "polling");
+    drop(svc);
+
+    // Subscribed to its own topic, the Source pushes an entry for the other site.
+    let w = subscribed_world("").await;
+    let evil = format!(
+        "<url><loc>http://127.0.0.1:{other_port}/evil</loc><lastmod>{0}</lastmod><rs:md change=\"created\" datetime=\"{0}\"/></url>",
+        w3c(w.source.at + 5)
+    );
+    let n = notification(w.source.at, w.source.at + 10, &[&evil]);
+    assert_eq!(w.hub.deliver(&n, None).await, 204, "applied: its entries are held to the authority rule");
+    assert_eq!(changes(&w.svc, "up").await, 2, "nothing recorded for the other site");
+    assert_eq!(other.hits("/evil"), 0, "the other site was never fetched");
+}
+
+/// Bodies trickled in a byte at a time hit `push_body_timeout` (answered 408, counted
+/// `slow_body`) and free their delivery slots: more of them than there are slots, then a
+/// real delivery, which goes through.
+#[tokio::test]
+async fn trickled_delivery_bodies_time_out_and_do_not_pin_the_slots() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut w = subscribed_world("push_body_timeout = \"2s\"").await;
+    let sub = w.hub.subscription().unwrap();
+    let callback = url::Url::parse(&sub.callback).unwrap();
+    let addr = format!("{}:{}", callback.host_str().unwrap(), callback.port().unwrap());
+    let head = format!(
+        "POST {} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/xml\r\nContent-Length: 100000\r\n\
+         X-Hub-Signature: sha256={}\r\n\r\n<urlset",
+        callback.path(),
+        "0".repeat(64)
+    );
+    let mut trickles = Vec::new();
+    for _ in 0..20 {
+        let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        sock.write_all(head.as_bytes()).await.unwrap();
+        trickles.push(sock);
+    }
+    let mut statuses = Vec::new();
+    for mut sock in trickles {
+        let mut answer = Vec::new();
+        let read = tokio::time::timeout(LIMIT, async {
+            let mut buf = [0u8; 1024];
+            // A byte now and then, never the whole body; the answer ends it.
+            loop {
+                tokio::select! {
+                    n = sock.read(&mut buf) => match n {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => answer.extend_from_slice(&buf[..n]),
+                    },
+                    () = tokio::time::sleep(Duration::from_millis(500)) => {
+                        if sock.write_all(b" ").await.is_err() {
+                            break;
+                        }
+                    }
+                }
+                if answer.windows(4).any(|w| w == b"\r\n\r\n") {
+                    break;
+                }
+            }
+        })
+        .await;
+        assert!(read.is_ok(), "a trickled body was still being read after {LIMIT:?}");
+        let text = String::from_utf8_lossy(&answer).into_owned();
+        statuses.push(text.split(' ').nth(1).unwrap_or("closed").to_owned());
+    }
+    assert!(statuses.iter().all(|s| s == "408" || s == "503"), "{statuses:?}");
+    assert!(statuses.iter().any(|s| s == "408"), "{statuses:?}");
+    assert!(delivery_count(&w.svc, "slow_body").await >= 1.0);
+    let t1 = w.source.at + 10;
+    let entry = w.source.update(1, "up v2 of 1", t1);
+    assert_eq!(w.hub.deliver(&notification(w.source.at, t1, &[&entry]), None).await, 204, "the slots are free");
+    assert_eq!(content(&w.svc, "up", "/res1").await, "up v2 of 1");
+}
+
+/// After a renewal with a new secret, a delivery signed with the old one is refused once
+/// `push_secret_grace` has passed; the new secret works.
+#[tokio::test]
+async fn the_old_secret_stops_working_after_the_grace_period() {
+    // A 15 s first lease, renewed at four fifths of it, then an hour.
+    let w = world_granting("push_secret_grace = \"2s\"", &[Some("15"), Some("3600")]).await;
+    let old = w.hub.subscription().unwrap().secret;
+    let renewed = eventually(LIMIT, || async { w.hub.subscription().is_some_and(|s| s.secret != old) }).await;
+    assert!(renewed, "the lease was renewed with a new secret");
+    let mut at = w.source.at;
+    let mut next = || {
+        at += 10;
+        notification(at - 10, at, &[])
+    };
+    let refused = eventually(LIMIT, || {
+        let n = next();
+        let sig = sign_sha256(&old, n.as_bytes());
+        let hub = &w.hub;
+        async move { hub.deliver(&n, Some(sig)).await == 403 }
+    })
+    .await;
+    assert!(refused, "the old secret still checked long after push_secret_grace");
+    assert!(delivery_count(&w.svc, "bad_signature").await >= 1.0);
+    assert_eq!(w.hub.deliver(&next(), None).await, 204, "the new secret checks");
+}
+
+/// A delivery after the lease has ended (the hub never verified the renewal) is refused and
+/// counted `expired`, even when correctly signed.
+#[tokio::test]
+async fn a_delivery_after_the_lease_has_ended_is_refused() {
+    // A 3 s lease whose renewals the hub never verifies.
+    let silent = [None; 40];
+    let grants: Vec<Option<&str>> = std::iter::once(Some("3")).chain(silent).collect();
+    let w = world_granting("", &grants).await;
+    let mut at = w.source.at;
+    let ended = eventually(LIMIT, || {
+        at += 10;
+        let n = notification(at - 10, at, &[]);
+        let hub = &w.hub;
+        async move { hub.deliver(&n, None).await == 403 }
+    })
+    .await;
+    assert!(ended, "deliveries were still accepted long after the lease's end");
+    assert!(delivery_count(&w.svc, "expired").await >= 1.0);
+    assert_eq!(delivery_count(&w.svc, "bad_signature").await, 0.0, "refused for the lease, not the signature");
 }

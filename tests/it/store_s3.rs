@@ -12,8 +12,8 @@ use std::io::Read as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use object_store::ObjectStore as _;
 use object_store::aws::AmazonS3Builder;
+use object_store::{ObjectStore as _, ObjectStoreExt as _};
 use tributary::store::{Batch, BlobId, Expected, RemoteBlobs, Store, StoreError, StoreOptions};
 
 use crate::support::harness::{Harness, UNLIMITED, config_text};
@@ -52,6 +52,31 @@ fn keys(server: &S3, bucket: &str, prefix: &str) -> Vec<String> {
     });
     keys.sort();
     keys
+}
+
+/// The `Content-Type` the object at `key` in `bucket` was stored with.
+fn stored_content_type(server: &S3, bucket: &str, key: &str) -> Option<String> {
+    let s3 = AmazonS3Builder::new()
+        .with_endpoint(&server.endpoint)
+        .with_access_key_id(s3::ACCESS_KEY)
+        .with_secret_access_key(s3::SECRET_KEY)
+        .with_region("us-east-1")
+        .with_allow_http(true)
+        .with_bucket_name(bucket)
+        .build()
+        .unwrap();
+    let key = object_store::path::Path::from(key);
+    // On a thread of its own: the caller may be a test running on a runtime.
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+                let got = rt.block_on(s3.get(&key)).unwrap();
+                got.attributes.get(&object_store::Attribute::ContentType).map(|v| v.to_string())
+            })
+            .join()
+            .unwrap()
+    })
 }
 
 /// The content keys (not markers or tombstones) among `keys`.
@@ -553,17 +578,26 @@ async fn a_top_level_instance_on_the_shards_bucket_fetches_no_bitstream() {
 
 /// With `blobs_presign`, a full GET of a bitstream in the bucket is redirected to a presigned
 /// URL that serves the same bytes and carries no secret; a range, a HEAD and content in the
-/// local pack are still answered by Tributary.
+/// local pack are still answered by Tributary. Objects are uploaded with their type, and the
+/// bucket answers the redirect with the type and disposition Tributary would send: an active
+/// type (HTML) as an attachment, whatever the object itself was uploaded as.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn presign_redirects_a_full_get_to_the_bucket() {
     use crate::support::publish::{Res, bind, upsert};
     let Some((server, _one)) = s3::server("store_s3::presign_redirects") else { return };
-    let mut blobs = server.blobs(&server.bucket("presign"), "p");
+    let bucket = server.bucket("presign");
+    let mut blobs = server.blobs(&bucket, "p");
     blobs.presign = true;
     let dir = tempfile::tempdir().unwrap();
     let store = tokio::task::block_in_place(|| open(&dir.path().join("s"), &blobs)).unwrap();
     let (_listener, naming) = bind().await;
     let (big, small) = (bytes(700, 90_000), b"small, in the pack".to_vec());
+    let page = format!("<html><script>alert(1)</script>{}</html>", "x".repeat(90_000)).into_bytes();
+    let mut html = Res::new("s", "http://o.example/page", page.clone());
+    html.media_type = Some("text/html; charset=utf-8".into());
+    // The same bytes as a second record of another type: the object keeps its first type.
+    let mut again = Res::new("s", "http://o.example/page-as-text", page.clone());
+    again.media_type = Some("text/plain".into());
     let uris = tokio::task::block_in_place(|| {
         upsert(
             &store,
@@ -572,6 +606,8 @@ async fn presign_redirects_a_full_get_to_the_bucket() {
             &[
                 Res::new("s", "http://o.example/big", big.clone()),
                 Res::new("s", "http://o.example/small", small.clone()),
+                html,
+                again,
             ],
         )
     });
@@ -600,7 +636,38 @@ async fn presign_redirects_a_full_get_to_the_bucket() {
     assert!(!location.contains(s3::SECRET_KEY), "{location}");
     let fetched = reqwest::get(&location).await.unwrap();
     assert_eq!(fetched.status(), 200);
+    assert_eq!(fetched.headers()["content-type"], "text/plain");
+    assert_eq!(fetched.headers()["content-disposition"], "inline");
     assert_eq!(&fetched.bytes().await.unwrap()[..], &big[..]);
+    let key_of = |content: &[u8]| {
+        let hex = crate::support::digest::sha256_hex(content);
+        format!("p/{}/{hex}", &hex[..2])
+    };
+    let big_key = key_of(&big);
+    assert_eq!(stored_content_type(server, &bucket, &big_key).as_deref(), Some("text/plain"), "uploaded with its type");
+
+    // Followed as a browser would: the bucket's own answer carries the protections.
+    let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::limited(2)).build().unwrap();
+    for (uri, disposition, content_type) in
+        [(&uris[2], "attachment", "text/html; charset=utf-8"), (&uris[3], "inline", "text/plain")]
+    {
+        let resp = send(uri, "GET", None).await.unwrap();
+        assert_eq!(resp.status(), 307, "{uri}");
+        let location = resp.headers()["location"].to_str().unwrap().to_owned();
+        assert!(location.contains("response-content-disposition"), "{location}");
+        let fetched = client.get(&location).send().await.unwrap();
+        assert_eq!(fetched.status(), 200, "{uri}");
+        assert!(fetched.url().as_str().starts_with(&server.endpoint), "answered by the bucket");
+        assert_eq!(fetched.headers()["content-type"], content_type, "{uri}");
+        assert_eq!(fetched.headers()["content-disposition"], disposition, "{uri}");
+        assert_eq!(&fetched.bytes().await.unwrap()[..], &page[..]);
+    }
+    let uploaded_as = stored_content_type(server, &bucket, &key_of(&page));
+    assert_eq!(uploaded_as.as_deref(), Some("text/html; charset=utf-8"), "the first record's type");
+    // A client cannot change the signed overrides.
+    let tampered = location.replace("response-content-type=text%2Fplain", "response-content-type=text%2Fhtml");
+    assert_ne!(tampered, location);
+    assert_eq!(reqwest::get(&tampered).await.unwrap().status(), 403, "the overrides are signed");
 
     let resp = send(&uris[0], "GET", Some("bytes=10-19")).await.unwrap();
     assert_eq!(resp.status(), 206);

@@ -397,7 +397,7 @@ impl PackageReader<'_> {
             }
         }
         let Some(path) = md.path.as_deref() else { return Ok(Err(EntryError::NoPath)) };
-        let expected = Expected::declared(md.length, md.hash.as_ref());
+        let expected = Expected::declared(md.length, md.hash.as_ref()).with_media_type(md.media_type.clone());
         Ok(self.store_path(path, expected)?.map(|blob| Content::Stored { url, blob }))
     }
 

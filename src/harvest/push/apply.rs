@@ -17,6 +17,15 @@ use crate::config::Source;
 use crate::harvest::ctx::{Ctx, HarvestError, Turn, load_state};
 use crate::harvest::report::SourceReport;
 
+/// Whether `topic` passes the authority rule of Change List entries: within the Source's
+/// configured URL (or Capability List), unless the operator allows other authorities.
+pub(super) fn topic_allowed(source: &Source, topic: &Url) -> bool {
+    use crate::harvest::authority::within_authority;
+    source.settings.allow_outside_authority
+        || within_authority(&source.url, topic)
+        || source.capability_list.as_ref().is_some_and(|cl| within_authority(cl, topic))
+}
+
 /// What applying a notification came to.
 #[derive(Debug)]
 pub(super) enum Outcome {
@@ -47,9 +56,12 @@ pub(super) async fn apply(
     if let Some(until) = n.until {
         state.push_until = Some(last.map_or(until, |l| l.max(until)));
     }
+    // Entries are accepted under the topic only when the topic itself is the Source's: a
+    // topic on another site would otherwise let the Source push that site's resources.
+    let base = if topic_allowed(source, topic) { topic } else { &source.url };
     let report = crate::fetch::in_source(
         &source.id,
-        crate::harvest::sync::apply_pushed(ctx, source, sets, state, topic, n.entries),
+        crate::harvest::sync::apply_pushed(ctx, source, sets, state, base, n.entries),
     )
     .await?;
     if gap {

@@ -41,7 +41,7 @@ use super::payload::{self, Notification};
 use super::{Push, count, unix_now};
 use crate::config::Source;
 use crate::store::{Lease, Subscription};
-use crate::websub::{self, SignatureError};
+use crate::websub::{self, Signature, SignatureError, Streaming};
 
 pub(super) fn router(push: Push) -> Router {
     let path = format!("{}websub/{{id}}", push.inner.public_url.path());
@@ -69,6 +69,7 @@ async fn verify(State(push): State<Push>, Path(id): Path<String>, RawQuery(query
     match (mode, pending, challenge) {
         (Some("subscribe"), Some("subscribe"), Some(c)) => {
             activate(&mut sub, q.get("hub.lease_seconds"));
+            push.verified(&sub.id);
             settled(&push, sub, true, c.clone()).await
         }
         (Some("unsubscribe"), Some("unsubscribe"), Some(c)) => match push.remove(&sub.id).await {
@@ -76,13 +77,16 @@ async fn verify(State(push): State<Push>, Path(id): Path<String>, RawQuery(query
             Err(_) => answer(StatusCode::INTERNAL_SERVER_ERROR, "store error"),
         },
         (Some("denied"), _, _) => {
+            // Anyone who knows the callback URL can send this, so it is a hint, not an order:
+            // the lease in force (if any) stands, and the subscription is asked for again soon.
             let reason = q.get("hub.reason").map_or("no reason given", String::as_str);
-            tracing::warn!(source.id = %sub.source, hub = %sub.hub, reason, "the hub denied the subscription; polling");
+            let wait = push.denied(&sub.id);
+            tracing::warn!(source.id = %sub.source, hub = %sub.hub, reason, retry_in_s = wait, "told the subscription was denied; subscribing again");
             sub.pending = None;
-            sub.active = None;
             sub.last_error = Some(format!("denied by the hub: {}", reason.chars().take(200).collect::<String>()));
-            sub.retry_at = Some(unix_now() + 3600);
-            settled(&push, sub, false, String::new()).await
+            sub.retry_at = Some(unix_now() + wait);
+            let subscribed = super::lifecycle::subscribed(Some(&sub), unix_now());
+            settled(&push, sub, subscribed, String::new()).await
         }
         _ => answer(StatusCode::NOT_FOUND, "no such request is waiting for verification"),
     }
@@ -134,10 +138,20 @@ async fn deliver(State(push): State<Push>, Path(id): Path<String>, headers: Head
         Ok(found) => found,
         Err(refusal) => return refusal,
     };
-    match read_checked(&sub, &lease, &source, &headers, body).await {
-        Ok(notification) => applied(&push, &sub, &source, &sets, notification).await,
-        Err(refusal) => refusal,
+    let (notification, tag) = match read_checked(&sub, &lease, &source, &headers, body).await {
+        Ok(read) => read,
+        Err(refusal) => return refusal,
+    };
+    // A payload signed alike was applied already: a replay (or a hub's redelivery of what
+    // was committed) changes nothing.
+    if push.seen(&sub.id, &tag) {
+        return counted(&source.id, "replay", StatusCode::NO_CONTENT, "");
     }
+    let answer = applied(&push, &sub, &source, &sets, notification).await;
+    if answer.status() == StatusCode::NO_CONTENT {
+        push.remember(&sub.id, tag);
+    }
+    answer
 }
 
 /// The verified subscription behind callback `id`, its lease, and its source with its sets.
@@ -156,38 +170,90 @@ async fn admitted(push: &Push, id: &str) -> Result<(Subscription, Lease, Source,
     Ok((sub, lease, source, sets))
 }
 
-/// The body, read within the source's `max_document_bytes`, its signature checked, parsed.
+/// The body, read within the source's `push_max_body` and `push_body_timeout` while its HMAC
+/// is computed, its signature checked, then parsed. The signature header is checked before
+/// anything is read; the lease's end before that.
 async fn read_checked(
     sub: &Subscription,
     lease: &Lease,
     source: &Source,
     headers: &HeaderMap,
     body: Body,
-) -> Result<Notification, Response> {
-    let (id, max) = (source.id.as_str(), source.settings.max_document_bytes);
+) -> Result<(Notification, Vec<u8>), Response> {
+    let id = source.id.as_str();
+    let s = &source.settings;
+    if lease.expires <= unix_now() {
+        return Err(counted(id, "expired", StatusCode::FORBIDDEN, "the subscription's lease has ended"));
+    }
+    let header = headers.get(websub::SIGNATURE_HEADER).map(|v| v.to_str().unwrap_or(""));
+    let sig = match Signature::parse(header).and_then(|sig| strong_enough(sig, s.push_sha1)) {
+        Ok(sig) => sig,
+        Err(e) => return Err(refused_signature(id, &e)),
+    };
+    let max = s.push_max_body.min(s.max_document_bytes);
     let declared =
         headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-    let too_large = || counted(id, "oversized", StatusCode::PAYLOAD_TOO_LARGE, "the payload is too large");
     if declared.is_some_and(|n| n > max) {
-        return Err(too_large());
+        return Err(counted(id, "oversized", StatusCode::PAYLOAD_TOO_LARGE, "the payload is too large"));
     }
-    let Ok(bytes) = axum::body::to_bytes(body, usize::try_from(max).unwrap_or(usize::MAX)).await else {
-        return Err(too_large());
+    let macs = secrets(lease, s.push_secret_grace).map(|k| Streaming::new(sig.method, k.as_bytes())).collect();
+    let (bytes, macs) = match tokio::time::timeout(s.push_body_timeout, read_body(body, max, macs)).await {
+        Ok(Ok(read)) => read,
+        Ok(Err(too_large)) => return Err(counted(id, "oversized", StatusCode::PAYLOAD_TOO_LARGE, too_large)),
+        Err(_) => return Err(counted(id, "slow_body", StatusCode::REQUEST_TIMEOUT, "the body took too long")),
     };
-    if let Err(e) = signed(lease, headers, &bytes) {
-        tracing::warn!(source.id = %id, error = %e, "a delivery is ignored: its signature does not check");
-        let outcome = if e == SignatureError::Missing { "unsigned" } else { "bad_signature" };
-        return Err(counted(id, outcome, StatusCode::FORBIDDEN, "the signature does not check"));
+    if !macs.into_iter().any(|m| m.matches(&sig)) {
+        return Err(refused_signature(id, &SignatureError::Mismatch));
     }
     let name = sub.callback.clone();
     match tokio::task::spawn_blocking(move || payload::parse(&bytes, &name, max)).await {
-        Ok(Ok(n)) => Ok(n),
+        Ok(Ok(n)) => Ok((n, sig.tag().to_vec())),
         Ok(Err(e)) => {
             tracing::warn!(source.id = %id, error = %crate::error::chain(&e), "a delivery is refused");
             Err(counted(id, "malformed", StatusCode::BAD_REQUEST, "not a change notification"))
         }
         Err(_) => Err(counted(id, "error", StatusCode::INTERNAL_SERVER_ERROR, "internal error")),
     }
+}
+
+/// sha1 only where the source opted into it.
+fn strong_enough(sig: Signature, sha1: bool) -> Result<Signature, SignatureError> {
+    if sig.method == websub::Method::Sha1 && !sha1 { Err(SignatureError::Weak) } else { Ok(sig) }
+}
+
+fn refused_signature(id: &str, e: &SignatureError) -> Response {
+    tracing::warn!(source.id = %id, error = %e, "a delivery is ignored: its signature does not check");
+    let outcome = match e {
+        SignatureError::Missing => "unsigned",
+        SignatureError::Weak => "weak_signature",
+        _ => "bad_signature",
+    };
+    counted(id, outcome, StatusCode::FORBIDDEN, "the signature does not check")
+}
+
+/// The secrets a delivery may be signed with: the lease's, and the one it renewed for
+/// `grace` after the renewal was verified (a hub may have signed with it just before).
+fn secrets(lease: &Lease, grace: std::time::Duration) -> impl Iterator<Item = &String> {
+    let until = lease.verified.saturating_add(i64::try_from(grace.as_secs()).unwrap_or(i64::MAX / 4));
+    let previous = lease.previous_secret.as_ref().filter(|_| unix_now() < until);
+    std::iter::once(&lease.secret).chain(previous)
+}
+
+/// Reads the body, at most `max` bytes, feeding each chunk to every running HMAC as it comes.
+async fn read_body(body: Body, max: u64, mut macs: Vec<Streaming>) -> Result<(Vec<u8>, Vec<Streaming>), &'static str> {
+    use futures_util::StreamExt as _;
+    let mut stream = body.into_data_stream();
+    let mut bytes = Vec::new();
+    // Bounded by `max` and the caller's timeout.
+    while let Some(chunk) = stream.next().await {
+        let Ok(chunk) = chunk else { return Err("the payload could not be read") };
+        if bytes.len() as u64 + chunk.len() as u64 > max {
+            return Err("the payload is too large");
+        }
+        macs.iter_mut().for_each(|m| m.update(&chunk));
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok((bytes, macs))
 }
 
 /// Applies a checked notification and answers once it is committed.
@@ -208,19 +274,6 @@ async fn applied(push: &Push, sub: &Subscription, source: &Source, sets: &[Strin
             tracing::error!(source.id = %id, error = %crate::error::chain(&e), "a notification could not be applied");
             counted(id, "error", StatusCode::INTERNAL_SERVER_ERROR, "the notification could not be applied")
         }
-    }
-}
-
-/// Checks the signature under the lease's secret, then under the one it renewed.
-fn signed(lease: &Lease, headers: &HeaderMap, body: &[u8]) -> Result<(), SignatureError> {
-    let header = headers.get(websub::SIGNATURE_HEADER).map(|v| v.to_str().unwrap_or(""));
-    match websub::verify(lease.secret.as_bytes(), header, body) {
-        Ok(_) => Ok(()),
-        Err(e @ SignatureError::Mismatch) => match &lease.previous_secret {
-            Some(old) => websub::verify(old.as_bytes(), header, body).map(|_| ()).map_err(|_| e),
-            None => Err(e),
-        },
-        Err(e) => Err(e),
     }
 }
 

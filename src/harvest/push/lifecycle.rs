@@ -9,6 +9,9 @@
 //!   hub to verify the renewal before the lease ends); the renewal replaces the lease only
 //!   when verified, so deliveries never stop in between.
 //! - A lease that ended unrenewed counts as no subscription: polling goes back to normal.
+//! - A retry time that has come (after a failed request, or a denial) asks again at once, even
+//!   while a lease runs: a denial is only a hint (anyone knowing the callback can send one),
+//!   so the lease stands and the hub is asked again.
 
 use std::time::Duration;
 
@@ -49,10 +52,13 @@ pub(crate) fn next(sub: Option<&Subscription>, topic: &str, hub: &str, now: i64,
     match &sub.active {
         Some(l) => {
             let renew_at = l.verified + (l.expires - l.verified).max(0) * 4 / 5;
-            match retry_at {
-                Some(r) => Next::WaitUntil(r.min(l.expires.max(now + 1))),
-                None if now >= renew_at => Next::Subscribe,
-                None => Next::WaitUntil(renew_at),
+            match (retry_at, sub.retry_at) {
+                (Some(r), _) => Next::WaitUntil(r.min(l.expires.max(now + 1))),
+                // A retry that is due (after a failed renewal, or a denial) asks again now,
+                // whatever the lease.
+                (None, Some(_)) => Next::Subscribe,
+                (None, None) if now >= renew_at => Next::Subscribe,
+                (None, None) => Next::WaitUntil(renew_at),
             }
         }
         None => retry_at.map_or(Next::Subscribe, Next::WaitUntil),
@@ -106,6 +112,14 @@ mod tests {
         assert!(!subscribed(Some(&s), 1000), "an ended lease is no subscription");
         let renewing = Subscription { pending: pending(800), ..s };
         assert!(subscribed(Some(&renewing), 850), "the old lease stands while a renewal waits");
+    }
+
+    #[test]
+    fn a_due_retry_subscribes_again_even_while_a_lease_runs() {
+        let lease = Some(Lease { verified: 0, expires: 1000, ..Lease::default() });
+        let s = Subscription { active: lease, retry_at: Some(50), ..sub() };
+        assert_eq!(next(Some(&s), "t", "h", 10, T), Next::WaitUntil(50));
+        assert_eq!(next(Some(&s), "t", "h", 50, T), Next::Subscribe, "long before renewal time");
     }
 
     #[test]

@@ -43,6 +43,16 @@ use crate::store::{Store, StoreError, Subscription};
 /// retries), so a flood costs bounded memory and work.
 const MAX_DELIVERIES: usize = 16;
 
+/// Payloads remembered per subscription to recognise replays: a replay older than this many
+/// payloads (or from before a restart) is applied again, which finds what it names held, or
+/// refuses what no longer matches its hashes.
+const REMEMBERED_PAYLOADS: usize = 1_024;
+
+/// Seconds before subscribing again after a first denial (doubling with each one in a row).
+const DENIED_FIRST_RETRY: i64 = 5;
+/// The longest wait after denials in a row: push is never given up for longer.
+const DENIED_MAX_RETRY: i64 = 300;
+
 /// The push subscriber: its state, shared by the per-source tasks and the callback routes.
 /// Cheap to clone.
 #[derive(Clone)]
@@ -65,6 +75,10 @@ struct Inner {
     /// Serialises read-modify-write of subscription rows between the tasks and the routes.
     rows: Mutex<()>,
     deliveries: Semaphore,
+    /// The signature tags of the payloads applied lately, per subscription id (see `seen`).
+    applied: std::sync::Mutex<HashMap<String, std::collections::VecDeque<Vec<u8>>>>,
+    /// Denials received in a row per subscription id, for the backoff of the next request.
+    denials: std::sync::Mutex<HashMap<String, u32>>,
 }
 
 impl Push {
@@ -91,6 +105,8 @@ impl Push {
                 ctx: OnceLock::new(),
                 rows: Mutex::new(()),
                 deliveries: Semaphore::new(MAX_DELIVERIES),
+                denials: std::sync::Mutex::default(),
+                applied: std::sync::Mutex::default(),
             }),
         }
     }
@@ -154,6 +170,39 @@ impl Push {
     async fn remove(&self, id: &str) -> Result<(), StoreError> {
         let (store, id) = (self.inner.store.clone(), id.to_owned());
         tokio::task::spawn_blocking(move || store.remove_subscription(&id)).await.map_err(join_error)?
+    }
+
+    /// Counts a denial of subscription `id`; returns how long to wait (seconds) before asking
+    /// again: [`DENIED_FIRST_RETRY`] doubling to [`DENIED_MAX_RETRY`], so a hub that really
+    /// refuses is not hammered, and a forged denial costs push a few seconds at most.
+    fn denied(&self, id: &str) -> i64 {
+        let mut d = self.inner.denials.lock().unwrap_or_else(|p| p.into_inner());
+        let n = d.entry(id.to_owned()).or_insert(0);
+        *n = n.saturating_add(1);
+        DENIED_FIRST_RETRY.saturating_mul(1 << (*n - 1).min(10)).min(DENIED_MAX_RETRY)
+    }
+
+    /// Whether a payload with signature `tag` was applied lately on subscription `id`. The
+    /// tag is an HMAC of the body under the subscription's secret, so only the same body (and
+    /// secret) has it: a captured delivery sent again.
+    fn seen(&self, id: &str, tag: &[u8]) -> bool {
+        let applied = self.inner.applied.lock().unwrap_or_else(|p| p.into_inner());
+        applied.get(id).is_some_and(|tags| tags.iter().any(|t| t == tag))
+    }
+
+    /// Remembers the tag of a payload applied on `id`, the last [`REMEMBERED_PAYLOADS`] only.
+    fn remember(&self, id: &str, tag: Vec<u8>) {
+        let mut applied = self.inner.applied.lock().unwrap_or_else(|p| p.into_inner());
+        let tags = applied.entry(id.to_owned()).or_default();
+        if tags.len() >= REMEMBERED_PAYLOADS {
+            tags.pop_front();
+        }
+        tags.push_back(tag);
+    }
+
+    /// A verification of `id` ends its run of denials.
+    fn verified(&self, id: &str) {
+        self.inner.denials.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
     }
 
     /// The callback URL for subscription `id`.

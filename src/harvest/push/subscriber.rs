@@ -105,7 +105,17 @@ async fn channel(push: &Push, source: &Source) -> Option<(Url, Url)> {
             .and_then(|c| c.change_notification),
         None => None,
     };
-    let topic = source.push.topic.clone().or_else(|| found.as_ref().and_then(|c| Url::parse(&c.topic).ok()))?;
+    let advertised = found.as_ref().and_then(|c| Url::parse(&c.topic).ok());
+    // A topic the Capability List names must be the Source's own (`push_topic`, the operator's
+    // choice, is taken as given).
+    let advertised = advertised.filter(|t| {
+        let ok = super::apply::topic_allowed(source, t);
+        if !ok {
+            tracing::warn!(source.id = %source.id, topic = %t, "the advertised notification topic is outside the Source's authority; not subscribing");
+        }
+        ok
+    });
+    let topic = source.push.topic.clone().or(advertised)?;
     let hub = source.push.hub.clone().or_else(|| found.as_ref().and_then(|c| Url::parse(&c.hub).ok()))?;
     Some((topic, hub))
 }

@@ -18,6 +18,12 @@
 //! so after a crash the state never runs ahead of or behind the record; the source's state
 //! (validators, `until`) is committed last, so an interrupted poll reads the feed again and
 //! merging what it already applied changes nothing.
+//!
+//! FeedSync's merge costs grow with an item's history and conflicts (subsumption compares
+//! histories pairwise), and an upstream chooses both: the reader caps them per item
+//! (`feed_max_history`, `feed_max_conflicts`, and the item's bytes count its `sx:sync`), a
+//! merge result over the caps is not kept, and merges run on the blocking pool with the store
+//! reads they need, so a costly feed never stalls the async workers that serve requests.
 
 use std::collections::HashSet;
 
@@ -29,7 +35,9 @@ use super::super::report::SourceReport;
 use super::super::resource::fetch_verified;
 use crate::config::{FeedContent, FeedSource, Source};
 use crate::fetch::{Fetched, Validators};
-use crate::model::feed::{Feed, FeedItem, FeedLimits, Merged, RelatedKind, item_document, merge, read_feed, read_item};
+use crate::model::feed::{
+    Feed, FeedItem, FeedLimits, Merged, RelatedKind, SyncCap, item_document, merge, read_feed, read_item,
+};
 use crate::model::{Link, W3cDateTime};
 use crate::store::{Batch, Expected, Listing, NewRecord, SourceState, Via};
 
@@ -106,7 +114,8 @@ async fn poll_one(
         tracing::warn!(source.id = %source.id, feed = %url, "{w}");
     }
     let failed_before = report.failed;
-    let seen = apply_items(p, &feed, report).await?;
+    let items = feed.items.len();
+    let seen = apply_items(p, feed.items, report).await?;
     // An item that failed is retried at the next poll only if the feed is read again in full,
     // not answered 304: keep no validators for a feed with failures.
     match report.failed == failed_before {
@@ -117,7 +126,7 @@ async fn poll_one(
         Some(u) => state.feed_until.insert(url.to_string(), u),
         None => state.feed_until.remove(url.as_str()),
     };
-    tracing::info!(source.id = %source.id, feed = %url, items = feed.items.len(), complete, "feed harvested");
+    tracing::info!(source.id = %source.id, feed = %url, items, complete, "feed harvested");
     Ok(Some((seen, complete)))
 }
 
@@ -151,7 +160,7 @@ async fn fetch_feed(
             });
         }
     };
-    let limits = FeedLimits { max_bytes: source.settings.max_document_bytes, ..FeedLimits::default() };
+    let limits = feed_limits(source);
     let name = doc.url.to_string();
     let body = doc.body.clone();
     let feed = tokio::task::spawn_blocking(move || read_feed(std::io::Cursor::new(body), &name, &limits))
@@ -194,39 +203,109 @@ async fn choose_complete(
     }
 }
 
+/// The reader's limits for the source's feeds.
+fn feed_limits(source: &Source) -> FeedLimits {
+    let s = &source.settings;
+    FeedLimits {
+        max_bytes: s.max_document_bytes,
+        max_history: s.feed_max_history,
+        max_conflicts: s.feed_max_conflicts,
+        ..FeedLimits::default()
+    }
+}
+
+/// What merging one incoming item gave.
+enum MergeOutcome {
+    /// The store already holds it.
+    Unchanged,
+    /// The new state to keep.
+    Merged(Box<FeedItem>),
+    /// The merge result breaks a cap (the incoming item alone kept within them): the local
+    /// state stands.
+    OverCap(SyncCap),
+}
+
 /// Merges every item into the store; returns the identities seen.
-async fn apply_items(p: &Poll<'_>, feed: &Feed, report: &mut SourceReport) -> Result<HashSet<String>, HarvestError> {
+async fn apply_items(
+    p: &Poll<'_>,
+    items: Vec<FeedItem>,
+    report: &mut SourceReport,
+) -> Result<HashSet<String>, HarvestError> {
     let Poll { ctx, source, .. } = *p;
     let mut seen = HashSet::new();
-    let mut batch = Batch::new();
-    for item in &feed.items {
+    let mut unique = Vec::with_capacity(items.len());
+    for item in items {
         let Some(identity) = item.identity().map(str::to_owned) else { continue };
         if !seen.insert(identity.clone()) {
             tracing::warn!(source.id = %source.id, item = %identity, "item listed twice in one feed; the first is kept");
             continue;
         }
-        let local = ctx.store.feed_item(&source.id, &identity)?.and_then(|bytes| {
-            // Only a damaged row: the incoming item then replaces it, as if new.
-            read_item(&bytes, &identity)
-                .inspect_err(|e| tracing::warn!(source.id = %source.id, item = %identity, error = %e, "stored item state unreadable"))
-                .ok()
-        });
-        let merged = match merge(local.as_ref(), item) {
-            Merged::Unchanged => {
-                report.unchanged += 1;
-                continue;
+        unique.push((identity, item));
+    }
+    let mut rest = unique.into_iter().peekable();
+    while rest.peek().is_some() {
+        let chunk: Vec<_> = rest.by_ref().take(BATCH).collect();
+        let mut batch = Batch::new();
+        for (identity, outcome) in merge_blocking(ctx, source, chunk).await? {
+            match outcome {
+                MergeOutcome::Unchanged => report.unchanged += 1,
+                MergeOutcome::Merged(merged) => stage(p, &identity, *merged, &mut batch, report).await?,
+                MergeOutcome::OverCap(cap) => {
+                    tracing::warn!(source.id = %source.id, item = %identity, "feed item not merged: the result would have {cap}");
+                    report.failed += 1;
+                }
             }
-            Merged::New(m) | Merged::Changed(m) => m,
-        };
-        stage(p, &identity, merged, &mut batch, report).await?;
-        if batch.len() >= BATCH {
-            count(&apply_blocking(&ctx.store, std::mem::take(&mut batch)).await?, report);
+        }
+        if !batch.is_empty() {
+            count(&apply_blocking(&ctx.store, batch).await?, report);
         }
     }
-    if !batch.is_empty() {
-        count(&apply_blocking(&ctx.store, batch).await?, report);
-    }
     Ok(seen)
+}
+
+/// Merges `items` with the states the store holds for them, on the blocking pool: each
+/// merge reads the store and may compare thousands of histories.
+async fn merge_blocking(
+    ctx: &Ctx,
+    source: &Source,
+    items: Vec<(String, FeedItem)>,
+) -> Result<Vec<(String, MergeOutcome)>, HarvestError> {
+    let (store, source_id, limits) = (ctx.store.clone(), source.id.clone(), feed_limits(source));
+    tokio::task::spawn_blocking(move || {
+        items
+            .into_iter()
+            .map(|(identity, item)| {
+                let outcome = merge_one(&store, &source_id, &identity, &item, &limits)?;
+                Ok((identity, outcome))
+            })
+            .collect::<Result<Vec<_>, HarvestError>>()
+    })
+    .await
+    .map_err(join_error)?
+}
+
+/// One item merged with its stored state (blocking).
+fn merge_one(
+    store: &crate::store::Store,
+    source_id: &str,
+    identity: &str,
+    item: &FeedItem,
+    limits: &FeedLimits,
+) -> Result<MergeOutcome, HarvestError> {
+    let local = store.feed_item(source_id, identity)?.and_then(|bytes| {
+        // Only a damaged row: the incoming item then replaces it, as if new.
+        read_item(&bytes, identity)
+            .inspect_err(|e| tracing::warn!(source.id = %source_id, item = %identity, error = %e, "stored item state unreadable"))
+            .ok()
+    });
+    let merged = match merge(local.as_ref(), item) {
+        Merged::Unchanged => return Ok(MergeOutcome::Unchanged),
+        Merged::New(m) | Merged::Changed(m) => m,
+    };
+    Ok(match limits.sync_within(&merged) {
+        Ok(()) => MergeOutcome::Merged(Box::new(merged)),
+        Err(cap) => MergeOutcome::OverCap(cap),
+    })
 }
 
 fn count(applied: &crate::store::Applied, report: &mut SourceReport) {
@@ -313,12 +392,12 @@ async fn bitstream(
     let url = match feed_source.content {
         FeedContent::Item => {
             let (store, bytes) = (ctx.store.clone(), document.to_vec());
-            let info =
-                tokio::task::spawn_blocking(move || store.put(&bytes[..], &Expected { md5: true, ..Expected::none() }))
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .map_err(|e| e.to_string())?;
             let media_type = if item.xml.trim_start().starts_with("<item") { ITEM_TYPE_RSS } else { ITEM_TYPE_ATOM };
+            let expected = Expected { md5: true, ..Expected::none() }.with_media_type(Some(media_type.into()));
+            let info = tokio::task::spawn_blocking(move || store.put(&bytes[..], &expected))
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?;
             return Ok(StoredBits { id: info.id, length: info.length, media_type: Some(media_type.into()) });
         }
         FeedContent::Enclosure => item.enclosure.as_ref().map(|e| e.url.clone()).ok_or("the item has no enclosure")?,
@@ -329,11 +408,11 @@ async fn bitstream(
         FeedContent::Enclosure => item.enclosure.as_ref().and_then(|e| e.length).filter(|&l| l > 0),
         _ => None,
     };
-    let expected = Expected { length, md5: true, ..Expected::none() };
+    let media_type = item.enclosure.as_ref().and_then(|e| e.media_type.clone()).filter(|_| length.is_some());
+    let expected = Expected { length, md5: true, ..Expected::none() }.with_media_type(media_type.clone());
     let stored = fetch_verified(&ctx.fetcher, &ctx.store, &[url], &expected, &source.settings)
         .await
         .map_err(|e| crate::error::chain(&e).to_string())?;
-    let media_type = item.enclosure.as_ref().and_then(|e| e.media_type.clone()).filter(|_| length.is_some());
     Ok(StoredBits { id: stored.info.id, length: stored.info.length, media_type })
 }
 

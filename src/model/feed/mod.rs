@@ -16,6 +16,7 @@
 //! Part of the model: no I/O of its own (any `BufRead` in, any `Write` out), no tokio, no
 //! store. The harvester and the publisher build on it.
 
+mod active;
 mod merge;
 mod read;
 mod write;
@@ -24,7 +25,7 @@ pub use merge::{
     Merged, canonical_cmp, canonicalize, create_sync, history_subsumed, item_subsumed, local_update, merge,
     merge_plain, resolve_conflicts, winner,
 };
-pub use read::{FeedError, FeedLimits, read_feed};
+pub use read::{FeedError, FeedLimits, MAX_CONFLICTS, MAX_HISTORY, SyncCap, read_feed};
 pub use write::{AtomWriter, FeedHead, SYNC_ID_URN_PREFIX, item_document};
 
 /// Reads back one item from a standalone item document, as [`item_document`] writes it
@@ -46,7 +47,15 @@ pub fn read_item(bytes: &[u8], document: &str) -> Result<FeedItem, FeedError> {
     } else {
         format!("<feed xmlns=\"{ATOM_NS}\">{body}</feed>")
     };
-    let feed = read_feed(wrapped.as_bytes(), document, &FeedLimits::default())?;
+    // The state was written by Tributary after the caps of the feed it came from were
+    // checked, possibly higher ones than the defaults: only the document's size bounds it.
+    let limits = FeedLimits {
+        max_item_bytes: usize::MAX,
+        max_history: usize::MAX,
+        max_conflicts: usize::MAX,
+        ..FeedLimits::default()
+    };
+    let feed = read_feed(wrapped.as_bytes(), document, &limits)?;
     feed.items.into_iter().next().ok_or_else(|| malformed("no item in the document".into()))
 }
 

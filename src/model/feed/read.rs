@@ -36,18 +36,65 @@ mod tests;
 pub struct FeedLimits {
     /// Bytes of the whole (decoded) document, counted as they are read.
     pub max_bytes: u64,
-    /// Items (top-level entries or items; conflicts are not counted).
+    /// Items: top-level entries or items, and the versions inside their `sx:conflicts`
+    /// (each is a whole item the merge works on).
     pub max_items: usize,
-    /// Bytes of one item's own XML ([`FeedItem::xml`]).
+    /// Bytes of one item: its own XML ([`FeedItem::xml`]), and its whole element as read,
+    /// `sx:sync` with its history and conflicts included.
     pub max_item_bytes: usize,
     /// Element nesting depth, the root being 1.
     pub max_depth: usize,
+    /// `sx:history` elements of one `sx:sync` (an item's, or a conflict's).
+    pub max_history: usize,
+    /// Versions in one item's `sx:conflicts`.
+    pub max_conflicts: usize,
 }
+
+/// Default of [`FeedLimits::max_history`] (and of the `feed_max_history` setting).
+pub const MAX_HISTORY: usize = 1_000;
+/// Default of [`FeedLimits::max_conflicts`] (and of the `feed_max_conflicts` setting).
+pub const MAX_CONFLICTS: usize = 100;
 
 impl Default for FeedLimits {
     fn default() -> Self {
-        FeedLimits { max_bytes: 64 << 20, max_items: 100_000, max_item_bytes: 4 << 20, max_depth: 64 }
+        FeedLimits {
+            max_bytes: 64 << 20,
+            max_items: 100_000,
+            max_item_bytes: 4 << 20,
+            max_depth: 64,
+            max_history: MAX_HISTORY,
+            max_conflicts: MAX_CONFLICTS,
+        }
     }
+}
+
+impl FeedLimits {
+    /// Whether `item`'s FeedSync state keeps within [`FeedLimits::max_history`] and
+    /// [`FeedLimits::max_conflicts`] (a merge result is checked with it before it is kept);
+    /// the broken cap when it does not.
+    pub fn sync_within(&self, item: &FeedItem) -> Result<(), SyncCap> {
+        let Some(sync) = &item.sync else { return Ok(()) };
+        if sync.conflicts.len() > self.max_conflicts {
+            return Err(SyncCap::Conflicts(self.max_conflicts));
+        }
+        let most =
+            std::iter::once(item).chain(&sync.conflicts).filter_map(|i| i.sync.as_ref()).map(|s| s.history.len());
+        match most.max() {
+            Some(n) if n > self.max_history => Err(SyncCap::History(self.max_history)),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Which per-item FeedSync cap was broken, with its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SyncCap {
+    /// More `sx:history` than [`FeedLimits::max_history`] in one `sx:sync`.
+    #[error("more than {0} sx:history entries")]
+    History(usize),
+    /// More versions than [`FeedLimits::max_conflicts`] in `sx:conflicts`.
+    #[error("more than {0} sx:conflicts versions")]
+    Conflicts(usize),
 }
 
 /// Why a feed was refused. Nothing of a refused feed is returned.
@@ -117,6 +164,18 @@ pub enum FeedError {
         position: Position,
         /// The limit.
         limit: usize,
+    },
+    /// An item's `sx:sync` holds more history or conflicts than [`FeedLimits`] allows.
+    #[error("{document}: item {item} at line {position} has {cap}")]
+    TooMuchSync {
+        /// URL or path.
+        document: String,
+        /// The item's sync id.
+        item: String,
+        /// Where the item's `sx:sync` starts.
+        position: Position,
+        /// The cap broken.
+        cap: SyncCap,
     },
     /// Elements nested deeper than [`FeedLimits::max_depth`].
     #[error("{document}: elements nested deeper than {limit} at line {position}")]
@@ -245,6 +304,11 @@ struct Core<'a, R: BufRead> {
     used_base: usize,
     /// Items met so far at the top level (for `#n` labels and the item limit).
     items: usize,
+    /// Versions met so far inside `sx:conflicts` (counted with `items` against the limit).
+    conflict_items: usize,
+    /// The top-level item being read: where it starts and its label. Every event read inside
+    /// it counts its bytes against the item limit, `sx:sync` included.
+    item: Option<(u64, String)>,
 }
 
 impl<'a, R: BufRead> Core<'a, R> {
@@ -264,6 +328,8 @@ impl<'a, R: BufRead> Core<'a, R> {
             used_prefixes: Vec::new(),
             used_base: 0,
             items: 0,
+            conflict_items: 0,
+            item: None,
         }
     }
 
@@ -289,11 +355,24 @@ impl<'a, R: BufRead> Core<'a, R> {
             Event::Eof if self.xml.get_ref().exceeded() => return Err(self.too_large()),
             _ => {}
         }
+        self.check_item_bytes()?;
         Ok((ns, ev))
     }
 
     fn doc(&self) -> String {
         self.document.to_owned()
+    }
+
+    /// Refuses the item being read once its element, as read so far, is over the limit:
+    /// its `sx:sync` is not in [`FeedItem::xml`], so only this counts history and conflicts.
+    fn check_item_bytes(&self) -> Result<(), FeedError> {
+        let Some((start, label)) = &self.item else { return Ok(()) };
+        let limit = self.limits.max_item_bytes;
+        if self.xml.buffer_position().saturating_sub(*start) <= limit as u64 {
+            return Ok(());
+        }
+        let position = self.position(*start);
+        Err(FeedError::ItemTooLarge { document: self.doc(), item: label.clone(), position, limit })
     }
 
     fn position(&self, offset: u64) -> Position {
@@ -479,7 +558,17 @@ impl<'a, R: BufRead> Core<'a, R> {
 
     fn count_item(&mut self) -> Result<(), FeedError> {
         self.items += 1;
-        if self.items > self.limits.max_items {
+        self.check_item_count()
+    }
+
+    /// A conflict is a whole version for the merge to weigh: it counts as an item.
+    fn count_conflict(&mut self) -> Result<(), FeedError> {
+        self.conflict_items += 1;
+        self.check_item_count()
+    }
+
+    fn check_item_count(&self) -> Result<(), FeedError> {
+        if self.items + self.conflict_items > self.limits.max_items {
             return Err(FeedError::TooManyItems { document: self.doc(), limit: self.limits.max_items });
         }
         Ok(())
@@ -618,6 +707,10 @@ impl<'a, R: BufRead> Core<'a, R> {
         label: &str,
     ) -> Result<FeedItem, FeedError> {
         let start = self.event_start;
+        let top_level = self.item.is_none();
+        if top_level {
+            self.item = Some((start, label.to_owned()));
+        }
         let used_base = self.used_prefixes.len();
         let outer_base = std::mem::replace(&mut self.used_base, used_base);
         self.note_prefix(head.prefix.as_deref().unwrap_or(""));
@@ -641,6 +734,9 @@ impl<'a, R: BufRead> Core<'a, R> {
         item.xml.insert_str(head.name_end, &decls);
         self.used_prefixes.truncate(used_base);
         self.used_base = outer_base;
+        if top_level {
+            self.item = None;
+        }
         Ok(item)
     }
 
@@ -939,6 +1035,9 @@ impl<'a, R: BufRead> Core<'a, R> {
                 let local = e.local_name();
                 match (ns, local.as_ref()) {
                     (Ns::Sx, "history") => {
+                        if sync.history.len() == self.limits.max_history {
+                            return Err(self.too_much_sync(&sync.id, start, SyncCap::History(self.limits.max_history)));
+                        }
                         sync.history.push(sync::history(self, &e, &sync.id)?);
                         if !empty {
                             self.skip(buf)?;
@@ -948,6 +1047,10 @@ impl<'a, R: BufRead> Core<'a, R> {
                         drop(e);
                         let label = format!("{} (a conflict)", sync.id);
                         self.read_conflicts(buf, &mut sync.conflicts, &label)?;
+                        if sync.conflicts.len() > self.limits.max_conflicts {
+                            let cap = SyncCap::Conflicts(self.limits.max_conflicts);
+                            return Err(self.too_much_sync(&sync.id, start, cap));
+                        }
                     }
                     _ if !empty => self.skip(buf)?,
                     _ => {}
@@ -960,6 +1063,10 @@ impl<'a, R: BufRead> Core<'a, R> {
             return Err(FeedError::InvalidSync { document: self.doc(), item: sync.id, position, rule });
         }
         Ok(sync)
+    }
+
+    fn too_much_sync(&self, id: &str, start: u64, cap: SyncCap) -> FeedError {
+        FeedError::TooMuchSync { document: self.doc(), item: id.to_owned(), position: self.position(start), cap }
     }
 
     /// Reads the items inside `sx:conflicts` (start just read): Atom entries or RSS items.
@@ -985,6 +1092,7 @@ impl<'a, R: BufRead> Core<'a, R> {
             };
             match format {
                 Some(format) => {
+                    self.count_conflict()?;
                     let head = ItemHead::new(&e, self.xml.resolver().level());
                     out.push(self.read_item(buf, head, format, empty, label)?);
                 }

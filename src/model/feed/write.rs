@@ -6,7 +6,9 @@
 //! is republished as it came. An RSS item, or an item with no markup, becomes an entry
 //! synthesised from its fields. Namespace declarations are adjusted on the item's start tag
 //! only: ones the enclosing feed already makes are dropped, and ones the item needs but lacks
-//! (`sx:` in a standalone document) are added.
+//! (`sx:` in a standalone document) are added. Active markup (script elements, event
+//! handlers, script URLs in the namespaces browsers render) is left out as it is copied
+//! (`active`).
 //!
 //! Output depends on nothing but the input, never on the clock, so the same item always
 //! gives the same bytes.
@@ -20,6 +22,7 @@ use quick_xml::NsReader;
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::name::ResolveResult;
 
+use super::active;
 use super::{ATOM_NS, FeedItem, FeedLink, RelatedKind, SX_NS, Sharing, Sync};
 use crate::model::push_attr as attr;
 use crate::model::{W3cDateTime, escape_into};
@@ -233,9 +236,15 @@ fn copy_item(out: &mut Vec<u8>, item: &FeedItem, scope: Scope, ctx: &Ctx) -> Res
     let mut depth = 0usize;
     let mut inner = scope;
     let mut root_name = String::new();
+    // The depth at which a dropped element (active markup, see `active`) was opened.
+    let mut skipping: Option<usize> = None;
     loop {
         let (res, ev) = reader.read_resolved_event().map_err(|e| ItemError::Malformed(e.to_string()))?;
         let is_atom = matches!(res, ResolveResult::Bound(ns) if ns.0 == ATOM_NS);
+        let ns = match res {
+            ResolveResult::Bound(ns) => Some(ns.0.to_owned()),
+            _ => None,
+        };
         match ev {
             Event::Start(ref e) | Event::Empty(ref e) if depth == 0 => {
                 let empty = matches!(ev, Event::Empty(_));
@@ -271,10 +280,57 @@ fn copy_item(out: &mut Vec<u8>, item: &FeedItem, scope: Scope, ctx: &Ctx) -> Res
                     Event::End(_) => depth -= 1,
                     _ => {}
                 }
-                copy_event(out, &ev);
+                if let Some(at) = skipping {
+                    if depth < at {
+                        skipping = None;
+                    }
+                    continue;
+                }
+                let rendered = active::is_rendered(ns.as_deref());
+                match &ev {
+                    Event::Start(e) | Event::Empty(e) if rendered && active::is_dropped(e.local_name().as_ref()) => {
+                        if matches!(ev, Event::Start(_)) {
+                            skipping = Some(depth);
+                        }
+                    }
+                    Event::Start(e) | Event::Empty(e) => {
+                        start_tag(out, e, matches!(ev, Event::Empty(_)), rendered, &reader)?;
+                    }
+                    _ => copy_event(out, &ev),
+                }
             }
         }
     }
+}
+
+/// Writes a start (or empty) tag without its active attributes (see `active`).
+fn start_tag(
+    out: &mut Vec<u8>,
+    e: &BytesStart<'_>,
+    empty: bool,
+    rendered: bool,
+    reader: &NsReader<&[u8]>,
+) -> Result<(), ItemError> {
+    out.push(b'<');
+    out.extend_from_slice(e.name().as_ref().as_bytes());
+    for a in e.attributes() {
+        let a = a.map_err(|err| ItemError::Malformed(err.to_string()))?;
+        let value = a
+            .normalized_value(quick_xml::XmlVersion::Implicit1_0)
+            .map_err(|err| ItemError::Malformed(err.to_string()))?;
+        let key = a.key.as_ref();
+        let declaration = key == "xmlns" || key.starts_with("xmlns:");
+        let (res, local) = reader.resolver().resolve_attribute(a.key);
+        let ns = match res {
+            ResolveResult::Bound(ns) => Some(ns.0),
+            _ => None,
+        };
+        if declaration || !active::is_active_attribute(rendered, ns, local.as_ref(), &value) {
+            attr(out, key, &value);
+        }
+    }
+    out.extend_from_slice(if empty { b"/>" } else { b">" });
+    Ok(())
 }
 
 fn is_predefined(r: &str) -> bool {

@@ -98,7 +98,8 @@ impl Res {
 
 /// Stores the content and returns the record the harvester would write.
 pub(crate) fn new_record(store: &Store, naming: &Naming, r: &Res) -> NewRecord {
-    let info = store.put(&r.content[..], &Expected { md5: true, ..Expected::none() }).unwrap();
+    let expected = Expected { md5: true, ..Expected::none() }.with_media_type(r.media_type.clone());
+    let info = store.put(&r.content[..], &expected).unwrap();
     NewRecord {
         uri: naming.resource(&r.source, &r.upstream).unwrap(),
         source: r.source.clone(),

@@ -422,3 +422,66 @@ fn item_count_item_size_and_depth_are_capped() {
     let err = read(&deep).expect_err("refused");
     assert!(matches!(err, FeedError::TooDeep { limit: 64, .. }), "{err}");
 }
+
+/// `n` histories by distinct endpoints, most recent first.
+fn histories(n: usize) -> String {
+    (1..=n).rev().map(|i| format!(r#"<sx:history sequence="{i}" by="e{i}"/>"#)).collect()
+}
+
+/// An item whose `sx:sync` holds `n` conflicting versions.
+fn with_conflicts(n: usize) -> String {
+    let conflict = |i: usize| {
+        format!(
+            r#"<entry><id>urn:e</id><title>C{i}</title><sx:sync id="s" updates="1">{}</sx:sync></entry>"#,
+            histories(1).replace("e1", &format!("c{i}"))
+        )
+    };
+    let conflicts: String = (0..n).map(conflict).collect();
+    entry(r#"id="s" updates="2""#, &format!("{H1}<sx:conflicts>{conflicts}</sx:conflicts>"))
+}
+
+#[test]
+fn sync_history_and_conflicts_count_against_the_item_size() {
+    // The item's own XML is small; its history is not.
+    let feed = atom(&entry(r#"id="s" updates="200""#, &histories(200)));
+    let limits = FeedLimits { max_item_bytes: 4096, ..FeedLimits::default() };
+    let err = read_feed(feed.as_bytes(), "t", &limits).expect_err("refused");
+    assert!(matches!(err, FeedError::ItemTooLarge { limit: 4096, .. }), "{err}");
+    let item = &read_feed(feed.as_bytes(), "t", &FeedLimits::default()).unwrap().items[0];
+    assert!(item.xml.len() < 4096, "the history is not in the item's XML, so only the element's size catches it");
+
+    let feed = atom(&with_conflicts(40));
+    let err = read_feed(feed.as_bytes(), "t", &limits).expect_err("refused");
+    assert!(matches!(err, FeedError::ItemTooLarge { .. }), "{err}");
+}
+
+#[test]
+fn conflicts_count_as_items() {
+    let feed = atom(&with_conflicts(3));
+    let limits = FeedLimits { max_items: 3, ..FeedLimits::default() };
+    let err = read_feed(feed.as_bytes(), "t", &limits).expect_err("refused");
+    assert!(matches!(err, FeedError::TooManyItems { limit: 3, .. }), "{err}");
+    let limits = FeedLimits { max_items: 4, ..FeedLimits::default() };
+    assert_eq!(read_feed(feed.as_bytes(), "t", &limits).unwrap().items[0].sync.as_ref().unwrap().conflicts.len(), 3);
+}
+
+#[test]
+fn history_and_conflicts_are_capped_per_item() {
+    let feed = atom(&entry(r#"id="s" updates="6""#, &histories(6)));
+    let limits = FeedLimits { max_history: 5, ..FeedLimits::default() };
+    let err = read_feed(feed.as_bytes(), "t", &limits).expect_err("refused");
+    assert!(matches!(err, FeedError::TooMuchSync { cap: SyncCap::History(5), .. }), "{err}");
+    assert!(err.to_string().contains("item s"), "{err}");
+    let limits = FeedLimits { max_history: 6, ..FeedLimits::default() };
+    let item = read_feed(feed.as_bytes(), "t", &limits).unwrap().items.remove(0);
+    assert_eq!(limits.sync_within(&item), Ok(()));
+    let tighter = FeedLimits { max_history: 5, ..FeedLimits::default() };
+    assert_eq!(tighter.sync_within(&item), Err(SyncCap::History(5)), "a merge result is checked the same way");
+
+    let feed = atom(&with_conflicts(3));
+    let limits = FeedLimits { max_conflicts: 2, ..FeedLimits::default() };
+    let err = read_feed(feed.as_bytes(), "t", &limits).expect_err("refused");
+    assert!(matches!(err, FeedError::TooMuchSync { cap: SyncCap::Conflicts(2), .. }), "{err}");
+    let item = read_feed(feed.as_bytes(), "t", &FeedLimits::default()).unwrap().items.remove(0);
+    assert_eq!(limits.sync_within(&item), Err(SyncCap::Conflicts(2)));
+}

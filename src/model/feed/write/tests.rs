@@ -1,7 +1,7 @@
 //! Tests of the writer: each output is read back with the reader.
 
 use super::*;
-use crate::model::feed::{Enclosure, Feed, FeedLimits, History, Related, read_feed};
+use crate::model::feed::{Enclosure, Feed, FeedLimits, History, Related, read_feed, read_item};
 
 fn when(s: &str) -> W3cDateTime {
     s.parse().expect("date")
@@ -208,4 +208,23 @@ fn item_documents_are_standalone_and_deterministic() {
         "{text}"
     );
     assert_eq!(wrap(&synthesised).items[0].sync, bare("s").sync);
+}
+
+#[test]
+fn active_markup_is_left_out_and_foreign_markup_kept() {
+    let feed = r#"<feed xmlns="http://www.w3.org/2005/Atom"><entry><id>urn:x</id><title>t</title>
+<updated>2020-01-01T00:00:00Z</updated><content type="xhtml"><div xmlns="http://www.w3.org/1999/xhtml">
+<p onclick="x()" class="c">hi<script>alert(1)<b>nested</b></script>!</p><a href=" javascript:alert(2)">l</a>
+<iframe src="x"/><img src="i.png" onerror="y()"/><svg xmlns="http://www.w3.org/2000/svg"><script>z()</script></svg></div></content>
+<ext:thing xmlns:ext="http://example.org/ext" onclick="kept"><ext:script>kept too</ext:script></ext:thing></entry></feed>"#;
+    let f = read_feed(feed.as_bytes(), "t", &FeedLimits::default()).unwrap();
+    let doc = String::from_utf8(item_document(&f.items[0])).unwrap();
+    for gone in ["<script", "alert", "nested", "onclick=\"x()\"", "javascript", "iframe", "onerror", "z()"] {
+        assert!(!doc.contains(gone), "{gone} in {doc}");
+    }
+    for kept in ["<p class=\"c\">hi!</p>", "<a>l</a>", "<img src=\"i.png\"/>", "<ext:script>kept too</ext:script>"] {
+        assert!(doc.contains(kept), "{kept} not in {doc}");
+    }
+    assert!(doc.contains("<ext:thing xmlns:ext=\"http://example.org/ext\" onclick=\"kept\">"), "{doc}");
+    read_item(doc.as_bytes(), "again").unwrap();
 }
