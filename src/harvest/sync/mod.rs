@@ -22,6 +22,7 @@ mod changes;
 mod dump;
 mod feed;
 mod incremental;
+mod oai;
 mod plan;
 mod retry;
 
@@ -48,6 +49,9 @@ pub(crate) async fn synchronize(
 ) -> Result<SourceReport, HarvestError> {
     if let Some(feed) = &source.feed {
         return feed::harvest_feed(ctx, source, feed, sets, state).await;
+    }
+    if let Some(oai) = &source.oai {
+        return oai::harvest_oai(ctx, source, oai, sets, state).await;
     }
     // `given`: the list the source's URL named, when discovery just fetched it; the first
     // baseline walks it instead of fetching it again.
