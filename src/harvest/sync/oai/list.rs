@@ -59,6 +59,8 @@ pub(super) struct Lister<'a> {
     requests: u32,
     restarts: u32,
     done: bool,
+    /// A loop found on the page just returned: its records are applied, then the list stops.
+    stopped: Option<OaiHarvestError>,
     /// The `responseDate` of the list's first response.
     pub(super) response_date: Option<String>,
 }
@@ -76,12 +78,17 @@ impl<'a> Lister<'a> {
             requests: 0,
             restarts: 0,
             done: false,
+            stopped: None,
             response_date: None,
         }
     }
 
     /// The next page; `None` once the list has ended.
     pub(super) async fn next_page(&mut self) -> Result<Option<Page>, OaiHarvestError> {
+        if let Some(e) = self.stopped.take() {
+            self.done = true;
+            return Err(e);
+        }
         // Bounded: each round makes a request, and `requests` is capped.
         while !self.done {
             if self.requests >= MAX_REQUESTS {
@@ -98,7 +105,7 @@ impl<'a> Lister<'a> {
                 continue;
             }
             let next = resp.token.map(|t| t.value).filter(|v| !v.trim().is_empty());
-            self.follow(next, resp.records.is_empty())?;
+            self.stopped = self.follow(next, resp.records.is_empty()).err();
             return Ok(Some(Page { records: resp.records, repaired: resp.repaired }));
         }
         Ok(None)
