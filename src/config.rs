@@ -11,6 +11,7 @@
 //! Must not depend on the harvester or the store: they depend on it.
 
 mod hub;
+mod oai;
 mod raw;
 mod server;
 mod shard;
@@ -142,6 +143,8 @@ pub struct Source {
     /// `Some` for a feed source (`feed = URL`, then `url` is the feed): an Atom or RSS feed,
     /// with or without FeedSync, harvested instead of ResourceSync documents.
     pub feed: Option<FeedSource>,
+    /// `Some` for an OAI-PMH data provider (`oai = URL`, then `url` is its base URL).
+    pub oai: Option<OaiSource>,
     /// Defaults merged with this source's overrides.
     pub settings: Settings,
     /// The instance that harvests it (`shard = "NAME"`); `None` in a file without shards.
@@ -179,6 +182,21 @@ pub struct FeedSource {
     pub urls: Vec<Url>,
     /// What each item's bitstream is.
     pub content: FeedContent,
+}
+
+/// How an OAI-PMH data provider is harvested (`oai = URL`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OaiSource {
+    /// The repository's base URL, without a query.
+    pub base: Url,
+    /// `metadata_prefix` (default `oai_dc`): the one format harvested.
+    pub metadata_prefix: String,
+    /// `oai_sets`: only these sets (`setSpec`s), each listed on its own; empty: the whole
+    /// repository.
+    pub sets: Vec<String>,
+    /// `oai_relist` (default 7 days): how often a repository that keeps no deleted records
+    /// (`deletedRecord` `no` or `transient`) is listed in full to find what it deleted.
+    pub relist: Duration,
 }
 
 /// What Tributary stores as the bitstream of a feed item (`feed_content`).

@@ -51,7 +51,7 @@
         el("td", {}, el("span", { class: "state state-" + s.state }, s.state.replace("_", " "))),
         el("td", {}, ago(s.last_success)),
         el("td", {}, ago(s.next_attempt)),
-        el("td", { "data-field": "push" }, pushCell(s.push)),
+        el("td", { "data-field": "push" }, s.oai ? oaiCell(s.oai) : pushCell(s.push)),
         el("td", { "data-field": "freshness" }, ago(s.last_change)),
         el("td", { class: "num", "data-field": "resources" }, fmt(s.resources)),
         el("td", { class: "num", "data-field": "changes" }, fmt(s.changes)),
@@ -61,6 +61,13 @@
           : fmt(0)),
         el("td", { class: "err" }, s.last_error || "")));
     replaceRows($("sources-body"), rows.length ? rows : [el("tr", {}, el("td", { colspan: 11 }, "No sources configured."))]);
+  }
+
+  // An OAI-PMH source is polled; what its repository's Identify said is in the cell's title.
+  function oaiCell(o) {
+    const title = [o.repository_name, "granularity " + o.granularity, "earliest " + o.earliest_datestamp,
+      "deletedRecord " + o.deleted_record, (o.admin_emails || []).join(", ")].filter(Boolean).join(" · ");
+    return el("span", { class: "push push-polling", title: title }, "OAI-PMH (" + o.deleted_record + " deletions)");
   }
 
   // How the source is followed: by push (a verified WebSub lease, until when, at which hub),

@@ -35,7 +35,7 @@ macro_rules! settings_struct {
         #[derive(Debug, Deserialize)]
         #[serde(deny_unknown_fields)]
         pub(super) struct $name {
-            $($field: $ty,)*
+            $(pub(super) $field: $ty,)*
             rate: Option<Spanned<String>>,
             concurrency: Option<Spanned<i64>>,
             poll: Option<Spanned<String>>,
@@ -140,6 +140,10 @@ settings_struct!(RawSource {
     feed: Option<Spanned<String>>,
     feeds: Option<Spanned<Vec<Spanned<String>>>>,
     feed_content: Option<Spanned<String>>,
+    oai: Option<Spanned<String>>,
+    metadata_prefix: Option<Spanned<String>>,
+    oai_sets: Option<Spanned<Vec<Spanned<String>>>>,
+    oai_relist: Option<Spanned<String>>,
     shard: Option<Spanned<String>>,
     push_hub: Option<Spanned<String>>,
     push_topic: Option<Spanned<String>>,
@@ -258,15 +262,24 @@ impl RawConfig {
         for raw in &self.source {
             let s = raw.get_ref();
             check_id(&s.id, &mut ids, at)?;
-            let (url, feed) = source_kind(raw, at)?;
+            let oai = super::oai::validate(raw, at)?;
+            let (url, feed) = match &oai {
+                Some(o) => (o.base.clone(), None),
+                None => source_kind(raw, at)?,
+            };
             let capability_list = s.capability_list.as_ref().map(|c| at.http_url(c, "capability_list")).transpose()?;
             let mut settings = s.apply(&defaults, at)?;
             if s.dumps.is_none() && self.defaults.dumps.is_none() && shares_bucket(&aggregator, &shards, &url) {
                 settings.dumps = false;
             }
+            let links_given = [&s.keep_links, &s.drop_links, &self.defaults.keep_links, &self.defaults.drop_links];
+            if oai.is_some() && links_given.iter().all(|l| l.is_none()) {
+                super::oai::keep_collection_links(&mut settings);
+            }
             let shard = super::shard::check_member(s.shard.as_ref(), &s.id, "source", &shards, at)?;
-            let push = push_channel(s, feed.is_some(), at)?;
-            sources.push(Source { id: s.id.get_ref().clone(), url, capability_list, feed, settings, shard, push });
+            let push = push_channel(s, feed.is_some() || oai.is_some(), at)?;
+            let id = s.id.get_ref().clone();
+            sources.push(Source { id, url, capability_list, feed, oai, settings, shard, push });
         }
         let source_ids: HashSet<&str> = sources.iter().map(|s| s.id.as_str()).collect();
         let sets =
@@ -357,13 +370,13 @@ fn feed_urls(s: &RawSource, at: &Locator<'_>) -> Result<Option<Vec<Url>>> {
 }
 
 /// `push_hub` / `push_topic`: either may be given, each overriding what the Capability List
-/// says; a feed source has no notification channel.
+/// says; a feed or OAI-PMH source has no notification channel.
 fn push_channel(s: &RawSource, feed: bool, at: &Locator<'_>) -> Result<PushChannel> {
     let hub = s.push_hub.as_ref().map(|v| at.http_url(v, "push_hub")).transpose()?;
     let topic = s.push_topic.as_ref().map(|v| at.http_url(v, "push_topic")).transpose()?;
     if feed && let Some(v) = s.push_hub.as_ref().or(s.push_topic.as_ref()) {
         let key = if s.push_hub.is_some() { "push_hub" } else { "push_topic" };
-        return Err(at.error(v.span(), key, "a feed source has no ResourceSync notification channel"));
+        return Err(at.error(v.span(), key, "a feed or OAI-PMH source has no ResourceSync notification channel"));
     }
     Ok(PushChannel { hub, topic })
 }

@@ -58,6 +58,17 @@ pub enum HarvestError {
         /// What went wrong (the fetch error's chain, or the reader's message).
         detail: String,
     },
+    /// An OAI-PMH repository could not be harvested at all (Identify, the format check).
+    #[error("source {source_id}: OAI-PMH {url}")]
+    Oai {
+        /// The source id.
+        source_id: String,
+        /// The base URL.
+        url: String,
+        /// Why.
+        #[source]
+        source: Box<super::oai_error::OaiHarvestError>,
+    },
     /// `--source` named a source that is not configured.
     #[error(transparent)]
     Config(#[from] ConfigError),

@@ -12,6 +12,7 @@ pub mod discovery;
 mod error;
 pub mod feed;
 mod hash;
+pub mod oai;
 mod position;
 mod reader;
 mod split;

@@ -58,8 +58,38 @@ pub struct SourceState {
     /// position, which only polling advances.
     #[serde(with = "w3c_opt")]
     pub push_until: Option<W3cDateTime>,
+    /// An OAI-PMH source's repository and harvest position; `None` for other sources.
+    pub oai: Option<OaiState>,
     /// Dashboard status.
     pub status: SourceStatus,
+}
+
+/// What an OAI-PMH source's harvester keeps between polls: what Identify said (shown on the
+/// source's page) and where the next incremental harvest starts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct OaiState {
+    /// Identify's `repositoryName`.
+    pub repository_name: String,
+    /// Identify's `adminEmail`s.
+    pub admin_emails: Vec<String>,
+    /// Identify's `granularity`, as written.
+    pub granularity: String,
+    /// Identify's `earliestDatestamp`, as written.
+    pub earliest_datestamp: String,
+    /// Identify's `deletedRecord`: `no`, `transient` or `persistent`.
+    pub deleted_record: String,
+    /// The harvested format's `metadataNamespace` (and `schema`), from ListMetadataFormats.
+    pub metadata_namespace: String,
+    /// The harvested format's `schema`.
+    pub metadata_schema: String,
+    /// The `responseDate` of the first response of the last harvest that read its lists in
+    /// full: the next incremental harvest starts there, less an overlap.
+    pub response_date: Option<String>,
+    /// When the last complete list without `from` ended (Tributary's clock): deletions of a
+    /// repository that keeps none are found by such a list.
+    #[serde(with = "w3c_opt")]
+    pub full_list_at: Option<W3cDateTime>,
 }
 
 /// The capability documents of a Source, as absolute URLs.

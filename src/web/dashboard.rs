@@ -110,6 +110,30 @@ struct SourceRow {
     freshness_seconds: Option<i64>,
     /// Whether the source is followed by push or by polling.
     push: PushRow,
+    /// For an OAI-PMH source, what its repository's Identify said.
+    oai: Option<OaiRow>,
+}
+
+/// An OAI-PMH repository as Identify described it at the last poll.
+#[derive(Debug, Serialize)]
+struct OaiRow {
+    repository_name: String,
+    granularity: String,
+    earliest_datestamp: String,
+    deleted_record: String,
+    admin_emails: Vec<String>,
+}
+
+impl OaiRow {
+    fn of(o: crate::store::OaiState) -> OaiRow {
+        OaiRow {
+            repository_name: o.repository_name,
+            granularity: o.granularity,
+            earliest_datestamp: o.earliest_datestamp,
+            deleted_record: o.deleted_record,
+            admin_emails: o.admin_emails,
+        }
+    }
 }
 
 /// A source's push subscription, as the dashboard shows it.
@@ -207,7 +231,7 @@ fn status(p: &Publisher, push: Option<&Push>) -> Result<Status, StoreError> {
     let subs = store.subscriptions()?;
     let now = W3cDateTime::now();
     for id in source_ids(p) {
-        let SourceState { status: s, .. } = store.source_state(&id)?.unwrap_or_default();
+        let SourceState { status: s, oai, .. } = store.source_state(&id)?.unwrap_or_default();
         let own = store.set_info(&id)?;
         let sub = subs.iter().find(|x| x.source == id && x.pending.as_ref().is_none_or(|p| p.mode != "unsubscribe"));
         let last_change = own.as_ref().and_then(|i| i.last_change);
@@ -215,6 +239,7 @@ fn status(p: &Publisher, push: Option<&Push>) -> Result<Status, StoreError> {
             last_change: text(last_change),
             freshness_seconds: last_change.map(|t| (now.unix_timestamp() - t.unix_timestamp()).max(0)),
             push: PushRow::of(sub, now.unix_timestamp()),
+            oai: oai.map(OaiRow::of),
             resources: own.as_ref().map_or(0, |i| i.live),
             changes: own.as_ref().map_or(0, |i| i.events),
             state: s.state,

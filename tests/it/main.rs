@@ -32,6 +32,7 @@ mod harvest_failures;
 mod harvest_faults;
 mod harvest_feed;
 mod harvest_hosts;
+mod harvest_oai;
 mod harvest_resource_dump;
 mod harvest_resume;
 mod hostile;

@@ -88,7 +88,7 @@ impl Push {
         let sources = config
             .sources
             .iter()
-            .filter(|s| s.feed.is_none())
+            .filter(|s| s.feed.is_none() && s.oai.is_none())
             .map(|s| {
                 let sets = config.sets_containing(&s.id).into_iter().map(str::to_owned).collect();
                 (s.id.clone(), (s.clone(), sets))

@@ -59,8 +59,10 @@ pub enum AuditError {
     /// The Source offers no Resource List to audit against.
     #[error("source `{0}` offers no Resource List to audit against")]
     NoResourceList(String),
-    /// The source is a feed: it has no Resource List to audit against.
-    #[error("source `{0}` is a feed; audit compares a ResourceSync Source's Resource List with the store")]
+    /// The source is a feed or an OAI-PMH repository: it has no Resource List to audit against.
+    #[error(
+        "source `{0}` is a feed or an OAI-PMH repository; audit compares a ResourceSync Source's Resource List with the store"
+    )]
     Feed(String),
     /// The HTTP client could not be built.
     #[error("cannot set up the HTTP client")]
@@ -214,11 +216,12 @@ pub async fn audit_sources(
     let mut reports = Vec::new();
     for source in chosen {
         // Named on purpose, a feed is an error; among all sources it is passed over.
-        if source.feed.is_some() && only.is_empty() {
-            tracing::info!(source.id = %source.id, "a feed source: not audited");
+        let not_rs = source.feed.is_some() || source.oai.is_some();
+        if not_rs && only.is_empty() {
+            tracing::info!(source.id = %source.id, "a feed or OAI-PMH source: not audited");
             continue;
         }
-        if source.feed.is_some() {
+        if not_rs {
             return Err(AuditError::Feed(source.id.clone()));
         }
         let found = crate::harvest::discover::discover(

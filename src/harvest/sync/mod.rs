@@ -22,6 +22,7 @@ mod changes;
 mod dump;
 mod feed;
 mod incremental;
+mod oai;
 mod plan;
 mod retry;
 
@@ -49,6 +50,9 @@ pub(crate) async fn synchronize(
     if let Some(feed) = &source.feed {
         return feed::harvest_feed(ctx, source, feed, sets, state).await;
     }
+    if let Some(oai) = &source.oai {
+        return oai::harvest_oai(ctx, source, oai, sets, state).await;
+    }
     // `given`: the list the source's URL named, when discovery just fetched it; the first
     // baseline walks it instead of fetching it again.
     let (caps, mut given) = capabilities(ctx, source, &mut state).await?;
@@ -58,7 +62,16 @@ pub(crate) async fn synchronize(
     let exec = Executor { ctx, source, sets, caps: &caps };
     // Bounded: a plan holds a handful of steps and adds steps back at most once.
     while let Some(step) = plan.next_step() {
-        let (outcome, part) = exec.run(&step, &mut state, &mut given).await?;
+        let (outcome, part) = match exec.run(&step, &mut state, &mut given).await {
+            Ok(done) => done,
+            // What earlier steps applied is committed: a poll that fails part-way reports it
+            // with the error (a baseline applied before the Change List failed is no "fetched 0").
+            Err(e) if made_progress(&report) => {
+                report.error = Some(crate::error::chain(&e).to_string());
+                return Ok(report);
+            }
+            Err(e) => return Err(e),
+        };
         if let Some(part) = part {
             merge(&mut report, part);
         }
@@ -195,6 +208,11 @@ async fn capabilities(
     state.capabilities = Some(caps.clone());
     save_state(ctx, &source.id, state.clone()).await?;
     Ok((caps, given))
+}
+
+/// Whether the steps so far changed the store or fetched anything.
+fn made_progress(r: &SourceReport) -> bool {
+    r.fetched + r.created + r.updated + r.deleted + r.unchanged > 0
 }
 
 /// Adds a later part of a poll to its report.

@@ -9,6 +9,7 @@ pub(crate) mod fetcher;
 pub(crate) mod harness;
 pub(crate) mod http;
 pub(crate) mod net;
+pub(crate) mod oai;
 pub(crate) mod powercut;
 pub(crate) mod publish;
 pub(crate) mod rng;

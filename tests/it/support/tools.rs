@@ -87,3 +87,15 @@ pub(crate) fn missing(why: &str, test: &str) {
     eprintln!("\n\n*** SKIPPED {test}: {why} ***");
     eprintln!("*** .ci/setup installs what it needs ***\n\n");
 }
+
+/// A python3 that can import PyPI's `oaipmh` (the OAI-PMH data provider the OAI harvest tests
+/// run, `tests/fixtures/oai/server.py`), for `test`: found as [`require`] finds tools, the
+/// virtualenv's first, where `.ci/setup` installs it; see [`require`] for when not.
+pub(crate) fn oaipmh_python(test: &str) -> Option<Tool> {
+    let python = require("python3", test)?;
+    if !python.command().args(["-c", "import oaipmh.server"]).status().is_ok_and(|s| s.success()) {
+        missing(&format!("`{} -c 'import oaipmh.server'` fails", python.path().display()), test);
+        return None;
+    }
+    Some(python)
+}

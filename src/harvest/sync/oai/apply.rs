@@ -1,0 +1,163 @@
+//! OAI-PMH records onto ResourceSync resources, one page at a time.
+//!
+//! One resource per record. It is named by its GetRecord URL, `{oai}?verb=GetRecord&
+//! metadataPrefix=…&identifier=…`, which is also its origin, so the `via` Tributary publishes
+//! dereferences to the record at the repository. Its bitstream is the record (header,
+//! metadata, about) as a standalone XML document in the bytes the repository sent, so its
+//! hash changes when the record does and not with `responseDate`. `lastmod` is the datestamp;
+//! each `setSpec` becomes an `rs:ln rel="collection"` to the set's URI (standard §12.6) and
+//! the format a `describedby` to its namespace, both under the source's link policy.
+//! A record that arrives unchanged writes nothing and is no change event.
+
+use std::collections::HashSet;
+
+use url::Url;
+
+use super::request::{get_record_url, set_url};
+use crate::config::{OaiSource, Source};
+use crate::harvest::commit::apply_blocking;
+use crate::harvest::ctx::{Ctx, HarvestError, join_error};
+use crate::harvest::report::{ResourceOutcome, SourceReport};
+use crate::model::oai::OaiRecord;
+use crate::model::{Link, W3cDateTime};
+use crate::store::{Applied, Batch, BlobInfo, Expected, Listing, NewRecord, Outcome, Via};
+
+/// The media type of a stored record.
+const RECORD_TYPE: &str = "application/xml";
+
+/// What every page of one poll is applied with.
+pub(super) struct Target<'a> {
+    pub(super) ctx: &'a Ctx,
+    pub(super) source: &'a Source,
+    pub(super) oai: &'a OaiSource,
+    pub(super) sets: &'a [String],
+    /// The harvested format's namespace (else its schema), the `describedby` target.
+    pub(super) format_uri: &'a str,
+}
+
+/// A record named and, unless deleted, stored.
+struct Staged {
+    uri: String,
+    upstream: Url,
+    record: OaiRecord,
+    stored: Option<BlobInfo>,
+}
+
+/// Stores the page's records and commits them as one batch; `seen` collects the URIs of the
+/// live records of a full list.
+pub(super) async fn apply_page(
+    t: &Target<'_>,
+    records: Vec<OaiRecord>,
+    seen: &mut Option<HashSet<String>>,
+    report: &mut SourceReport,
+) -> Result<(), HarvestError> {
+    let named = name(t, records, report);
+    if let Some(seen) = seen {
+        seen.extend(named.iter().filter(|(_, _, r)| !r.deleted).map(|(u, _, _)| u.clone()));
+    }
+    let staged = store_documents(t, named).await?;
+    let mut batch = Batch::new();
+    let sets: Vec<&str> = t.sets.iter().map(String::as_str).collect();
+    for s in staged {
+        match s.stored {
+            Some(info) => {
+                report.bytes += s.record.document.len() as u64;
+                batch.upsert(&sets, new_record(t, s.uri, &s.upstream, &s.record, &info));
+            }
+            None if t.source.settings.deletes => {
+                batch.delete(&sets, &s.uri);
+            }
+            None => {}
+        }
+    }
+    if !batch.is_empty() {
+        count(t, &apply_blocking(&t.ctx.store, batch).await?, report);
+    }
+    Ok(())
+}
+
+/// Tributary's URI and the GetRecord URL of every record; records without an identifier are
+/// skipped.
+fn name(t: &Target<'_>, records: Vec<OaiRecord>, report: &mut SourceReport) -> Vec<(String, Url, OaiRecord)> {
+    let mut out = Vec::with_capacity(records.len());
+    for r in records {
+        t.ctx.progress.listed(&t.source.id);
+        let upstream = get_record_url(&t.oai.base, &t.oai.metadata_prefix, &r.identifier);
+        match t.ctx.naming.resource_url(&t.source.id, &upstream).filter(|_| !r.identifier.is_empty()) {
+            Some(uri) => out.push((uri, upstream, r)),
+            None => {
+                tracing::warn!(source.id = %t.source.id, datestamp = %r.datestamp, "a record without identifier is skipped");
+                report.skipped += 1;
+            }
+        }
+    }
+    out
+}
+
+/// Puts the live records' documents into the store, off the async runtime.
+async fn store_documents(t: &Target<'_>, named: Vec<(String, Url, OaiRecord)>) -> Result<Vec<Staged>, HarvestError> {
+    let store = t.ctx.store.clone();
+    let staged = tokio::task::spawn_blocking(move || {
+        let expected = Expected { md5: true, ..Expected::none() };
+        named
+            .into_iter()
+            .map(|(uri, upstream, record)| {
+                let stored = match record.deleted {
+                    true => None,
+                    false => Some(store.put(&record.document[..], &expected)?),
+                };
+                Ok(Staged { uri, upstream, record, stored })
+            })
+            .collect::<Result<Vec<_>, crate::store::StoreError>>()
+    })
+    .await
+    .map_err(join_error)??;
+    Ok(staged)
+}
+
+fn new_record(t: &Target<'_>, uri: String, upstream: &Url, r: &OaiRecord, info: &BlobInfo) -> NewRecord {
+    let lastmod = r.datestamp.parse::<W3cDateTime>().ok();
+    let mut links: Vec<Link> = r
+        .set_specs
+        .iter()
+        .map(|spec| Link::new("collection", set_url(&t.oai.base, &t.oai.metadata_prefix, spec).to_string()))
+        .collect();
+    if !t.format_uri.is_empty() {
+        links.push(Link::new("describedby", t.format_uri));
+    }
+    let listing = Listing {
+        origin: upstream.to_string(),
+        declared: Default::default(),
+        length: Some(info.length),
+        media_type: Some(RECORD_TYPE.into()),
+        lastmod,
+        via: Via { modified: lastmod, hash: Default::default(), length: None, media_type: None },
+        links,
+    };
+    NewRecord { uri, source: t.source.id.clone(), upstream: upstream.to_string(), sha256: info.id, listing }
+}
+
+fn count(t: &Target<'_>, applied: &Applied, report: &mut SourceReport) {
+    for op in &applied.ops {
+        let outcome = match op.outcome {
+            Outcome::Created => {
+                report.created += 1;
+                ResourceOutcome::Fetched
+            }
+            Outcome::Updated => {
+                report.updated += 1;
+                ResourceOutcome::Fetched
+            }
+            Outcome::Deleted => {
+                report.deleted += 1;
+                continue;
+            }
+            Outcome::Unchanged => ResourceOutcome::Unchanged,
+        };
+        match outcome {
+            ResourceOutcome::Fetched => report.fetched += 1,
+            _ => report.unchanged += 1,
+        }
+        t.ctx.progress.resource(&t.source.id, outcome, 0);
+    }
+}

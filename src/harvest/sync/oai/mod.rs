@@ -1,0 +1,200 @@
+//! One poll of an OAI-PMH data provider (`oai = URL`): the repository harvested as a Source
+//! (OAI-PMH 2.0 and its harvester guidelines).
+//!
+//! 1. Identify, at every poll: its `granularity` (how `from` is written), `deletedRecord`
+//!    (whether deletions can be followed incrementally), `earliestDatestamp` and `adminEmail`
+//!    go into the source's state, where the source's page shows them.
+//! 2. ListMetadataFormats, until the format has been seen once: a `metadata_prefix` the
+//!    repository does not offer is an error naming the formats it does.
+//! 3. ListRecords (`list`), one list per configured set or one for the whole repository. The
+//!    first poll lists everything; later polls send `from` = the previous complete harvest's
+//!    first `responseDate` less [`OVERLAP`], in the repository's granularity — never the newest
+//!    datestamp seen, as lists are not in date order (vufindharvest PR #8).
+//! 4. Each page is applied as it arrives (`apply`) and stays applied whatever happens later.
+//!    Only when every list ended does the position move; a list that failed leaves it, so the
+//!    next poll reads the range again, and the report shows both what was applied and why the
+//!    poll failed.
+//!
+//! Deletions: a `status="deleted"` header deletes the resource. A repository that keeps no
+//! deleted records (`deletedRecord` `no` or `transient`) is also listed in full every
+//! `oai_relist`, and what such a complete list no longer names is deleted, as for a complete
+//! Resource List. `deletes = false` keeps everything.
+
+mod apply;
+mod list;
+mod request;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use self::apply::{Target, apply_page};
+use self::list::{ListArgs, Lister};
+use self::request::{call_ok, verb_url};
+use crate::config::{OaiSource, Source};
+use crate::harvest::commit::apply_blocking;
+use crate::harvest::ctx::{Ctx, HarvestError};
+use crate::harvest::oai_error::OaiHarvestError;
+use crate::harvest::report::SourceReport;
+use crate::model::W3cDateTime;
+use crate::model::oai::Granularity;
+use crate::store::{Batch, OaiState, SourceState};
+
+/// Subtracted from the previous `responseDate` for the next `from`: records stamped just
+/// before a response may become visible just after it (guidelines §3; DNB in lobid-gnd#350).
+pub(crate) const OVERLAP: Duration = Duration::from_secs(300);
+
+/// One poll of `source`; see the module docs.
+pub(crate) async fn harvest_oai(
+    ctx: &Ctx,
+    source: &Source,
+    oai: &OaiSource,
+    sets: &[String],
+    mut state: SourceState,
+) -> Result<SourceReport, HarvestError> {
+    let started = W3cDateTime::now();
+    let wrap = |e: OaiHarvestError| HarvestError::Oai {
+        source_id: source.id.clone(),
+        url: oai.base.to_string(),
+        source: Box::new(e),
+    };
+    let mut os = state.oai.take().unwrap_or_default();
+    identify(ctx, source, &mut os).await.map_err(wrap)?;
+    if os.metadata_namespace.is_empty() && os.metadata_schema.is_empty() {
+        check_format(ctx, source, oai, &mut os).await.map_err(wrap)?;
+    }
+    let granularity = Granularity::parse(&os.granularity).unwrap_or(Granularity::Day);
+    let full = full_list_due(&os, oai.relist, &started);
+    let from = match full {
+        true => None,
+        false => os.response_date.as_deref().and_then(|d| d.parse().ok()).map(|d| granularity.from_after(&d, OVERLAP)),
+    };
+    let format_uri = if os.metadata_namespace.is_empty() { &os.metadata_schema } else { &os.metadata_namespace };
+    let target = Target { ctx, source, oai, sets, format_uri };
+    let mut report = SourceReport::new(&source.id);
+    let mut seen = full.then(HashSet::new);
+    let lists: Vec<Option<String>> =
+        if oai.sets.is_empty() { vec![None] } else { oai.sets.iter().cloned().map(Some).collect() };
+    let mut first_date = None;
+    for set in lists {
+        let args = ListArgs { prefix: oai.metadata_prefix.clone(), set, from: from.clone() };
+        tracing::info!(source.id = %source.id, set = ?args.set, from = ?args.from, "OAI-PMH ListRecords");
+        match read_list(&target, args, &mut seen, &mut report).await? {
+            Ok(date) => first_date = first_date.or(date),
+            Err(e) => {
+                tracing::warn!(source.id = %source.id, error = %crate::error::chain(&e), "OAI-PMH list failed");
+                report.error = Some(crate::error::chain(&wrap(e)).to_string());
+                break;
+            }
+        }
+    }
+    let mut batch = Batch::new();
+    if report.error.is_none() {
+        report.complete = true;
+        os.response_date = Some(first_date.unwrap_or_else(|| started.to_string()));
+        if let Some(seen) = &seen {
+            os.full_list_at = Some(started);
+            deletions(&target, seen, &mut batch).await?;
+        }
+        state.baselined = true;
+    }
+    state.oai = Some(os);
+    batch.source_state(&source.id, state);
+    let applied = apply_blocking(&ctx.store, batch).await?;
+    report.deleted += applied.ops.iter().filter(|o| o.outcome == crate::store::Outcome::Deleted).count() as u64;
+    Ok(report)
+}
+
+/// Identify: what the repository says about itself, kept in `os`.
+async fn identify(ctx: &Ctx, source: &Source, os: &mut OaiState) -> Result<(), OaiHarvestError> {
+    let url = verb_url(&source.url, &[("verb", "Identify")]);
+    let id = call_ok(ctx, source, "Identify", &url)
+        .await?
+        .identify
+        .ok_or_else(|| OaiHarvestError::Identify("the response holds no <Identify>".into()))?;
+    if Granularity::parse(&id.granularity).is_none() {
+        tracing::warn!(source.id = %source.id, granularity = %id.granularity, "unknown granularity; using days");
+    }
+    if id.protocol_version.trim() != "2.0" {
+        tracing::warn!(source.id = %source.id, version = %id.protocol_version, "protocolVersion is not 2.0");
+    }
+    if os.granularity != id.granularity || os.deleted_record != id.deleted_record {
+        tracing::info!(source.id = %source.id, repository = %id.repository_name, granularity = %id.granularity,
+            deleted_record = %id.deleted_record, earliest = %id.earliest_datestamp, "OAI-PMH repository identified");
+    }
+    os.repository_name = id.repository_name;
+    os.admin_emails = id.admin_emails;
+    os.granularity = id.granularity;
+    os.earliest_datestamp = id.earliest_datestamp;
+    os.deleted_record = id.deleted_record;
+    Ok(())
+}
+
+/// ListMetadataFormats: the configured prefix must be offered; its namespace and schema are
+/// kept (the `describedby` of every record).
+async fn check_format(ctx: &Ctx, source: &Source, oai: &OaiSource, os: &mut OaiState) -> Result<(), OaiHarvestError> {
+    let url = verb_url(&source.url, &[("verb", "ListMetadataFormats")]);
+    let formats = call_ok(ctx, source, "ListMetadataFormats", &url).await?.formats;
+    let Some(f) = formats.iter().find(|f| f.prefix == oai.metadata_prefix) else {
+        let offered = formats.into_iter().map(|f| f.prefix).collect();
+        return Err(OaiHarvestError::FormatNotOffered { prefix: oai.metadata_prefix.clone(), offered });
+    };
+    os.metadata_namespace.clone_from(&f.namespace);
+    os.metadata_schema.clone_from(&f.schema);
+    Ok(())
+}
+
+/// Whether this poll lists everything: the first, and for a repository that keeps no deleted
+/// records, once every `relist`.
+fn full_list_due(os: &OaiState, relist: Duration, now: &W3cDateTime) -> bool {
+    if os.response_date.is_none() {
+        return true;
+    }
+    if os.deleted_record.trim() == "persistent" {
+        return false;
+    }
+    let relist = i64::try_from(relist.as_secs()).unwrap_or(i64::MAX);
+    os.full_list_at.is_none_or(|at| now.unix_timestamp().saturating_sub(at.unix_timestamp()) >= relist)
+}
+
+/// Reads one list to its end, applying each page; the list's first `responseDate`. The outer
+/// error ends the poll (the store failed); the inner one ends only the list.
+async fn read_list(
+    t: &Target<'_>,
+    args: ListArgs,
+    seen: &mut Option<HashSet<String>>,
+    report: &mut SourceReport,
+) -> Result<Result<Option<String>, OaiHarvestError>, HarvestError> {
+    let mut lister = Lister::new(t.ctx, t.source, &t.oai.base, args);
+    // Bounded by the lister's request cap.
+    loop {
+        if *t.ctx.shutdown.borrow() {
+            report.interrupted = true;
+            return Ok(Err(OaiHarvestError::Loop { why: "shutdown".into(), requests: 0 }));
+        }
+        let page = match lister.next_page().await {
+            Ok(Some(page)) => page,
+            Ok(None) => return Ok(Ok(lister.response_date.take())),
+            Err(e) => return Ok(Err(e)),
+        };
+        if page.repaired > 0 {
+            tracing::warn!(source.id = %t.source.id, repaired = page.repaired,
+                "characters XML forbids were repaired in a ListRecords page");
+        }
+        apply_page(t, page.records, seen, report).await?;
+    }
+}
+
+/// After a complete full list: the records held but no longer listed, deleted (unless
+/// `deletes = false`).
+async fn deletions(t: &Target<'_>, seen: &HashSet<String>, batch: &mut Batch) -> Result<(), HarvestError> {
+    if !t.source.settings.deletes {
+        return Ok(());
+    }
+    let prefix = t.ctx.naming.resource_prefix(&t.source.id);
+    let held = super::baseline::load_held(&t.ctx.store, &prefix).await?;
+    let sets: Vec<&str> = t.sets.iter().map(String::as_str).collect();
+    for uri in held.keys().filter(|u| !seen.contains(*u)) {
+        batch.delete(&sets, uri);
+    }
+    Ok(())
+}

@@ -1,0 +1,75 @@
+//! Repairs what real endpoints get wrong at the character level, before the XML parser sees
+//! it: control characters XML 1.0 forbids (SHARE#142, DOAJ#586), character references to
+//! code points it forbids such as lone surrogates (`&#55349;`, lobid-gnd#336), and bytes that
+//! are not UTF-8. Each is replaced (references and bad bytes by U+FFFD) or dropped (control
+//! characters), so one bad character costs one character, not the record or the page.
+
+use std::borrow::Cow;
+
+/// `body` with the repairs made, and how many there were; borrowed when there were none, the
+/// common case, which costs one scan.
+pub fn repair(body: &[u8]) -> (Cow<'_, [u8]>, usize) {
+    let clean = !body.iter().any(|&b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r'))
+        && memchr_ref(body).is_none()
+        && std::str::from_utf8(body).is_ok();
+    if clean {
+        return (Cow::Borrowed(body), 0);
+    }
+    let mut repairs = 0;
+    let text = match String::from_utf8_lossy(body) {
+        Cow::Borrowed(s) => Cow::Borrowed(s),
+        Cow::Owned(s) => {
+            repairs += 1;
+            Cow::Owned(s)
+        }
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut rest: &str = &text;
+    // Bounded: every round consumes at least one character of `rest`.
+    while let Some(i) = rest.find(|c: char| c == '&' || (c < ' ' && !matches!(c, '\t' | '\n' | '\r'))) {
+        out.push_str(&rest[..i]);
+        rest = &rest[i..];
+        if !rest.starts_with('&') {
+            repairs += 1;
+            rest = &rest[1..];
+            continue;
+        }
+        match char_ref(rest) {
+            Some((len, ok)) if !ok => {
+                repairs += 1;
+                out.push_str("&#xFFFD;");
+                rest = &rest[len..];
+            }
+            _ => {
+                out.push('&');
+                rest = &rest[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    (Cow::Owned(out.into_bytes()), repairs)
+}
+
+/// The first `&#` in `body`.
+fn memchr_ref(body: &[u8]) -> Option<usize> {
+    body.windows(2).position(|w| w == b"&#")
+}
+
+/// At a `&`: the length of a character reference there and whether XML allows its code point;
+/// `None` when it is no character reference.
+fn char_ref(s: &str) -> Option<(usize, bool)> {
+    let body = s.strip_prefix("&#")?;
+    let end = body.find(';').filter(|&e| e <= 10)?;
+    let digits = &body[..end];
+    let value = match digits.strip_prefix(['x', 'X']) {
+        Some(hex) => u32::from_str_radix(hex, 16).ok(),
+        None => digits.parse::<u32>().ok(),
+    };
+    let ok = value.is_some_and(xml_char);
+    Some((2 + end + 1, ok))
+}
+
+/// XML 1.0's `Char` production.
+fn xml_char(c: u32) -> bool {
+    matches!(c, 0x9 | 0xA | 0xD | 0x20..=0xD7FF | 0xE000..=0xFFFD | 0x10000..=0x10FFFF)
+}
