@@ -264,9 +264,12 @@ async fn retry_after_is_honoured_and_403_stops() {
     assert_eq!(lists, 1, "403 is never retried");
 }
 
+/// A damaged-page case: its name, the page served, and what the error must say.
+type DamageCase = (&'static str, fn() -> crate::support::oai::Answer, &'static str);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn damaged_pages_are_clear_errors_or_repaired() {
-    let cases: [(&str, fn() -> crate::support::oai::Answer, &str); 3] = [
+    let cases: [DamageCase; 3] = [
         (
             "html",
             || (200, vec![("content-type", "text/html".into())], b"<!DOCTYPE html><html>Error</html>".to_vec()),
