@@ -30,6 +30,7 @@ mod dashboard;
 mod documents;
 mod dumps;
 mod error;
+mod hot;
 mod hub;
 mod metrics;
 mod pages;
@@ -71,6 +72,8 @@ struct Shared {
     /// The path of the base URL, ending in `/`.
     base_path: String,
     closed: cache::ClosedLists,
+    /// Small bitstreams' responses (see `hot`).
+    hot: hot::HotBlobs,
     checker: OriginChecker,
     verify_slots: Semaphore,
     /// Streaming responses producing at once (see `body`).
@@ -161,11 +164,13 @@ impl WebState {
         feed: FeedOptions,
         push: Option<Push>,
     ) -> WebState {
+        let hot = hot::HotBlobs::new(publisher.store());
         WebState {
             shared: Arc::new(Shared {
                 publisher,
                 base_path,
                 closed: cache::ClosedLists::new(CLOSED_CACHE_BYTES),
+                hot,
                 checker,
                 verify_slots: Semaphore::new(VERIFY_SLOTS),
                 streams: Arc::new(Semaphore::new(body::MAX_STREAMS)),
