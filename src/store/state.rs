@@ -58,7 +58,9 @@ pub struct SourceState {
     /// position, which only polling advances.
     #[serde(with = "w3c_opt")]
     pub push_until: Option<W3cDateTime>,
-    /// An OAI-PMH source's repository and harvest position; `None` for other sources.
+    /// An OAI-PMH source's repository and harvest position; `None` for other sources, and
+    /// then not written, so other sources' rows and exports are as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oai: Option<OaiState>,
     /// Dashboard status.
     pub status: SourceStatus,

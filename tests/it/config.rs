@@ -401,7 +401,7 @@ fn push_keys_default_merge_and_report_their_line() {
     assert_invalid(&src("push_topic = \"not a url\""), 9, "push_topic", "invalid URL");
     assert_invalid(&src("push_poll = \"soon\""), 9, "push_poll", "");
     let feed = format!("{HEAD}[[source]]\nid = \"x\"\nfeed = \"https://a/f\"\npush_hub = \"https://hub/\"\n");
-    assert_invalid(&feed, 9, "push_hub", "feed source");
+    assert_invalid(&feed, 9, "push_hub", "feed or OAI-PMH source");
     let head = HEAD.replace("data_dir", "public_url = \"mailto:x@y\"\ndata_dir");
     assert_invalid(&format!("{head}[[source]]\nid = \"x\"\nurl = \"https://a/\"\n"), 4, "public_url", "http");
 }
