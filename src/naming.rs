@@ -12,7 +12,8 @@
 //! {base}sets/{set}/capabilitylist.xml
 //! {base}sets/{set}/resourcelist.xml          Resource List, or its index past the limit
 //! {base}sets/{set}/resourcelist-{n}.xml      parts of the index
-//! {base}sets/{set}/changelist.xml            Change List Index
+//! {base}sets/{set}/changelist.xml            the recent Change List (the one the Capability List names)
+//! {base}sets/{set}/changelist-index.xml      Change List Index
 //! {base}sets/{set}/changelist-{n}.xml        Change Lists (closed ones never change)
 //! {base}sets/{set}/notifications             the set's change-notification topic (WebSub)
 //! {base}hub                                  the built-in WebSub hub
@@ -67,9 +68,14 @@ impl Naming {
         format!("{}sets/{set}/resourcelist-{n}.xml", self.base)
     }
 
-    /// A set's Change List Index.
+    /// A set's recent Change List, the one its Capability List names (a plain Change List).
     pub fn change_list(&self, set: &str) -> String {
         format!("{}sets/{set}/changelist.xml", self.base)
+    }
+
+    /// A set's Change List Index.
+    pub fn change_list_index(&self, set: &str) -> String {
+        format!("{}sets/{set}/changelist-index.xml", self.base)
     }
 
     /// Change List `n` (1-based) of a set.
@@ -213,6 +219,7 @@ impl Naming {
             "capabilitylist.xml" => SetDocument::CapabilityList,
             "resourcelist.xml" => SetDocument::ResourceList,
             "changelist.xml" => SetDocument::ChangeList,
+            "changelist-index.xml" => SetDocument::ChangeListIndex,
             "resourcedump.xml" => SetDocument::ResourceDump,
             "changedump.xml" => SetDocument::ChangeDump,
             "feed.atom" => SetDocument::Feed,
@@ -282,8 +289,10 @@ pub enum SetDocument {
     ResourceList,
     /// A part of the Resource List Index.
     ResourceListPart(u64),
-    /// The Change List Index.
+    /// The recent Change List.
     ChangeList,
+    /// The Change List Index.
+    ChangeListIndex,
     /// One Change List.
     ChangeListPart(u64),
     /// The Resource Dump.

@@ -66,10 +66,38 @@ impl W3cDateTime {
         W3cDateTime { utc, precision: Precision::Second, frac_digits }
     }
 
-    /// The current time, truncated to whole seconds (what Tributary writes for its own events).
+    /// The current time, truncated to whole seconds (for times shown to people and kept for
+    /// schedules; Tributary's change events are stamped by the store, to the millisecond).
     pub fn now() -> Self {
         let now = OffsetDateTime::now_utc();
         Self::from_utc(now.replace_nanosecond(0).unwrap_or(now))
+    }
+
+    /// Milliseconds since the Unix epoch, written back with exactly three fractional digits:
+    /// the precision Tributary stamps its own changes with, stated even when it is `.000`.
+    ///
+    /// # Errors
+    /// When the timestamp is outside the years 0000–9999.
+    pub fn from_unix_millis(ms: i64) -> Result<Self, DateTimeError> {
+        let nanos = (ms.rem_euclid(1000) * 1_000_000) as u32;
+        let t = Self::from_unix(ms.div_euclid(1000), nanos)?;
+        Ok(W3cDateTime { frac_digits: 3, ..t })
+    }
+
+    /// Milliseconds since the Unix epoch (truncated).
+    pub fn unix_millis(&self) -> i64 {
+        (self.utc.unix_timestamp_nanos().div_euclid(1_000_000)) as i64
+    }
+
+    /// The current time to the millisecond, written with three fractional digits.
+    pub fn now_millis() -> Self {
+        let now = Self::now_precise();
+        Self::from_unix_millis(now.unix_millis()).unwrap_or(now)
+    }
+
+    /// The current time, with the clock's full precision.
+    pub fn now_precise() -> Self {
+        Self::from_utc(OffsetDateTime::now_utc())
     }
 
     /// Builds a value from seconds since the Unix epoch.
@@ -357,6 +385,15 @@ mod tests {
         assert_eq!(dt("1994-11-05T08:15:30-05:00"), dt("1994-11-05T13:15:30Z"));
         assert_eq!(dt("1994-11-05T08:15:30-05:00").to_string(), "1994-11-05T13:15:30Z");
         assert_eq!(dt("1994-11-05T13:15:30+05:30").to_string(), "1994-11-05T07:45:30Z");
+    }
+
+    #[test]
+    fn milliseconds_are_always_written_and_read_back() {
+        let t = W3cDateTime::from_unix_millis(1_764_000_000_120).unwrap();
+        assert_eq!(t.to_string(), "2025-11-24T16:00:00.120Z");
+        assert_eq!(W3cDateTime::from_unix_millis(1_764_000_000_000).unwrap().to_string(), "2025-11-24T16:00:00.000Z");
+        assert_eq!(dt(&t.to_string()), t);
+        assert_eq!(t.unix_millis(), 1_764_000_000_120);
     }
 
     #[test]

@@ -25,6 +25,9 @@ use super::{PublishError, Publisher, SetView};
 use crate::model::{Capability, DocumentWriter, Entry, Header, Link, Md, RootFormat, W3cDateTime};
 use crate::store::{Event, Snapshot, StoreError};
 
+/// The most entries a sitemap document may hold.
+const MAX_ENTRIES: u64 = 50_000;
+
 /// One closed list: events `first..=last`, covering `from..until`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Closed {
@@ -89,6 +92,26 @@ impl Publisher {
         Ok(w.finish()?)
     }
 
+    /// The Change List the Capability List names (`changelist.xml`): the open list and the
+    /// closed one before it, as one open list from that closed list's `from`. A Destination
+    /// that reads only plain Change Lists (the Python reference client) then finds every
+    /// change since its last sync in one document, across a rollover, as long as it syncs
+    /// once per list; the index and its fixed lists stay for Destinations that follow them.
+    /// The closed list is left out when both would pass the 50,000 entries of a document.
+    ///
+    /// # Errors
+    /// [`PublishError::UnknownSet`]; [`PublishError::Store`].
+    pub fn recent_change_list(&self, set: &str) -> Result<OpenChangeList, PublishError> {
+        let view = self.view_or_missing(set)?;
+        let st = self.extend(view)?;
+        let open_first = st.closed.last().map_or(1, |c| c.last + 1);
+        let (first, from) = match st.closed.last() {
+            Some(c) if st.visible.saturating_sub(c.first) < MAX_ENTRIES => (c.first, c.from),
+            _ => (open_first, st.open_from),
+        };
+        Ok(OpenChangeList { set: set.to_owned(), first, last: st.visible, from })
+    }
+
     /// Change List `n` of `set`: closed (written in full), open, or `None` past the open one.
     ///
     /// # Errors
@@ -131,7 +154,7 @@ impl Publisher {
         let md = Md { capability: Some(Capability::ChangeList), from: Some(from), until, ..Md::default() };
         let mut header = Header::new(RootFormat::UrlSet, md);
         header.links.push(Link::new("up", self.naming.capability_list(set)));
-        header.links.push(Link::new("index", self.naming.change_list(set)));
+        header.links.push(Link::new("index", self.naming.change_list_index(set)));
         let mut w = DocumentWriter::new(out, &header)?;
         let mut n = 0;
         if first <= last {

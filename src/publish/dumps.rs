@@ -300,7 +300,8 @@ impl Publisher {
             set: set.clone(),
             seq,
             at: at.to_string(),
-            completed: W3cDateTime::now().to_string(),
+            // Never before `at`, which the store's stamps may put a few ms ahead of the clock.
+            completed: W3cDateTime::now_millis().max(at).to_string(),
             packages,
         };
         write_index(&dir.join(index_name(seq)), &dump)?;
@@ -342,7 +343,7 @@ impl Publisher {
     ) -> Result<DumpPackage, PublishError> {
         let manifest_path = dir.join(manifest_name(seq, n));
         let blobs = self.write_manifest(set, &manifest_path, at, items)?;
-        let completed = W3cDateTime::now();
+        let completed = W3cDateTime::now_millis().max(at);
         let package_path = dir.join(package_name(seq, n));
         let (length, sha256) = write_zip(&self.store, &package_path, &manifest_path, &blobs)?;
         Ok(DumpPackage { n, length, sha256, entries: blobs.len() as u64, completed: completed.to_string() })

@@ -11,8 +11,8 @@
 //! of its last event — the rule of a Change List closed by count (`changes`), so consecutive
 //! notifications cover consecutive intervals and a Destination can tell a gap (a `from` later
 //! than the last `until` it saw). The very first payload of a set starts at its first event.
-//! Change-log datetimes have whole-second precision and never go backwards within a set, so
-//! two payloads inside one second share that second as a boundary.
+//! Change-log datetimes are the store's stamps, to the millisecond and later for each batch
+//! than for the one before, so consecutive payloads meet at the last event's instant.
 //!
 //! The notifier's position (the last event notified, and that payload's `until`) is one of
 //! the publisher's rows in the store, so a restart continues the chain where it stopped.

@@ -225,7 +225,7 @@ impl Store {
         // a harvest's) set their referrer in place, and each is encoded once, at the end.
         let mut blobs = FastMap::with_capacity_and_hasher(taken.len(), Default::default());
         blobs.extend(taken.iter().map(|(id, row)| (*id, TxBlob { row: row.clone(), write: true })));
-        let mut tx = Tx { t, w, counters: HashMap::new(), chunks: HashMap::new(), blobs, now: W3cDateTime::now() };
+        let mut tx = Tx { t, w, counters: HashMap::new(), chunks: HashMap::new(), blobs, now: inner.stamp() };
         let applied = tx.run(&batch.ops)?;
         tx.failures(&batch.failures)?;
         for (source, item, state) in &batch.feed_items {

@@ -155,6 +155,8 @@ struct Inner {
     /// serialisable without a transaction, and so does every other read-modify-write of a row
     /// a batch may write (a blob row's digests).
     writer: Mutex<()>,
+    /// The last [`Inner::stamp`] handed out, in milliseconds since the epoch.
+    last_stamp_ms: std::sync::atomic::AtomicI64,
     /// Names temporary files uniquely within this process.
     tmp_counter: AtomicU64,
     /// The pack files holding small bitstreams, and the rows not yet committed.
@@ -170,6 +172,20 @@ impl Inner {
     /// The write lock (see [`Inner::writer`]).
     fn write_lock(&self) -> std::sync::MutexGuard<'_, ()> {
         self.writer.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The time of a batch or a snapshot: the clock to the millisecond, but strictly later
+    /// than every stamp handed out before. Taken under the write lock, so a snapshot's `at` is
+    /// later than every event in it and no later than any event after it, exactly: a
+    /// Destination may resume "from" a datetime Tributary wrote without a change counted twice
+    /// or missed, even with clients (the Python reference one) that replay changes *at* it.
+    fn stamp(&self) -> crate::model::W3cDateTime {
+        use std::sync::atomic::Ordering::Relaxed;
+        let now = crate::model::W3cDateTime::now_precise().unix_millis();
+        let last = self.last_stamp_ms.load(Relaxed);
+        let ms = now.max(last.saturating_add(1));
+        self.last_stamp_ms.store(ms, Relaxed);
+        crate::model::W3cDateTime::from_unix_millis(ms).unwrap_or_else(|_| crate::model::W3cDateTime::now())
     }
 }
 
@@ -224,7 +240,7 @@ impl Store {
     /// batch committed after it began.
     pub fn snapshot(&self) -> Snapshot {
         let _writes = self.inner.write_lock();
-        Snapshot { store: self.clone(), view: self.inner.db.view(), at: crate::model::W3cDateTime::now() }
+        Snapshot { store: self.clone(), view: self.inner.db.view(), at: self.inner.stamp() }
     }
 
     /// Commits the rows of blobs put into the active pack since the last batch (their bytes

@@ -150,6 +150,7 @@ pub(super) fn open(path: &Path, options: &StoreOptions) -> Result<Inner, StoreEr
         fresh: Mutex::new(HashMap::new()),
         gc_lock: RwLock::new(()),
         writer: Mutex::new(()),
+        last_stamp_ms: std::sync::atomic::AtomicI64::new(i64::MIN),
         tmp_counter: AtomicU64::new(0),
         packs,
         listeners: Default::default(),

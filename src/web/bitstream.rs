@@ -20,7 +20,7 @@
 //! the policy's `sandbox` that matters there. The type is named explicitly (never left to the
 //! object's own, which may be another record's), so the browser has nothing to sniff.
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
@@ -43,17 +43,35 @@ struct Prepared {
     status: StatusCode,
     headers: HeaderMap,
     payload: Payload,
+    /// The validators, for a response worth keeping in [`super::hot`].
+    validators: Option<(String, std::time::SystemTime)>,
 }
 
-/// Answers a request for the resource `uri` (Tributary's URI, query included).
+/// Answers a request for the resource `uri` (Tributary's URI, query included): from
+/// [`super::hot`] when it holds the answer, else from the store on the blocking pool.
 pub(crate) async fn serve(st: &WebState, uri: String, method: &Method, req: HeaderMap) -> Result<Response, WebError> {
-    let shared = st.shared.clone();
     let head = method == Method::HEAD;
+    let hot = &st.shared.hot;
+    if !head
+        && let Some(h) = hot.get(&uri)
+        && decide(&req, h.validators(), true) == Decision::Full
+    {
+        return Ok(h.response());
+    }
+    let generation = hot.generation();
+    let shared = st.shared.clone();
     let log_uri = uri.clone();
     let p = tokio::task::spawn_blocking(move || prepare(&shared, &uri, &req, head)).await??;
     let body = match p.payload {
         Payload::Empty => Body::empty(),
-        Payload::Small(bytes) => Body::from(bytes),
+        Payload::Small(bytes) => {
+            let bytes = Bytes::from(bytes);
+            if let Some((etag, last_modified)) = &p.validators {
+                let v = Validators { etag, last_modified: *last_modified, length: bytes.len() as u64 };
+                hot.keep(log_uri, generation, v, &p.headers, bytes.clone());
+            }
+            Body::from(bytes)
+        }
         Payload::Stream(mut reader) => {
             body::blocking_body(st.shared.stream_slots(), log_uri, move |w| std::io::copy(&mut reader, w).map(drop))
                 .await
@@ -75,7 +93,7 @@ fn prepare(sh: &Shared, uri: &str, req: &HeaderMap, head: bool) -> Result<Prepar
     let mut h = validator_headers(&etag, last_modified);
     add_links(sh, &rec, &mut h);
     let v = Validators { etag: &etag, last_modified, length: rec.length };
-    let empty = |status, headers| Ok(Prepared { status, headers, payload: Payload::Empty });
+    let empty = |status, headers| Ok(Prepared { status, headers, payload: Payload::Empty, validators: None });
     let (status, range) = match decide(req, v, !head) {
         Decision::NotModified => return empty(StatusCode::NOT_MODIFIED, h),
         Decision::PreconditionFailed => return empty(StatusCode::PRECONDITION_FAILED, h),
@@ -101,7 +119,9 @@ fn prepare(sh: &Shared, uri: &str, req: &HeaderMap, head: bool) -> Result<Prepar
     content_headers(&rec, &mut h);
     h.insert(header::CONTENT_LENGTH, HeaderValue::from(range.end - range.start));
     let payload = if head { Payload::Empty } else { payload(sh, &rec, range)? };
-    Ok(Prepared { status, headers: h, payload })
+    let whole = status == StatusCode::OK && matches!(payload, Payload::Small(_));
+    let validators = whole.then(|| (etag.clone(), last_modified));
+    Ok(Prepared { status, headers: h, payload, validators })
 }
 
 /// The bytes to send: read now when small, streamed otherwise.

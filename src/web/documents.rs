@@ -84,6 +84,11 @@ pub(crate) async fn set_document(
         SetDocument::ResourceList => resource_list(st, set).await,
         SetDocument::ResourceListPart(n) => resource_list_part(st, set, n).await,
         SetDocument::ChangeList => {
+            let name = st.shared.publisher.naming().change_list(&set);
+            let list = blocking(st, move |p| Ok(p.recent_change_list(&set)?)).await?;
+            Ok(streamed(st, name, move |p, w| p.write_open_change_list(&list, w)).await)
+        }
+        SetDocument::ChangeListIndex => {
             let bytes = blocking(st, move |p| Ok(p.change_list_index(&set)?)).await?;
             Ok(xml(bytes, "no-cache"))
         }

@@ -31,6 +31,7 @@ mod dashboard;
 mod documents;
 mod dumps;
 mod error;
+mod hot;
 mod hub;
 mod metrics;
 mod pages;
@@ -73,6 +74,8 @@ struct Shared {
     /// The path of the base URL, ending in `/`.
     base_path: String,
     closed: cache::ClosedLists,
+    /// Small bitstreams' responses (see `hot`).
+    hot: hot::HotBlobs,
     checker: OriginChecker,
     verify_slots: Semaphore,
     /// Streaming responses producing at once (see `body`).
@@ -167,11 +170,13 @@ impl WebState {
         push: Option<Push>,
         server: ServerSettings,
     ) -> WebState {
+        let hot = hot::HotBlobs::new(publisher.store());
         WebState {
             shared: Arc::new(Shared {
                 publisher,
                 base_path,
                 closed: cache::ClosedLists::new(CLOSED_CACHE_BYTES),
+                hot,
                 checker,
                 verify_slots: Semaphore::new(VERIFY_SLOTS),
                 streams: Arc::new(Semaphore::new(server.max_streams)),

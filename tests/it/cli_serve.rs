@@ -39,7 +39,7 @@ async fn serve_honours_the_publish_table_and_provenance_verifies_politely() {
     assert!(list.contains("<sitemapindex"), "30 resources past a limit of 10 make an index: {list}");
     let parts = list.matches("<sitemap>").count();
     assert!(parts >= 3, "{parts} parts for 30 resources at most 10 each");
-    let changes = client.get(format!("{base}sets/a/changelist.xml")).send().await.unwrap().text().await.unwrap();
+    let changes = client.get(format!("{base}sets/a/changelist-index.xml")).send().await.unwrap().text().await.unwrap();
     assert!(changes.contains("<sitemapindex"), "30 events at 7 per list make an index: {changes}");
     assert_eq!(changes.matches("<sitemap>").count(), 5, "4 closed lists of 7 and the open one: {changes}");
     let part = client.get(first_loc(&list)).send().await.unwrap().text().await.unwrap();

@@ -152,7 +152,7 @@ async fn a_subscriber_is_verified_and_receives_signed_chained_notifications() {
     assert_chained(&got);
 
     // Every notified change is in the set's change log, as the Change List shows it.
-    let (_, _, changes) = s.get("sets/all/changelist.xml").await;
+    let (_, _, changes) = s.get("sets/all/changelist-index.xml").await;
     assert!(changes.contains("changelist-1.xml"), "{changes}");
     let (_, _, list) = s.get("sets/all/changelist-1.xml").await;
     let first = &got[0].document().entries[0];

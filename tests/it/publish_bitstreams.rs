@@ -166,3 +166,30 @@ async fn active_content_is_sandboxed_and_downloaded() {
     let (_, h, _) = get(&f, &f.text, &[]).await;
     assert_eq!(h[header::CONTENT_SECURITY_POLICY], "default-src 'none'; sandbox", "every bitstream is sandboxed");
 }
+
+/// A small bitstream is answered from memory after its first request (`web::hot`), and never
+/// stale: an update and a deletion are seen by the very next request, validators included.
+#[tokio::test]
+async fn a_kept_bitstream_follows_updates_and_deletions() {
+    let f = fixture().await;
+    let (_, first, body) = get(&f, &f.text, &[]).await;
+    let (status, kept, again) = get(&f, &f.text, &[]).await;
+    assert_eq!((status, &again), (StatusCode::OK, &body));
+    for name in [header::ETAG, header::LAST_MODIFIED, header::LINK, header::CONTENT_TYPE, header::CONTENT_LENGTH] {
+        assert_eq!(kept[&name], first[&name], "{name}");
+    }
+    assert_eq!(kept["x-content-type-options"], "nosniff");
+    let etag = first[header::ETAG].to_str().unwrap().to_owned();
+    assert_eq!(get(&f, &f.text, &[(header::IF_NONE_MATCH, &etag)]).await.0, StatusCode::NOT_MODIFIED);
+    assert_eq!(get(&f, &f.text, &[(header::RANGE, "bytes=0-3")]).await.2, b"0123");
+
+    let store = f.s.state.publisher().store().clone();
+    let naming = f.s.naming.clone();
+    upsert(&store, &naming, &["src-a", "all"], &[Res::new("src-a", "http://museum-a.test/a.txt", "new text")]);
+    let (status, h, body) = get(&f, &f.text, &[(header::IF_NONE_MATCH, &etag)]).await;
+    assert_eq!((status, body.as_slice()), (StatusCode::OK, &b"new text"[..]));
+    assert_ne!(h[header::ETAG], first[header::ETAG]);
+    assert_eq!(get(&f, &f.text, &[]).await.2, b"new text", "kept again, the new version");
+    delete(&store, &["src-a", "all"], std::slice::from_ref(&f.text));
+    assert_eq!(get(&f, &f.text, &[]).await.0, StatusCode::GONE);
+}

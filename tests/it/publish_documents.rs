@@ -68,11 +68,12 @@ async fn every_document_passes_check_and_has_the_right_kind() {
     assert_eq!(kinds[&naming.resource_list("all")], DocumentKind::ResourceListIndex, "18 live: an index");
     for set in ["src-a", "src-b", "all"] {
         assert_eq!(kinds[&naming.capability_list(set)], DocumentKind::CapabilityList);
-        assert_eq!(kinds[&naming.change_list(set)], DocumentKind::ChangeListIndex);
+        assert_eq!(kinds[&naming.change_list(set)], DocumentKind::ChangeList, "the list the Capability List names");
+        assert_eq!(kinds[&naming.change_list_index(set)], DocumentKind::ChangeListIndex);
         assert_eq!(kinds[&naming.change_list_part(set, 1)], DocumentKind::ChangeList);
     }
     // 12 + 1 + 2 = 15 events in src-a with lists of 5: three closed, one (empty) open.
-    let (_, idx) = doc(&s.client, &naming.change_list("src-a")).await;
+    let (_, idx) = doc(&s.client, &naming.change_list_index("src-a")).await;
     assert_eq!(idx.entries.len(), 4);
     assert!(idx.entries[..3].iter().all(|e| e.md.as_ref().unwrap().until.is_some()));
     assert!(idx.entries[3].md.as_ref().unwrap().until.is_none());
@@ -117,7 +118,7 @@ async fn merged_set_is_the_union_of_its_sources() {
     let changes = |set: &'static str| {
         let (c, n) = (s.client.clone(), naming.clone());
         async move {
-            entries(&c, &n.change_list(set))
+            entries(&c, &n.change_list_index(set))
                 .await
                 .into_iter()
                 .map(|e| (e.loc.clone(), e.md.unwrap().change.unwrap()))
@@ -202,7 +203,7 @@ async fn closed_change_lists_never_change_and_are_cached_for_a_year() {
     }
     let lim = limits(50, 3);
     let s = serve_src_a(listener, &naming, &store, lim);
-    let (_, idx) = doc(&s.client, &naming.change_list("src-a")).await;
+    let (_, idx) = doc(&s.client, &naming.change_list_index("src-a")).await;
     assert_eq!(idx.entries.len(), 4, "10 events in lists of 3: three closed, one open");
     let mut closed = Vec::new();
     for e in &idx.entries[..3] {
@@ -241,7 +242,7 @@ async fn closed_change_lists_never_change_and_are_cached_for_a_year() {
             other => panic!("{url} is no longer closed: {other:?}"),
         }
     }
-    let (_, idx) = doc(&s.client, &naming.change_list("src-a")).await;
+    let (_, idx) = doc(&s.client, &naming.change_list_index("src-a")).await;
     assert_eq!(idx.entries.len(), 6, "15 events: five closed lists and an empty open one");
     for pair in idx.entries.windows(2) {
         let (a, b) = (pair[0].md.as_ref().unwrap(), pair[1].md.as_ref().unwrap());
@@ -278,14 +279,14 @@ async fn period_rollover_closes_lists_at_period_ends_even_without_later_events()
     upsert(&store, &naming, &["src-a"], &[res_a(2)]);
     let second = store.events_after("src-a", 1).unwrap().next().unwrap().unwrap().datetime;
     assert!(second > first);
-    let (_, idx) = doc(&s.client, &naming.change_list("src-a")).await;
+    let (_, idx) = doc(&s.client, &naming.change_list_index("src-a")).await;
     assert!(idx.entries.len() >= 2);
     let list1 = idx.entries[0].md.as_ref().unwrap();
     assert_eq!(list1.from, Some(first));
     assert_eq!(list1.until.unwrap().unix_timestamp(), first.unix_timestamp() + 1, "closed at the period's end");
     // With no further event, the second list closes once its period is over.
     tokio::time::sleep(Duration::from_millis(1200)).await;
-    let (_, idx) = doc(&s.client, &naming.change_list("src-a")).await;
+    let (_, idx) = doc(&s.client, &naming.change_list_index("src-a")).await;
     assert_eq!(idx.entries.len(), 3);
     let list2 = idx.entries[1].md.as_ref().unwrap();
     assert_eq!(list2.until.unwrap().unix_timestamp(), second.unix_timestamp() + 1);

@@ -1,32 +1,25 @@
 //! Interop with a client no one here wrote: the Python reference implementation (`pip install
-//! resync`, v2) synchronizes from a running Tributary — baseline, incremental after changes,
-//! audit — and its copy must be byte-identical to the content.
+//! resync`, v2) synchronizes from a running Tributary exactly as `docs/PUBLISH.md` tells a
+//! resync user to — baseline, incremental, a Change List rollover, incremental again, audit —
+//! and its copy must be byte-identical to the set's Resource List.
 //!
-//! Which URLs resync needs (read from resync 2.0.1's `client.py`):
-//! - The Source Description is no use: it lists one Capability List per set, and resync stops
-//!   with "multiple sources, specify one with --capabilitylist". So baseline and audit are
-//!   pointed at the set's Capability List with `--capabilitylist`, from which resync finds the
-//!   Resource List (and follows its index).
-//! - `--incremental` does not read the Capability List; it takes the Change List from
-//!   `--changelist-uri`. resync 2.0.1 cannot read a Change List Index: it parses the index's
-//!   `<sitemap>` entries as changes and stops with `ChangeTypeError: got None` (they have no
-//!   `change`, rightly, §12.2). So the test does what a Destination following the index does:
-//!   it reads Tributary's index itself and hands resync each Change List that ends after the
-//!   baseline (or is open), in order.
-//! - The positional mapping `<base>r/<source>/http/<host>=<dir>` maps Tributary's resource
-//!   URIs to files. Documents and resources share Tributary's host, so no `--noauth` is needed.
-//! - `--hash sha-256` makes baseline and audit compare content, not only `<lastmod>` and
-//!   length (with `--incremental`, resync 2.0.1 crashes on `--hash`: `'ChangeList' object has
-//!   no attribute 'hashes'`, so it is left out there; the final audit checks content anyway).
-//!   `--delete` lets deletions remove files. resync keeps its incremental state in the working
-//!   directory, so each run's cwd is a temporary directory.
+//! What the commands rest on (read from resync 2.0.1's `client.py`):
+//! - The Source Description lists one Capability List per set, and resync stops with
+//!   "multiple sources"; so baseline and audit take the set's Capability List
+//!   (`--capabilitylist`).
+//! - `--incremental` ignores the Capability List and reads one plain Change List, the one
+//!   passed as `--changelist-uri`: the test reads the URI the Capability List names, which is
+//!   Tributary's recent Change List (the open list and the closed one before it).
+//! - resync keeps the newest change datetime it has seen and replays changes *at or after* the
+//!   time it resumes from; a resource created at that very instant and deleted later is then
+//!   dropped as a "created and deleted" pair and its file stays. So each incremental passes
+//!   `--from` = that datetime plus 1 ms, computed from resync's own state file by the snippet
+//!   in `docs/PUBLISH.md` (Tributary stamps every batch of changes with its own millisecond).
+//!   The test sets that trap: a resource created in the last change before the first
+//!   incremental is deleted before the second.
+//! - `--hash` crashes `--incremental` (`'ChangeList' object has no attribute 'hashes'`), so
+//!   only baseline and audit compare content by sha-256.
 //!
-//! The commands, as run here:
-//! ```text
-//! resync-sync --baseline    --capabilitylist <base>sets/src-a/capabilitylist.xml --hash sha-256 --delete <map>
-//! resync-sync --incremental --changelist-uri <base>sets/src-a/changelist-<n>.xml --delete <map>
-//! resync-sync --audit       --capabilitylist <base>sets/src-a/capabilitylist.xml --hash sha-256 <map>
-//! ```
 //! When resync is not installed the test fails under `CI=true` (where `.ci/setup` installs it)
 //! and is skipped with a notice otherwise (`support::tools`).
 
@@ -34,10 +27,14 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::support::publish::{Res, bind, delete, doc, start, upsert};
+use crate::support::publish::{Res, bind, delete, doc, entries, start, upsert};
 use crate::support::store::temp_store;
-use crate::support::tools::{Tool, resync_tool};
+use crate::support::tools::{Tool, require, resync_tool};
+use tributary::model::{Capability, RootFormat};
 use tributary::publish::{Limits, LinkPolicies, Rollover, SetConfig};
+
+/// `T` for `--from`: the newest change resync recorded, plus 1 ms (docs/PUBLISH.md).
+const FROM_SNIPPET: &str = r#"import configparser,datetime as d;c=configparser.ConfigParser();c.read(".resync-client-status.cfg");t=max(map(float,c["incremental"].values()))+0.001;print(d.datetime.fromtimestamp(t,d.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))"#;
 
 /// Runs `resync-sync` with `args` in `cwd`; returns its combined output, asserting success.
 async fn resync(tool: &Tool, cwd: &Path, args: &[&str]) -> String {
@@ -52,8 +49,23 @@ async fn resync(tool: &Tool, cwd: &Path, args: &[&str]) -> String {
     text
 }
 
+/// The `--from` datetime for the next incremental, as a resync user computes it.
+fn resume_from(python: &Tool, cwd: &Path) -> String {
+    let out = python.command().args(["-c", FROM_SNIPPET]).current_dir(cwd).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// Each file's length and sha-256, so a failure prints something readable.
+type Digests = BTreeMap<String, String>;
+
+fn digest(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    format!("{} bytes, sha-256 {}", bytes.len(), hex::encode(sha2::Sha256::digest(bytes)))
+}
+
 /// Every file under `dir`, by relative path.
-fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+fn files(dir: &Path) -> Digests {
     let mut out = BTreeMap::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -63,9 +75,19 @@ fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
                 stack.push(path);
             } else {
                 let rel = path.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
-                out.insert(rel, std::fs::read(&path).unwrap());
+                out.insert(rel, digest(&std::fs::read(&path).unwrap()));
             }
         }
+    }
+    out
+}
+
+/// What the set's Resource List says the copy must be: each entry's bytes under its path.
+async fn listed(client: &reqwest::Client, resource_list: &str, prefix: &str) -> Digests {
+    let mut out = BTreeMap::new();
+    for e in entries(client, resource_list).await {
+        let body = client.get(&e.loc).send().await.unwrap().error_for_status().unwrap().bytes().await.unwrap();
+        out.insert(e.loc.strip_prefix(prefix).unwrap().to_owned(), digest(&body));
     }
     out
 }
@@ -74,73 +96,88 @@ fn resource(path: &str, content: &str) -> Res {
     Res::new("src-a", &format!("http://museum-a.test/{path}"), content)
 }
 
+/// The Change List URI the set's Capability List names; asserts it is a plain Change List.
+async fn named_change_list(client: &reqwest::Client, cap: &str) -> String {
+    let (_, caps) = doc(client, cap).await;
+    let uri = caps
+        .entries
+        .iter()
+        .find(|e| e.md.as_ref().and_then(|m| m.capability) == Some(Capability::ChangeList))
+        .map(|e| e.loc.clone())
+        .unwrap();
+    let (_, list) = doc(client, &uri).await;
+    assert_eq!(list.header.format, Some(RootFormat::UrlSet), "{uri} is a plain Change List");
+    uri
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn python_resync_baseline_incremental_audit() {
-    let Some(tool) = resync_tool("resync-sync", "publish_resync::python_resync_baseline_incremental_audit") else {
-        return;
-    };
+async fn python_resync_follows_the_named_change_list_across_a_rollover() {
+    let test = "publish_resync::python_resync_follows_the_named_change_list_across_a_rollover";
+    let Some(tool) = resync_tool("resync-sync", test) else { return };
+    let Some(python) = require("python3", test) else { return };
     let (_dir, store) = temp_store();
     let work = tempfile::tempdir().unwrap();
     let dest = work.path().join("copy");
     let (listener, naming) = bind().await;
-    let mut expected: BTreeMap<String, Vec<u8>> = BTreeMap::new();
-    let mut initial = Vec::new();
-    for i in 0..12 {
-        let path = if i % 4 == 0 { format!("obj/sub/{i}.xml") } else { format!("obj/{i}.txt") };
-        let content = format!("resource {i} ").repeat(i * 50 + 1);
-        expected.insert(path.clone(), content.clone().into_bytes());
-        initial.push(resource(&path, &content));
-    }
+    let initial: Vec<Res> = (0..12)
+        .map(|i| {
+            let path = if i % 4 == 0 { format!("obj/sub/{i}.xml") } else { format!("obj/{i}.txt") };
+            resource(&path, &format!("resource {i} ").repeat(i * 50 + 1))
+        })
+        .collect();
     let uris = upsert(&store, &naming, &["src-a"], &initial);
-    // Small lists, so resync walks a Resource List Index and several Change Lists.
+    // Lists of 4 events, so both incrementals read across closed lists, and the second reads
+    // across a rollover that happened after the first.
     let limits =
         Limits { resource_list_entries: 5, change_list: Rollover { max_events: 4, period: None }, ..Limits::default() };
     let s = start(listener, naming.clone(), &store, vec![SetConfig::source("src-a")], LinkPolicies::default(), limits);
-
+    let prefix = format!("{}r/src-a/http/museum-a.test/", naming.base());
     let map = format!("{}r/src-a/http/museum-a.test={}", naming.base(), dest.display());
     let cap = naming.capability_list("src-a");
+    let rl = naming.resource_list("src-a");
+    let cwd = work.path();
+
     let out =
-        resync(&tool, work.path(), &["--baseline", "--capabilitylist", &cap, "--hash", "sha-256", "--delete", &map])
-            .await;
+        resync(&tool, cwd, &["--baseline", "--capabilitylist", &cap, "--hash", "sha-256", "--delete", &map]).await;
     assert!(out.contains("SYNCED"), "{out}");
-    assert_eq!(files(&dest), expected, "baseline copy");
+    assert_eq!(files(&dest), listed(&s.client, &rl, &prefix).await, "baseline copy");
 
-    // Changes come in a later second than the baseline's events: resync's state is whole
-    // seconds (the last `<lastmod>` it saw) and it replays changes at or after it.
-    let baseline_time = store.events_after("src-a", 0).unwrap().last().unwrap().unwrap().datetime;
-    for _ in 0..40 {
-        if tributary::model::W3cDateTime::now() > baseline_time {
-            break;
+    // Events 13-15 in the open list 4; the last creates a resource deleted after the first
+    // incremental (the trap of the module docs).
+    upsert(&store, &naming, &["src-a"], &[resource("obj/1.txt", "updated one")]);
+    delete(&store, &["src-a"], &[uris[2].clone()]);
+    let late = upsert(&store, &naming, &["src-a"], &[resource("obj/late.txt", "created last")]);
+    let from = resume_from(&python, cwd);
+    assert!(from.contains('.'), "milliseconds: {from}");
+    let uri = named_change_list(&s.client, &cap).await;
+    let incremental = |from: String, uri: String| {
+        let (tool, map) = (&tool, &map);
+        async move {
+            resync(tool, cwd, &["--incremental", "--delete", "--from", &from, "--changelist-uri", &uri, map]).await
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    // Upstream changes, as the harvester records them: updates, deletions, creations.
-    let updated = [resource("obj/1.txt", "updated one"), resource("obj/sub/4.xml", "<updated/>")];
-    upsert(&store, &naming, &["src-a"], &updated);
-    delete(&store, &["src-a"], &[uris[2].clone(), uris[8].clone()]);
-    upsert(&store, &naming, &["src-a"], &[resource("obj/new.txt", "brand new"), resource("obj/sub/new.xml", "<new/>")]);
-    expected.insert("obj/1.txt".into(), b"updated one".to_vec());
-    expected.insert("obj/sub/4.xml".into(), b"<updated/>".to_vec());
-    expected.remove("obj/2.txt");
-    expected.remove("obj/sub/8.xml");
-    expected.insert("obj/new.txt".into(), b"brand new".to_vec());
-    expected.insert("obj/sub/new.xml".into(), b"<new/>".to_vec());
+    };
+    let out = incremental(from, uri).await;
+    assert!(out.contains("CHANGES APPLIED"), "{out}");
+    let expected = listed(&s.client, &rl, &prefix).await;
+    assert!(expected.contains_key("obj/late.txt") && !expected.contains_key("obj/2.txt"));
+    assert_eq!(files(&dest), expected, "copy after the first incremental");
 
-    let (_, index) = doc(&s.client, &naming.change_list("src-a")).await;
-    let lists: Vec<String> = index
-        .entries
-        .iter()
-        .filter(|e| e.md.as_ref().and_then(|m| m.until).is_none_or(|u| u > baseline_time))
-        .map(|e| e.loc.clone())
-        .collect();
-    assert_eq!(lists.len(), 2, "12 creations fill lists 1-3; 6 later changes are list 4 and the open list 5");
-    for list in &lists {
-        let out = resync(&tool, work.path(), &["--incremental", "--changelist-uri", list, "--delete", &map]).await;
-        assert!(out.contains("CHANGES APPLIED"), "{list}: {out}");
-    }
-    assert_eq!(files(&dest), expected, "copy after the incremental sync");
+    // Event 16 closes list 4, 17-19 open list 5: changes on both sides of the rollover.
+    upsert(&store, &naming, &["src-a"], &[resource("obj/3.txt", "updated three")]);
+    delete(&store, &["src-a"], &late);
+    upsert(&store, &naming, &["src-a"], &[resource("obj/sub/new.xml", "<new/>")]);
+    delete(&store, &["src-a"], &[uris[8].clone()]);
+    let (_, index) = doc(&s.client, &naming.change_list_index("src-a")).await;
+    assert_eq!(index.entries.len(), 5, "four closed lists and the open one");
+    let from = resume_from(&python, cwd);
+    let uri = named_change_list(&s.client, &cap).await;
+    let out = incremental(from, uri).await;
+    assert!(out.contains("CHANGES APPLIED"), "{out}");
+    let expected = listed(&s.client, &rl, &prefix).await;
+    assert!(!expected.contains_key("obj/late.txt") && expected.contains_key("obj/sub/new.xml"));
+    assert_eq!(files(&dest), expected, "copy after the rollover and the second incremental");
 
-    let out = resync(&tool, work.path(), &["--audit", "--capabilitylist", &cap, "--hash", "sha-256", &map]).await;
+    let out = resync(&tool, cwd, &["--audit", "--capabilitylist", &cap, "--hash", "sha-256", &map]).await;
     assert!(out.contains("IN SYNC") && !out.contains("NOT IN SYNC"), "{out}");
     drop(s);
 }

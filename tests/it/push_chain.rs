@@ -84,7 +84,7 @@ async fn changes_at_the_origin_reach_the_end_of_a_chain_by_push_with_the_via_cha
     // C's republished changes name the origin's resources, with the origin's hashes, and C
     // serves those very bytes.
     let client = &c.client;
-    let listed = entries(client, &format!("{}sets/b/changelist.xml", c.base)).await;
+    let listed = entries(client, &format!("{}sets/b/changelist-index.xml", c.base)).await;
     let origin_base = format!("http://127.0.0.1:{sim}/");
     let mut checked = 0;
     for (i, e) in listed.iter().enumerate() {
@@ -106,7 +106,7 @@ async fn changes_at_the_origin_reach_the_end_of_a_chain_by_push_with_the_via_cha
         let got: String = Sha256::digest(&body).iter().map(|b| format!("{b:02x}")).collect();
         if got != sha {
             // Only a change after the list was read may explain another content.
-            let now = entries(client, &format!("{}sets/b/changelist.xml", c.base)).await;
+            let now = entries(client, &format!("{}sets/b/changelist-index.xml", c.base)).await;
             let changed =
                 now.iter().filter(|l| l.loc == e.loc).count() > listed.iter().filter(|l| l.loc == e.loc).count();
             assert!(changed, "C serves {got} for {}, which it lists as {sha}", e.loc);

@@ -105,7 +105,7 @@ async fn a_tributary_run_follows_a_pushing_simulator_by_push_alone() {
 
     // Each of those changes is in Tributary's Change List once, with the hash of the bytes
     // served upstream: fetched and verified on delivery, since the next poll is an hour away.
-    let ours = format!("{}sets/sim/changelist.xml", svc.base);
+    let ours = format!("{}sets/sim/changelist-index.xml", svc.base);
     let held = |entries: &[Entry], u: &Entry| {
         entries
             .iter()

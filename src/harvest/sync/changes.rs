@@ -125,8 +125,7 @@ pub(crate) fn check_reread(
 }
 
 /// Whether a change read from a list Tributary had not been positioned in is new: dated at
-/// or after `through`. The same second counts: datetimes are often whole seconds (Tributary's
-/// own are), so a change made in the second a snapshot was taken, after it, carries the
+/// or after `through`. The same instant counts: datetimes are often whole seconds, so a change made in the second a snapshot was taken, after it, carries the
 /// snapshot's time; applying a change already reflected is harmless (the content is held, so
 /// nothing is fetched or logged), missing one is not.
 pub(crate) fn is_new(datetime: Option<W3cDateTime>, through: Option<W3cDateTime>) -> bool {

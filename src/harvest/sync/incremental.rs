@@ -161,8 +161,26 @@ async fn read_root(ctx: &Ctx, source: &Source, state: &SourceState, root: &Url) 
     let Some(doc) = fetch_list(ctx, source, state, root, remembered).await? else { return Ok(Root::NotModified) };
     let header = doc.header.clone().unwrap_or_default();
     if header.format != Some(RootFormat::SitemapIndex) {
+        // A plain list naming its index (§12.1): the index is where every list is and where a
+        // position stays valid; the list a Capability List names may be a moving view (as
+        // Tributary's own recent Change List is), so it is not positioned in by count.
+        let index = header.link("index").and_then(|l| doc.doc.url.join(l.href.trim()).ok());
+        if let Some(index) = index.filter(|u| u != root) {
+            let indexed = fetch_list(ctx, source, state, &index, false).await?;
+            if let Some(idx) =
+                indexed.filter(|d| d.header.as_ref().and_then(|h| h.format) == Some(RootFormat::SitemapIndex))
+            {
+                return index_root(source, idx);
+            }
+        }
         return Ok(Root::List(Box::new(doc)));
     }
+    index_root(source, doc)
+}
+
+/// The lists an index names, in its order.
+fn index_root(source: &Source, doc: FetchedDoc) -> Result<Root, HarvestError> {
+    let header = doc.header.clone().unwrap_or_default();
     let entries = read_entries(source, &doc)?;
     let lists = entries
         .into_iter()

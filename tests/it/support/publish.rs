@@ -169,6 +169,11 @@ pub(crate) async fn walk(client: &reqwest::Client, naming: &Naming) -> BTreeMap<
 
 async fn walk_list(client: &reqwest::Client, url: &str, out: &mut BTreeMap<String, Document>) {
     let (_, d) = doc(client, url).await;
+    // A Change List names its index, and the index the lists (§12.1).
+    let index = d.header.link("index").map(|l| l.href.clone()).filter(|i| i != url && !out.contains_key(i));
+    if let Some(index) = index {
+        Box::pin(walk_list(client, &index, out)).await;
+    }
     if d.header.format == Some(RootFormat::SitemapIndex) {
         for part in &d.entries {
             let (_, p) = doc(client, &part.loc).await;
