@@ -898,13 +898,10 @@ impl<R: BufRead> Core<R> {
                 _ => Err(self.error(ReadErrorKind::UndefinedEntity(format!("&{};", r.as_ref())))),
             };
         }
-        match r.as_ref() {
-            "lt" => Ok('<'),
-            "gt" => Ok('>'),
-            "amp" => Ok('&'),
-            "apos" => Ok('\''),
-            "quot" => Ok('"'),
-            other => Err(self.error(ReadErrorKind::UndefinedEntity(format!("&{other};")))),
+        // The five entities XML predefines; a feed or list has no DOCTYPE to define others.
+        match quick_xml::escape::resolve_xml_entity(r.as_ref()).and_then(|s| s.chars().next()) {
+            Some(c) => Ok(c),
+            None => Err(self.error(ReadErrorKind::UndefinedEntity(format!("&{};", r.as_ref())))),
         }
     }
 

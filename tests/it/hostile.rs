@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::routing::get;
 
+use crate::notify_hub::hub_post;
 use crate::support::cli::tributary;
 use crate::support::net::free_port;
 use crate::support::service::Service;
@@ -174,22 +175,6 @@ async fn slowloris_idle_and_flooding_connections_are_cut_off() {
     assert!(refused.starts_with("HTTP/1.1 503") && refused.contains("too many connections"), "{refused}");
     // Once the flood is gone the server answers again.
     s.wait_until("the server answers again", LIMIT, |s| async move { s.get("api/status").await.0 == 200 }).await;
-}
-
-async fn hub_post(s: &Service, pairs: &[(&str, &str)]) -> (u16, String) {
-    let mut form = url::form_urlencoded::Serializer::new(String::new());
-    for (k, v) in pairs {
-        form.append_pair(k, v);
-    }
-    let r = s
-        .client
-        .post(format!("{}hub", s.base))
-        .header("Content-Type", "application/x-www-form-urlencoded")
-        .body(form.finish())
-        .send()
-        .await
-        .unwrap();
-    (r.status().as_u16(), r.text().await.unwrap())
 }
 
 #[tokio::test]

@@ -45,7 +45,7 @@ fn topic(s: &Service, set: &str) -> String {
 }
 
 /// POSTs a form to the hub: status and body.
-async fn hub_post(s: &Service, pairs: &[(&str, &str)]) -> (u16, String) {
+pub(crate) async fn hub_post(s: &Service, pairs: &[(&str, &str)]) -> (u16, String) {
     let mut form = url::form_urlencoded::Serializer::new(String::new());
     for (k, v) in pairs {
         form.append_pair(k, v);

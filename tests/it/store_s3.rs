@@ -25,9 +25,9 @@ fn open(path: &std::path::Path, blobs: &RemoteBlobs) -> Result<Store, StoreError
     Store::open_with(path, &StoreOptions::small().with_blobs(Some(blobs.clone())))
 }
 
-/// The keys in `bucket` under `prefix`, listed with a client of the test's own.
-fn keys(server: &S3, bucket: &str, prefix: &str) -> Vec<String> {
-    let s3 = AmazonS3Builder::new()
+/// A client of the test's own for `bucket`.
+fn client(server: &S3, bucket: &str) -> object_store::aws::AmazonS3 {
+    AmazonS3Builder::new()
         .with_endpoint(&server.endpoint)
         .with_access_key_id(s3::ACCESS_KEY)
         .with_secret_access_key(s3::SECRET_KEY)
@@ -35,7 +35,12 @@ fn keys(server: &S3, bucket: &str, prefix: &str) -> Vec<String> {
         .with_allow_http(true)
         .with_bucket_name(bucket)
         .build()
-        .unwrap();
+        .unwrap()
+}
+
+/// The keys in `bucket` under `prefix`, listed with a client of the test's own.
+fn keys(server: &S3, bucket: &str, prefix: &str) -> Vec<String> {
+    let s3 = client(server, bucket);
     let prefix = object_store::path::Path::from(prefix);
     // On a thread of its own: the caller may be a test running on a runtime.
     let mut keys: Vec<String> = std::thread::scope(|scope| {
@@ -56,15 +61,7 @@ fn keys(server: &S3, bucket: &str, prefix: &str) -> Vec<String> {
 
 /// The `Content-Type` the object at `key` in `bucket` was stored with.
 fn stored_content_type(server: &S3, bucket: &str, key: &str) -> Option<String> {
-    let s3 = AmazonS3Builder::new()
-        .with_endpoint(&server.endpoint)
-        .with_access_key_id(s3::ACCESS_KEY)
-        .with_secret_access_key(s3::SECRET_KEY)
-        .with_region("us-east-1")
-        .with_allow_http(true)
-        .with_bucket_name(bucket)
-        .build()
-        .unwrap();
+    let s3 = client(server, bucket);
     let key = object_store::path::Path::from(key);
     // On a thread of its own: the caller may be a test running on a runtime.
     std::thread::scope(|scope| {

@@ -658,13 +658,9 @@ impl<'a, R: BufRead> Core<'a, R> {
                 _ => Err(self.malformed(format!("`&{};` is not a valid character reference", &**r))),
             };
         }
-        match &**r {
-            "lt" => Ok('<'),
-            "gt" => Ok('>'),
-            "amp" => Ok('&'),
-            "apos" => Ok('\''),
-            "quot" => Ok('"'),
-            other => Err(self.malformed(format!("undefined entity `&{other};` (feeds have no DOCTYPE to define it)"))),
+        match quick_xml::escape::resolve_xml_entity(r).and_then(|s| s.chars().next()) {
+            Some(c) => Ok(c),
+            None => Err(self.malformed(format!("undefined entity `&{};` (feeds have no DOCTYPE to define it)", &**r))),
         }
     }
 

@@ -450,13 +450,9 @@ impl<'a> Parser<'a> {
                 _ => Err(self.syntax(at, "an invalid character reference")),
             };
         }
-        match r.as_ref() {
-            "lt" => Ok('<'),
-            "gt" => Ok('>'),
-            "amp" => Ok('&'),
-            "apos" => Ok('\''),
-            "quot" => Ok('"'),
-            other => Err(self.syntax(at, &format!("undefined entity &{other};"))),
+        match quick_xml::escape::resolve_xml_entity(r.as_ref()).and_then(|s| s.chars().next()) {
+            Some(c) => Ok(c),
+            None => Err(self.syntax(at, &format!("undefined entity &{};", r.as_ref()))),
         }
     }
 

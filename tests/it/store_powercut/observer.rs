@@ -273,7 +273,7 @@ impl Poller {
 
     /// The set's Change Lists: closed ones once (they never change), the open one every time.
     async fn read_change_lists(&self, set: &str) {
-        let index_url = format!("{}sets/{set}/changelist.xml", self.base);
+        let index_url = format!("{}sets/{set}/changelist-index.xml", self.base);
         let Some(index) = self.get(&index_url).await.and_then(|b| parse(&b, &index_url)) else { return };
         let mut first = 1;
         for (i, list) in index.entries.iter().enumerate() {

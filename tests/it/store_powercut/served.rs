@@ -59,7 +59,7 @@ impl Reader<'_> {
     /// `set` as served, log and Change Lists.
     pub(super) async fn set(&self, set: &str) -> Result<ServedSet, String> {
         let mut served = ServedSet { log: self.log(set).await?, ..ServedSet::default() };
-        let index = self.document(&format!("{}sets/{set}/changelist.xml", self.base)).await?;
+        let index = self.document(&format!("{}sets/{set}/changelist-index.xml", self.base)).await?;
         let mut first = 1;
         for (i, list) in index.entries.iter().enumerate() {
             let n = i as u64 + 1;
