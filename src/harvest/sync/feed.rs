@@ -36,7 +36,7 @@ use super::super::resource::fetch_verified;
 use crate::config::{FeedContent, FeedSource, Source};
 use crate::fetch::{Fetched, Validators};
 use crate::model::feed::{
-    Feed, FeedItem, FeedLimits, Merged, RelatedKind, SyncCap, item_document, merge, read_feed, read_item,
+    Feed, FeedItem, FeedLimits, Merged, RelatedKind, SyncCap, item_document, merge, read_feed, read_item, republished,
 };
 use crate::model::{Link, W3cDateTime};
 use crate::store::{Batch, Expected, Listing, NewRecord, SourceState, Via};
@@ -298,7 +298,8 @@ fn merge_one(
             .inspect_err(|e| tracing::warn!(source.id = %source_id, item = %identity, error = %e, "stored item state unreadable"))
             .ok()
     });
-    let merged = match merge(local.as_ref(), item) {
+    // Merged as it will be stored and republished, so that it compares with its stored state.
+    let merged = match merge(local.as_ref(), &republished(item)) {
         Merged::Unchanged => return Ok(MergeOutcome::Unchanged),
         Merged::New(m) | Merged::Changed(m) => m,
     };

@@ -28,6 +28,16 @@ pub use merge::{
 pub use read::{FeedError, FeedLimits, MAX_CONFLICTS, MAX_HISTORY, SyncCap, read_feed};
 pub use write::{AtomWriter, FeedHead, SYNC_ID_URN_PREFIX, item_document};
 
+/// The item as Tributary republishes and stores it: [`item_document`] read back, so without
+/// active markup and with its escaped HTML as the sanitiser writes it. The harvester merges
+/// this, not the item as upstream wrote it, so that an unchanged item compares equal to its
+/// stored state (an item without a date is compared by its markup, and one version of a
+/// synced item in two spellings would become a conflict). An item whose document cannot be
+/// read back is returned as it is.
+pub fn republished(item: &FeedItem) -> FeedItem {
+    read_item(&item_document(item), item.identity().unwrap_or("item")).unwrap_or_else(|_| item.clone())
+}
+
 /// Reads back one item from a standalone item document, as [`item_document`] writes it
 /// (what the store keeps as a feed item's state); `document` names it in errors.
 ///

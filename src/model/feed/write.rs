@@ -8,7 +8,8 @@
 //! only: ones the enclosing feed already makes are dropped, and ones the item needs but lacks
 //! (`sx:` in a standalone document) are added. Active markup (script elements, event
 //! handlers, script URLs in the namespaces browsers render) is left out as it is copied
-//! (`active`).
+//! (`active`); so is active markup in text that is escaped HTML (Atom `type="html"`, RSS
+//! `description` and `content:encoded`).
 //!
 //! Output depends on nothing but the input, never on the clock, so the same item always
 //! gives the same bytes.
@@ -238,6 +239,11 @@ fn copy_item(out: &mut Vec<u8>, item: &FeedItem, scope: Scope, ctx: &Ctx) -> Res
     let mut root_name = String::new();
     // The depth at which a dropped element (active markup, see `active`) was opened.
     let mut skipping: Option<usize> = None;
+    // The depth of an element whose text is escaped HTML, and that text so far: it is
+    // sanitised whole (see `active`) when the element ends, or a (non-conforming) child starts.
+    let mut html: Option<(usize, String)> = None;
+    // The item is an RSS `<item>` (RSS 2.0, no namespace; or RSS 1.0).
+    let mut rss = false;
     loop {
         let (res, ev) = reader.read_resolved_event().map_err(|e| ItemError::Malformed(e.to_string()))?;
         let is_atom = matches!(res, ResolveResult::Bound(ns) if ns.0 == ATOM_NS);
@@ -252,6 +258,7 @@ fn copy_item(out: &mut Vec<u8>, item: &FeedItem, scope: Scope, ctx: &Ctx) -> Res
                     return Ok(false);
                 }
                 root_name = e.name().as_ref().to_owned();
+                rss = e.local_name().as_ref() == "item" && !is_atom;
                 inner = root_start_tag(out, e, scope)?;
                 out.push(b'>');
                 if !empty {
@@ -286,6 +293,23 @@ fn copy_item(out: &mut Vec<u8>, item: &FeedItem, scope: Scope, ctx: &Ctx) -> Res
                     }
                     continue;
                 }
+                if let Some((at, text)) = html.as_mut() {
+                    match &ev {
+                        Event::Text(t) => text.push_str(&t.xml10_content()),
+                        Event::CData(c) => text.push_str(&c.xml10_content()),
+                        Event::GeneralRef(r) => text.push(resolve_ref(r)?),
+                        _ => {
+                            escape_into(out, &active::sanitise_html(text), false);
+                            text.clear();
+                            if depth < *at {
+                                html = None;
+                            }
+                        }
+                    }
+                    if matches!(ev, Event::Text(_) | Event::CData(_) | Event::GeneralRef(_)) {
+                        continue;
+                    }
+                }
                 let rendered = active::is_rendered(ns.as_deref());
                 match &ev {
                     Event::Start(e) | Event::Empty(e) if rendered && active::is_dropped(e.local_name().as_ref()) => {
@@ -295,6 +319,16 @@ fn copy_item(out: &mut Vec<u8>, item: &FeedItem, scope: Scope, ctx: &Ctx) -> Res
                     }
                     Event::Start(e) | Event::Empty(e) => {
                         start_tag(out, e, matches!(ev, Event::Empty(_)), rendered, &reader)?;
+                        let local = e.local_name();
+                        let local = local.as_ref();
+                        let escaped_html = if is_atom {
+                            active::is_atom_html(local, type_attribute(e)?.as_deref())
+                        } else {
+                            rss && depth == 2 && active::is_rss_html(ns.as_deref(), local)
+                        };
+                        if escaped_html && matches!(ev, Event::Start(_)) {
+                            html = Some((depth, String::new()));
+                        }
                     }
                     _ => copy_event(out, &ev),
                 }
@@ -331,6 +365,25 @@ fn start_tag(
     }
     out.extend_from_slice(if empty { b"/>" } else { b">" });
     Ok(())
+}
+
+/// The value of an element's unprefixed `type` attribute.
+fn type_attribute(e: &BytesStart<'_>) -> Result<Option<String>, ItemError> {
+    let a = e.try_get_attribute("type").map_err(|err| ItemError::Malformed(err.to_string()))?;
+    a.map(|a| a.normalized_value(quick_xml::XmlVersion::Implicit1_0).map(|v| v.into_owned()))
+        .transpose()
+        .map_err(|err| ItemError::Malformed(err.to_string()))
+}
+
+/// The character an entity or character reference stands for (the caller has refused
+/// references to undefined entities).
+fn resolve_ref(r: &quick_xml::events::BytesRef<'_>) -> Result<char, ItemError> {
+    let c = if r.is_char_ref() {
+        r.resolve_char_ref().ok().flatten()
+    } else {
+        quick_xml::escape::resolve_xml_entity(r).and_then(|s| s.chars().next())
+    };
+    c.ok_or_else(|| ItemError::Malformed(format!("`&{};` is not a valid reference", &**r)))
 }
 
 fn is_predefined(r: &str) -> bool {

@@ -116,7 +116,7 @@ fn an_entry_without_any_date_gets_the_feeds() {
 fn atom_markup_is_kept_and_sync_put_back_before_the_end_tag() {
     let source = r#"<feed xmlns="http://www.w3.org/2005/Atom" xmlns:sx="http://feedsync.org/2007/feedsync" xmlns:x="urn:x">
   <entry>
-    <id>urn:a</id><title type="html">A &lt;b&gt;</title><x:foreign x:a="1">kept</x:foreign>
+    <id>urn:a</id><title type="html">A &lt;b&gt;B&lt;/b&gt;</title><x:foreign x:a="1">kept</x:foreign>
     <sx:sync id="a" updates="1"><sx:history sequence="1" by="me"/></sx:sync>
   </entry>
 </feed>"#;
@@ -227,4 +227,56 @@ fn active_markup_is_left_out_and_foreign_markup_kept() {
     }
     assert!(doc.contains("<ext:thing xmlns:ext=\"http://example.org/ext\" onclick=\"kept\">"), "{doc}");
     read_item(doc.as_bytes(), "again").unwrap();
+}
+
+#[test]
+fn active_markup_in_escaped_html_is_left_out_and_the_rest_kept() {
+    let feed = r#"<feed xmlns="http://www.w3.org/2005/Atom"><entry><id>urn:x</id>
+<title type="html">T &lt;img src=x onerror=alert(1)&gt;</title><updated>2020-01-01T00:00:00Z</updated>
+<summary type="html"><![CDATA[<p>s<script>alert(2)</script></p>]]></summary>
+<content type="html">&lt;p class="c"&gt;hi &amp;amp; &lt;b&gt;bye&lt;/b&gt;&lt;iframe src="https://e.org/"&gt;&lt;/iframe&gt;&lt;a href="javascript:alert(3)"&gt;l&lt;/a&gt;&lt;/p&gt;</content>
+<rights type="text">&lt;script&gt; is text here</rights>
+<ext:html xmlns:ext="http://example.org/ext" type="html">&lt;script&gt;foreign&lt;/script&gt;</ext:html>
+</entry></feed>"#;
+    let f = read_feed(feed.as_bytes(), "t", &FeedLimits::default()).unwrap();
+    let mut w = AtomWriter::new(Vec::new(), &head()).unwrap();
+    w.item(&f.items[0]).unwrap();
+    let out = String::from_utf8(w.finish().unwrap()).unwrap();
+    for gone in ["onerror", "alert", "iframe", "javascript"] {
+        let republished = out.split("<ext:html").next().unwrap();
+        assert!(!republished.contains(gone), "{gone} in {out}");
+    }
+    for kept in [
+        r#"<title type="html">T &lt;img src="x"&gt;</title>"#,
+        r#"<summary type="html">&lt;p&gt;s&lt;/p&gt;</summary>"#,
+        r#"<content type="html">&lt;p class="c"&gt;hi &amp;amp; &lt;b&gt;bye&lt;/b&gt;&lt;a&gt;l&lt;/a&gt;&lt;/p&gt;</content>"#,
+        r#"<rights type="text">&lt;script&gt; is text here</rights>"#,
+        r#"&lt;script&gt;foreign&lt;/script&gt;</ext:html>"#,
+    ] {
+        assert!(out.contains(kept), "{kept} not in {out}");
+    }
+    assert_eq!(read_feed(out.as_bytes(), "again", &FeedLimits::default()).unwrap().items.len(), 1, "well-formed");
+}
+
+#[test]
+fn rss_descriptions_lose_active_markup_and_written_items_merge_unchanged() {
+    let feed = r#"<rss version="2.0" xmlns:content="http://purl.org/rss/1.0/modules/content/"><channel><title>t</title>
+<item><title>&lt;script&gt;a title is text&lt;/script&gt;</title><guid>urn:r</guid>
+<description>&lt;p&gt;one&lt;br/&gt;two&lt;script&gt;alert(1)&lt;/script&gt;&lt;/p&gt;</description>
+<content:encoded><![CDATA[<div onmouseover="alert(2)">full</div><embed src="x.swf">]]></content:encoded></item>
+</channel></rss>"#;
+    let f = read_feed(feed.as_bytes(), "t", &FeedLimits::default()).unwrap();
+    let doc = String::from_utf8(item_document(&f.items[0])).unwrap();
+    for gone in ["alert", "onmouseover", "embed"] {
+        assert!(!doc.contains(gone), "{gone} in {doc}");
+    }
+    assert!(doc.contains("<description>&lt;p&gt;one&lt;br&gt;two&lt;/p&gt;</description>"), "{doc}");
+    assert!(doc.contains("<content:encoded>&lt;div&gt;full&lt;/div&gt;</content:encoded>"), "{doc}");
+    assert!(doc.contains("&lt;script&gt;a title is text"), "RSS titles are text: {doc}");
+    // The state stored for the item is what it was written as: the same item polled again
+    // (no date to order by, so compared by its markup) changes nothing.
+    let stored = read_item(doc.as_bytes(), "state").unwrap();
+    assert_eq!(item_document(&stored), doc.as_bytes(), "writing is idempotent");
+    let again = crate::model::feed::merge(Some(&stored), &crate::model::feed::republished(&f.items[0]));
+    assert!(matches!(again, crate::model::feed::Merged::Unchanged), "{again:?}");
 }
