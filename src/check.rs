@@ -14,7 +14,7 @@ use std::path::Path;
 use url::Url;
 
 use crate::config::Settings;
-use crate::fetch::{FetchError, Fetched, Fetcher, FetcherOptions};
+use crate::fetch::{FetchError, Fetched, Fetcher, FetcherOptions, ProxyChoice};
 use crate::model::{Diagnostic, DocumentKind, DocumentReader, Header, ReadError, ReadOptions, RootFormat, Validator};
 
 /// Everything `check` found out about one document.
@@ -149,7 +149,9 @@ pub async fn check_url(url: &str, mut opts: ReadOptions) -> Result<CheckReport, 
     let parsed =
         Url::parse(url).map_err(|e| fail(FetchError::InvalidUrl { url: url.to_owned(), detail: e.to_string() }))?;
     let agent = concat!("Tributary/", env!("CARGO_PKG_VERSION"), " (check)");
-    let fetcher = Fetcher::new(FetcherOptions::new(agent)).map_err(fail)?;
+    // Like `curl`, the proxy environment variables are honoured: any address may be named here.
+    let fetcher =
+        Fetcher::new(FetcherOptions { proxy: ProxyChoice::Environment, ..FetcherOptions::new(agent) }).map_err(fail)?;
     let settings = Settings { max_document_bytes: opts.max_bytes, allow_private: true, ..Settings::default() };
     let doc = match fetcher.get_document(&parsed, &settings, None).await.map_err(fail)? {
         Fetched::Modified(doc) => doc,

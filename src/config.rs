@@ -93,6 +93,10 @@ pub struct Aggregator {
     /// default: files in the data directory. Endpoint, region and credentials come from the
     /// standard AWS environment variables, never from this file.
     pub blobs: Option<crate::store::RemoteBlobs>,
+    /// The HTTP(S) proxy for the harvester's requests (`proxy`); `None`, the default: no proxy,
+    /// whatever `HTTP(S)_PROXY` say. A proxy resolves names itself, so with one the address
+    /// guard (`allow_private`) sees only the proxy's address (docs/SECURITY.md).
+    pub proxy: Option<Url>,
 }
 
 /// The `[publish]` table: the shape of the documents Tributary serves.

@@ -165,6 +165,7 @@ pub(super) struct RawAggregator {
     blobs_create_bucket: Option<Spanned<bool>>,
     blobs_gc_grace: Option<Spanned<String>>,
     blobs_presign: Option<Spanned<bool>>,
+    proxy: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -443,6 +444,7 @@ fn validate_aggregator(agg: &Spanned<RawAggregator>, at: &Locator<'_>) -> Result
     };
     let hub = a.hub.as_ref().map(|h| at.http_url(h, "hub")).transpose()?;
     let blobs = validate_blobs(a, at)?;
+    let proxy = a.proxy.as_ref().map(|p| at.http_url(p, "proxy")).transpose()?;
     Ok(Aggregator {
         base_url,
         listen,
@@ -454,6 +456,7 @@ fn validate_aggregator(agg: &Spanned<RawAggregator>, at: &Locator<'_>) -> Result
         hub,
         public_url,
         blobs,
+        proxy,
     })
 }
 

@@ -58,13 +58,29 @@ pub struct FetcherOptions {
     pub user_agent: String,
     /// Hosts tracked at once before idle ones are forgotten.
     pub max_hosts: usize,
+    /// Whether requests go through a proxy.
+    pub proxy: ProxyChoice,
 }
 
 impl FetcherOptions {
-    /// Options with the default host bound (10,000).
+    /// Options with the default host bound (10,000) and no proxy.
     pub fn new(user_agent: impl Into<String>) -> Self {
-        FetcherOptions { user_agent: user_agent.into(), max_hosts: 10_000 }
+        FetcherOptions { user_agent: user_agent.into(), max_hosts: 10_000, proxy: ProxyChoice::None }
     }
+}
+
+/// Whether a [`Fetcher`]'s requests go through a proxy. A proxy resolves names itself, so the
+/// address guard then sees only the proxy's own address: a harvester never uses one it was
+/// not given in its configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProxyChoice {
+    /// Connect directly, whatever `HTTP(S)_PROXY` say (the harvester's default).
+    None,
+    /// As `HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY` and `NO_PROXY` say, like `curl`: for
+    /// `tributary check`, which lets any address through anyway.
+    Environment,
+    /// Every request through this proxy (`[aggregator] proxy`).
+    Url(Url),
 }
 
 /// Cache validators of a previous response, for a conditional GET.
@@ -162,6 +178,7 @@ pub(crate) struct Inner {
     pub(crate) user_agent: String,
     pub(crate) agent: String,
     pub(crate) hosts: Hosts,
+    proxy: ProxyChoice,
     clients: Mutex<HashMap<(GuardPolicy, Duration), reqwest::Client>>,
 }
 
@@ -177,6 +194,7 @@ impl Fetcher {
                 agent: agent_token(&opts.user_agent),
                 user_agent: opts.user_agent,
                 hosts: Hosts::new(opts.max_hosts),
+                proxy: opts.proxy,
                 clients: Mutex::new(HashMap::new()),
             }),
         })
@@ -187,7 +205,8 @@ impl Fetcher {
     /// # Errors
     /// As [`Fetcher::new`].
     pub fn from_config(config: &Config) -> Result<Fetcher, FetchError> {
-        Fetcher::new(FetcherOptions::new(config.aggregator.user_agent.clone()))
+        let proxy = config.aggregator.proxy.clone().map_or(ProxyChoice::None, ProxyChoice::Url);
+        Fetcher::new(FetcherOptions { proxy, ..FetcherOptions::new(config.aggregator.user_agent.clone()) })
     }
 
     /// GET `url` for streaming (a bitstream): the body is bounded by `max_resource_bytes` and
@@ -284,7 +303,13 @@ impl Fetcher {
         if let Some(c) = clients.get(&key) {
             return Ok(c.clone());
         }
-        let client = reqwest::Client::builder()
+        let builder = match &self.inner.proxy {
+            ProxyChoice::None => reqwest::Client::builder().no_proxy(),
+            ProxyChoice::Environment => reqwest::Client::builder(),
+            ProxyChoice::Url(url) => reqwest::Client::builder()
+                .proxy(reqwest::Proxy::all(url.as_str()).map_err(|e| FetchError::Setup(e.into()))?),
+        };
+        let client = builder
             .user_agent(&self.inner.user_agent)
             .redirect(reqwest::redirect::Policy::none())
             // Retries are ours (`Fetcher::request`): each one waits for the host's rate limit and

@@ -34,7 +34,7 @@ mod outbound;
 mod request;
 mod robots;
 
-pub use client::{Document, FetchResponse, Fetched, Fetcher, FetcherOptions, MAX_REDIRECTS, Validators};
+pub use client::{Document, FetchResponse, Fetched, Fetcher, FetcherOptions, MAX_REDIRECTS, ProxyChoice, Validators};
 pub use error::{FetchError, Phase};
 pub use form::FormAnswer;
 pub use guard::non_public_reason;

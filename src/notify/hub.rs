@@ -31,6 +31,8 @@ use crate::naming::Naming;
 use crate::store::{HubSubscriber, Store};
 use crate::websub::deliver::{DeliveryCounts, Ended, Payload, Policy, Target, Worker};
 use crate::websub::intent;
+// The host of a callback: what the per-host cap counts by, and log lines name.
+use crate::websub::redact::host_of;
 use crate::websub::request::{self, HubRequest, Mode};
 
 /// Verifications (and denials) running at once; more wait their turn.
@@ -65,11 +67,6 @@ fn client_limiter(s: &HubSettings) -> Option<ClientLimiter> {
     let burst = std::num::NonZeroU32::new(crate::config::CLIENT_BURST).unwrap_or(std::num::NonZeroU32::MIN);
     let quota = governor::Quota::with_period(period)?.allow_burst(burst);
     Some(governor::RateLimiter::keyed(quota))
-}
-
-/// The host of a callback, which the per-host cap counts by.
-fn host_of(callback: &str) -> String {
-    Url::parse(callback).ok().and_then(|u| u.host_str().map(str::to_ascii_lowercase)).unwrap_or_default()
 }
 
 /// A subscription in force, and the task delivering to it.

@@ -39,6 +39,7 @@ use super::render::Site;
 use super::state::ChangeRecord;
 use crate::fetch::{FetchError, Outbound, OutboundOptions};
 use crate::websub::deliver::{DeliveryCounts, Ended, Payload, Policy, Target, Worker};
+use crate::websub::redact::{host, host_of};
 use crate::websub::request::{self, HubRequest, Mode};
 use crate::websub::{intent, link_header};
 
@@ -177,7 +178,7 @@ impl PushHub {
         subs.retain(|callback, a| {
             let live = a.expires > now;
             if !live {
-                tracing::info!(callback = %callback, "lease expired: subscription ended");
+                tracing::info!(callback.host = %host_of(callback), "lease expired: subscription ended");
                 a.worker.stop();
             }
             live
@@ -222,7 +223,7 @@ impl PushHub {
 
     /// A new subscription gets a worker; a renewal keeps its queue, with the new secret.
     fn subscribe(self: &Arc<Self>, callback: Url, secret: Option<String>, lease: Duration) {
-        tracing::info!(callback = %callback, lease_seconds = lease.as_secs(), "simulator: subscription verified");
+        tracing::info!(callback.host = %host(&callback), lease_seconds = lease.as_secs(), "simulator: subscription verified");
         let expires = Instant::now() + lease;
         let key = callback.to_string();
         let target = Target { callback, secret };
@@ -247,7 +248,7 @@ impl PushHub {
         let (hub, out) = (Arc::downgrade(self), self.out.clone());
         tokio::spawn(async move {
             if worker.clone().run(out).await != Ended::Stopped {
-                tracing::info!(callback = %key, "callback answered 410 Gone or kept failing: subscription ended");
+                tracing::info!(callback.host = %host_of(&key), "callback answered 410 Gone or kept failing: subscription ended");
                 remove_if_same(&hub, &key, &worker);
             }
         });
@@ -256,7 +257,7 @@ impl PushHub {
     fn forget(&self, callback: &str) {
         if let Some(a) = lock(&self.subs).remove(callback) {
             a.worker.stop();
-            tracing::info!(callback = %callback, "simulator: unsubscribed");
+            tracing::info!(callback.host = %host_of(callback), "simulator: unsubscribed");
         }
     }
 

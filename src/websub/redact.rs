@@ -10,6 +10,12 @@ pub(crate) fn host(callback: &Url) -> &str {
     callback.host_str().unwrap_or("")
 }
 
+/// The host of a callback given as text (as subscription tables key them); empty when it is
+/// not a URL.
+pub(crate) fn host_of(callback: &str) -> String {
+    Url::parse(callback).ok().and_then(|u| u.host_str().map(str::to_ascii_lowercase)).unwrap_or_default()
+}
+
 /// `text` with every occurrence of `callback` (and of any URL that extends it, such as the
 /// callback with `hub.challenge` appended) replaced by `<scheme>://<host>/…`.
 pub(crate) fn scrub(text: &str, callback: &Url) -> String {

@@ -457,3 +457,11 @@ fn blobs_is_an_s3_url_and_its_options_need_it() {
         "unknown field",
     );
 }
+
+#[test]
+fn a_harvest_proxy_is_used_only_when_configured() {
+    assert!(parse(HEAD).unwrap().aggregator.proxy.is_none(), "no proxy by default, whatever the environment");
+    let c = parse(&format!("{HEAD}proxy = \"http://10.0.0.5:3128\"\n")).unwrap();
+    assert_eq!(c.aggregator.proxy.unwrap().as_str(), "http://10.0.0.5:3128/");
+    assert_invalid(&format!("{HEAD}proxy = \"socks5://10.0.0.5:1080\"\n"), 6, "proxy", "http");
+}
