@@ -8,15 +8,17 @@
 //! Each stream holds a blocking-pool thread, so at most `max_streams` run at once; further
 //! requests wait for a slot without holding a thread, and a stalled client cannot keep one
 //! for longer than the stall. A failure after the first byte cannot change the status
-//! any more, so it is sent down the channel as an error, which makes hyper abort the response
-//! instead of ending it cleanly: a Destination sees a failed transfer, never a short document
-//! that looks complete.
+//! any more: a stream whose producer did not finish ends with an error, which makes hyper abort
+//! the response instead of ending it cleanly: a Destination sees a failed transfer, never a
+//! short document that looks complete. A chunk is never larger than 64 KiB, however large the
+//! producer's writes (a feed entry is written whole), so the bound holds for any document.
 
 use std::io::{self, Write};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -58,12 +60,15 @@ impl ChannelWriter {
 }
 
 impl Write for ChannelWriter {
+    /// Takes at most what fills the current chunk (`write_all` comes back for the rest), so
+    /// that no chunk, and no buffered stream, outgrows the bound.
     fn write(&mut self, data: &[u8]) -> io::Result<usize> {
-        self.buf.extend_from_slice(data);
+        let n = data.len().min(CHUNK - self.buf.len());
+        self.buf.extend_from_slice(&data[..n]);
         if self.buf.len() >= CHUNK {
             self.send()?;
         }
-        Ok(data.len())
+        Ok(n)
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -71,14 +76,25 @@ impl Write for ChannelWriter {
     }
 }
 
-/// The receiving end, as a body stream.
-struct ChunkStream(mpsc::Receiver<Chunk>);
+/// The receiving end, as a body stream; `done` is set by the producer once it has sent its
+/// last chunk.
+struct ChunkStream {
+    rx: mpsc::Receiver<Chunk>,
+    done: Arc<AtomicBool>,
+}
 
 impl futures_core::Stream for ChunkStream {
     type Item = Chunk;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Chunk>> {
-        self.0.poll_recv(cx)
+        match self.rx.poll_recv(cx) {
+            // The producer stopped early (an error, or a client that took nothing for the
+            // stall): end with an error, once, so that the response is aborted.
+            Poll::Ready(None) if !self.done.swap(true, Ordering::AcqRel) => {
+                Poll::Ready(Some(Err(io::Error::other("the response stream stopped before its end"))))
+            }
+            other => other,
+        }
     }
 }
 
@@ -92,17 +108,18 @@ pub(crate) async fn blocking_body<E: std::fmt::Display>(
 ) -> Body {
     let permit = slots.clone().acquire_owned().await;
     let (tx, rx) = mpsc::channel(DEPTH);
-    let err_tx = tx.clone();
+    let done = Arc::new(AtomicBool::new(false));
+    let finished = done.clone();
     let rt = Handle::current();
     tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        let mut w = ChannelWriter { tx, buf: Vec::with_capacity(CHUNK), rt: rt.clone(), stall };
+        let mut w = ChannelWriter { tx, buf: Vec::with_capacity(CHUNK), rt, stall };
         let result = produce(&mut w).map_err(|e| e.to_string()).and_then(|()| w.send().map_err(|e| e.to_string()));
-        if let Err(e) = result {
-            tracing::warn!(document = %what, error = %e, "response stream stopped");
-            // The error must reach hyper so it aborts the response rather than ending it.
-            let _ = rt.block_on(tokio::time::timeout(stall, err_tx.send(Err(io::Error::other(e)))));
+        match result {
+            Ok(()) => finished.store(true, Ordering::Release),
+            Err(e) => tracing::warn!(document = %what, error = %e, "response stream stopped"),
         }
+        // The sender is dropped here, after `done`: the stream then ends, cleanly or not.
     });
-    Body::from_stream(ChunkStream(rx))
+    Body::from_stream(ChunkStream { rx, done })
 }
