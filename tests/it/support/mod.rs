@@ -12,6 +12,7 @@ pub(crate) mod net;
 pub(crate) mod oai;
 pub(crate) mod powercut;
 pub(crate) mod publish;
+pub(crate) mod push;
 pub(crate) mod rng;
 pub(crate) mod rs;
 pub(crate) mod s3;

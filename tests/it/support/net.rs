@@ -47,3 +47,12 @@ where
     }
     false
 }
+
+/// Serves `router` on a fresh port of 127.0.0.1 for the rest of the test (a server the test
+/// plays: an upstream, a hub, a proxy, a page); returns the port.
+pub(crate) async fn listen(router: axum::Router) -> u16 {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(l, router).await.unwrap() });
+    port
+}
