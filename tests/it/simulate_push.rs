@@ -135,6 +135,11 @@ async fn a_tributary_run_follows_a_pushing_simulator_by_push_alone() {
     let row = status["sources"].as_array().unwrap().iter().find(|r| r["id"] == "sim").unwrap().clone();
     assert_eq!(row["push"]["mode"], "subscribed", "{row}");
     assert!(row["last_change"].is_string(), "{row}");
+    // The demo hub logged the subscription by its callback's host: the URL (Tributary's
+    // `websub/{id}`, a capability) is in no log line.
+    let log = svc.log();
+    assert!(log.contains("simulator: subscription verified"), "{log}");
+    assert!(!log.contains("websub/"), "a callback URL is logged:\n{log}");
 }
 
 /// A form POST to the simulator's hub: status and text.
