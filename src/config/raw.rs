@@ -165,6 +165,11 @@ pub(super) struct RawAggregator {
     blobs_create_bucket: Option<Spanned<bool>>,
     blobs_gc_grace: Option<Spanned<String>>,
     blobs_presign: Option<Spanned<bool>>,
+    oai_name: Option<Spanned<String>>,
+    oai_admin_email: Option<Spanned<String>>,
+    oai_repository_identifier: Option<Spanned<String>>,
+    oai_page_size: Option<Spanned<i64>>,
+    oai_token_lifetime: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -443,6 +448,14 @@ fn validate_aggregator(agg: &Spanned<RawAggregator>, at: &Locator<'_>) -> Result
     };
     let hub = a.hub.as_ref().map(|h| at.http_url(h, "hub")).transpose()?;
     let blobs = validate_blobs(a, at)?;
+    let oai_keys = super::oai_serve::RawOaiKeys {
+        name: a.oai_name.as_ref(),
+        admin_email: a.oai_admin_email.as_ref(),
+        repository_identifier: a.oai_repository_identifier.as_ref(),
+        page_size: a.oai_page_size.as_ref(),
+        token_lifetime: a.oai_token_lifetime.as_ref(),
+    };
+    let oai = super::oai_serve::validate(&oai_keys, &base_url, table, at)?;
     Ok(Aggregator {
         base_url,
         listen,
@@ -454,6 +467,7 @@ fn validate_aggregator(agg: &Spanned<RawAggregator>, at: &Locator<'_>) -> Result
         hub,
         public_url,
         blobs,
+        oai,
     })
 }
 

@@ -24,6 +24,7 @@ mod dumps;
 mod entries;
 mod error;
 mod feed;
+pub mod oai;
 pub mod links;
 mod notify;
 mod plan;
