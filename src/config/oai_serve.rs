@@ -37,8 +37,12 @@ pub(super) fn validate(
 ) -> Result<Option<OaiProvider>, ConfigError> {
     let (name, email) = match (k.name, k.admin_email) {
         (None, None) => return no_extras(k, at).map(|()| None),
-        (Some(_), None) => return Err(at.error(table, "oai_admin_email", "oai_name needs oai_admin_email (Identify requires both)")),
-        (None, Some(_)) => return Err(at.error(table, "oai_name", "oai_admin_email needs oai_name (Identify requires both)")),
+        (Some(_), None) => {
+            return Err(at.error(table, "oai_admin_email", "oai_name needs oai_admin_email (Identify requires both)"));
+        }
+        (None, Some(_)) => {
+            return Err(at.error(table, "oai_name", "oai_admin_email needs oai_name (Identify requires both)"));
+        }
         (Some(n), Some(e)) => (n, e),
     };
     if name.get_ref().trim().is_empty() {
@@ -48,10 +52,13 @@ pub(super) fn validate(
     if !is_email(admin) {
         return Err(at.error(email.span(), "oai_admin_email", format!("{admin:?} is not an e-mail address")));
     }
-    let repository_identifier = match k.repository_identifier {
-        Some(v) => check_repository_identifier(v.get_ref()).map_err(|m| at.error(v.span(), "oai_repository_identifier", m))?,
-        None => default_repository_identifier(base).map_err(|m| at.error(table.clone(), "oai_repository_identifier", m))?,
-    };
+    let repository_identifier =
+        match k.repository_identifier {
+            Some(v) => check_repository_identifier(v.get_ref())
+                .map_err(|m| at.error(v.span(), "oai_repository_identifier", m))?,
+            None => default_repository_identifier(base)
+                .map_err(|m| at.error(table.clone(), "oai_repository_identifier", m))?,
+        };
     let page_size = match k.page_size {
         Some(v) => at.int(v, "oai_page_size", 1, 10_000)?,
         None => DEFAULT_OAI_PAGE_SIZE,
@@ -113,9 +120,8 @@ fn default_repository_identifier(base: &Url) -> Result<String, String> {
 /// `[A-Za-z0-9-]` (OAI-PMH guidelines, oai-identifier.xsd).
 pub(super) fn check_repository_identifier(s: &str) -> Result<String, String> {
     let labels: Vec<&str> = s.split('.').collect();
-    let label_ok = |l: &&str| {
-        !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') && !l.starts_with('-')
-    };
+    let label_ok =
+        |l: &&str| !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') && !l.starts_with('-');
     if labels.len() < 2 || !labels.iter().all(label_ok) || !labels[0].starts_with(|c: char| c.is_ascii_alphabetic()) {
         return Err(format!("{s:?} is not a repositoryIdentifier: a domain name such as \"example.org\""));
     }

@@ -55,8 +55,8 @@ use crate::fetch::{Fetcher, FetcherOptions};
 use crate::naming::Naming;
 use crate::notify::Push;
 use crate::provenance::OriginChecker;
-use crate::publish::{FeedOptions, Limits, LinkPolicies, PublishError, Publisher, SetConfig};
 use crate::publish::oai::OaiProvider;
+use crate::publish::{FeedOptions, Limits, LinkPolicies, PublishError, Publisher, SetConfig};
 use crate::store::Store;
 
 /// Bytes of closed Change Lists kept in memory.
@@ -218,7 +218,8 @@ impl WebState {
     pub fn with_push(self, push: Push) -> WebState {
         let s = &self.shared;
         let (checker, feed) = (s.checker.clone(), s.feed.clone());
-        let state = WebState::build(s.publisher.clone(), s.base_path.clone(), checker, feed, Some(push), s.server.clone());
+        let state =
+            WebState::build(s.publisher.clone(), s.base_path.clone(), checker, feed, Some(push), s.server.clone());
         WebState { oai: self.oai.clone(), ..state }
     }
 

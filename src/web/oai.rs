@@ -39,11 +39,9 @@ pub(super) async fn get(State(st): State<WebState>, RawQuery(query): RawQuery) -
 /// POST `oai` with a form body.
 pub(super) async fn post(State(st): State<WebState>, req: Request) -> Result<Response, WebError> {
     let oai = provider(&st)?;
-    let form = req
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(';').next().is_some_and(|t| t.trim().eq_ignore_ascii_case("application/x-www-form-urlencoded")));
+    let form = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| {
+        v.split(';').next().is_some_and(|t| t.trim().eq_ignore_ascii_case("application/x-www-form-urlencoded"))
+    });
     if !form {
         return Err(WebError::BadRequest("an OAI-PMH POST is application/x-www-form-urlencoded".into()));
     }
@@ -54,9 +52,9 @@ pub(super) async fn post(State(st): State<WebState>, req: Request) -> Result<Res
 }
 
 fn provider(st: &WebState) -> Result<Arc<OaiProvider>, WebError> {
-    st.oai.clone().ok_or_else(|| {
-        WebError::NotFound("OAI-PMH is off: [aggregator] needs oai_name and oai_admin_email".into())
-    })
+    st.oai
+        .clone()
+        .ok_or_else(|| WebError::NotFound("OAI-PMH is off: [aggregator] needs oai_name and oai_admin_email".into()))
 }
 
 /// The decoded arguments, in order, at most [`MAX_PAIRS`].

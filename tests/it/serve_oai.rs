@@ -190,7 +190,11 @@ async fn a_real_client_harvests_the_aggregate_then_exactly_what_changed() {
         rec("oai:t:3", old, "Three", false), rec("oai:t:4", old, "Four", false)]});
     let Some(origin) = PyOai::start(test, &v1, 2) else { return };
     // A ResourceSync source beside it (never reachable: its records are written here).
-    let agg = aggregator(&origin.base, "[[source]]\nid = \"rs\"\nurl = \"http://127.0.0.1:9/resourcelist.xml\"\nallow_private = true\n").await;
+    let agg = aggregator(
+        &origin.base,
+        "[[source]]\nid = \"rs\"\nurl = \"http://127.0.0.1:9/resourcelist.xml\"\nallow_private = true\n",
+    )
+    .await;
     agg.h.pass().await;
     let mut mods = Res::new("rs", "http://rs.example/map.xml", MODS);
     mods.media_type = Some("application/xml".into());
@@ -221,9 +225,19 @@ async fn a_real_client_harvests_the_aggregate_then_exactly_what_changed() {
     assert!(got["items"][0]["xml"].as_str().unwrap().contains("<title>A map</title>"));
     let in_mods = sickle(&tools, &agg.oai, "ListRecords", &[("metadataPrefix", "mods")]).await;
     assert_eq!(items(&in_mods).into_keys().collect::<Vec<_>>(), vec![map.clone()]);
-    let note = sickle(&tools, &agg.oai, "GetRecord", &[("identifier", &id_of(&agg, &rs_uris[1])), ("metadataPrefix", "oai_dc")]).await;
+    let note = sickle(
+        &tools,
+        &agg.oai,
+        "GetRecord",
+        &[("identifier", &id_of(&agg, &rs_uris[1])), ("metadataPrefix", "oai_dc")],
+    )
+    .await;
     let note = note["items"][0]["xml"].as_str().unwrap();
-    assert!(note.contains("<dc:source>http://rs.example/note.txt</dc:source>") && note.contains("<dc:format>text/plain</dc:format>"), "{note}");
+    assert!(
+        note.contains("<dc:source>http://rs.example/note.txt</dc:source>")
+            && note.contains("<dc:format>text/plain</dc:format>"),
+        "{note}"
+    );
 
     // Changes at the origin: one update, one deletion, one new record; one deletion in `rs`.
     let now = next_second();
@@ -243,11 +257,14 @@ async fn a_real_client_harvests_the_aggregate_then_exactly_what_changed() {
     }
     assert_eq!(want.len(), 4, "{want:?}");
     assert_eq!(items(&since), want, "exactly the updates and deletions since the baseline");
-    let revised = since["items"].as_array().unwrap().iter().find(|i| i["id"].as_str().unwrap().ends_with("oai%3At%3A1")).unwrap();
+    let revised =
+        since["items"].as_array().unwrap().iter().find(|i| i["id"].as_str().unwrap().ends_with("oai%3At%3A1")).unwrap();
     assert!(revised["xml"].as_str().unwrap().contains("One, revised"));
-    let ids = sickle(&tools, &agg.oai, "ListIdentifiers", &[("metadataPrefix", "oai_dc"), ("from", &baseline_at)]).await;
+    let ids =
+        sickle(&tools, &agg.oai, "ListIdentifiers", &[("metadataPrefix", "oai_dc"), ("from", &baseline_at)]).await;
     assert_eq!(items(&ids), want);
-    let none = sickle(&tools, &agg.oai, "ListIdentifiers", &[("metadataPrefix", "oai_dc"), ("from", "2999-01-01")]).await;
+    let none =
+        sickle(&tools, &agg.oai, "ListIdentifiers", &[("metadataPrefix", "oai_dc"), ("from", "2999-01-01")]).await;
     assert_eq!(none["error"], "NoRecordsMatch");
 }
 
@@ -285,17 +302,34 @@ async fn hostile_requests_and_foreign_tokens_get_protocol_errors() {
     let many = format!("verb=Identify{}", "&x=1".repeat(5000));
     assert_eq!(error_code(&get(&agg, &xmllint, &many).await), Some("badArgument"));
     // POST, as a form; a body past the limit is refused, never a 500.
-    let post = agg.running.client.post(&agg.oai).header("content-type", "application/x-www-form-urlencoded").body("verb=Identify").send().await.unwrap();
+    let post = agg
+        .running
+        .client
+        .post(&agg.oai)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("verb=Identify")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(post.status(), 200);
     let body = post.text().await.unwrap();
     check(&xmllint, &body);
     assert!(body.contains("<repositoryName>Test aggregate</repositoryName>"), "{body}");
     let huge = format!("verb=Identify&x={}", "a".repeat(1 << 20));
-    let r = agg.running.client.post(&agg.oai).header("content-type", "application/x-www-form-urlencoded").body(huge).send().await.unwrap();
+    let r = agg
+        .running
+        .client
+        .post(&agg.oai)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(huge)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 400);
 
     // A huge range is a list like any other, paged.
-    let first = get(&agg, &xmllint, "verb=ListIdentifiers&metadataPrefix=oai_dc&from=0001-01-01&until=9999-12-31").await;
+    let first =
+        get(&agg, &xmllint, "verb=ListIdentifiers&metadataPrefix=oai_dc&from=0001-01-01&until=9999-12-31").await;
     assert_eq!(identifiers(&first).len(), 2, "{first}");
     assert!(first.contains("completeListSize=\"9\"") && first.contains("cursor=\"0\""), "{first}");
     let t = token(&first).unwrap();
@@ -373,11 +407,8 @@ async fn b_harvests_a_and_keeps_both_hops_of_provenance_and_the_original_via() {
     for i in 1..=3 {
         let a_uri = a.h.uri("a", &get_record_url(&origin.base, &format!("oai:t:{i}")));
         let a_id = id_of(&a, &a_uri);
-        let two_hops = format!(
-            "<baseURL>{}</baseURL><identifier>{}</identifier><datestamp>",
-            a.oai,
-            a_id.replace('&', "&amp;")
-        );
+        let two_hops =
+            format!("<baseURL>{}</baseURL><identifier>{}</identifier><datestamp>", a.oai, a_id.replace('&', "&amp;"));
         assert!(all.contains(&two_hops), "B's originDescription of A for oai:t:{i}: {all}");
         let inner = format!("<baseURL>{}</baseURL><identifier>oai:t:{i}</identifier>", origin.base);
         let at = all.find(&two_hops).unwrap();
@@ -404,6 +435,39 @@ async fn b_harvests_a_and_keeps_both_hops_of_provenance_and_the_original_via() {
 /// The GetRecord URL (oai_dc) of `id` at `base`, as the harvester names records.
 fn get_record_url(base: &str, id: &str) -> String {
     let mut u = url::Url::parse(base).unwrap();
-    u.query_pairs_mut().append_pair("verb", "GetRecord").append_pair("metadataPrefix", "oai_dc").append_pair("identifier", id);
+    u.query_pairs_mut()
+        .append_pair("verb", "GetRecord")
+        .append_pair("metadataPrefix", "oai_dc")
+        .append_pair("identifier", id);
     u.to_string()
+}
+
+#[tokio::test]
+async fn the_endpoint_is_off_without_a_name_and_an_administrator() {
+    let text = |extra: &str| {
+        format!("[aggregator]\nbase_url = \"http://agg.example/\"\nuser_agent = \"{USER_AGENT}\"\n{extra}\n")
+    };
+    let parse = |t: &str| tributary::config::Config::parse(t, Path::new("sources.toml"), None);
+    let half = parse(&text("oai_name = \"X\"")).unwrap_err().to_string();
+    assert!(half.contains("oai_admin_email"), "{half}");
+    let stray = parse(&text("oai_page_size = 10")).unwrap_err().to_string();
+    assert!(stray.contains("oai_name"), "{stray}");
+    let bad = parse(&text("oai_name = \"X\"\noai_admin_email = \"nobody\"")).unwrap_err().to_string();
+    assert!(bad.contains("e-mail"), "{bad}");
+    let on = parse(&text("oai_name = \"X\"\noai_admin_email = \"a@b.org\"")).unwrap();
+    assert_eq!(on.aggregator.oai.unwrap().repository_identifier, "agg.example");
+
+    let (listener, naming) = bind().await;
+    let base = naming.base().to_owned();
+    let h = Harness::new(|dir| {
+        format!(
+            "[aggregator]\nbase_url = \"{base}\"\ndata_dir = \"{}\"\nuser_agent = \"{USER_AGENT}\"\n",
+            dir.join("store").display()
+        )
+    });
+    let state = WebState::from_config(&h.config, &h.store, &h.fetcher).unwrap();
+    assert!(state.oai().is_none());
+    let running = spawn(listener, naming, state);
+    let r = running.client.get(format!("{base}oai?verb=Identify")).send().await.unwrap();
+    assert_eq!(r.status(), 404);
 }

@@ -143,7 +143,8 @@ impl State {
         let prefix = qname.split_once(':').map(|(p, _)| p);
         let key = prefix.map_or_else(|| "xmlns".to_owned(), |p| format!("xmlns:{p}"));
         let own = decls(e);
-        self.out.namespace = own.iter().chain(self.out.decls.iter().rev()).find(|(k, _)| *k == key).map(|(_, v)| v.clone());
+        self.out.namespace =
+            own.iter().chain(self.out.decls.iter().rev()).find(|(k, _)| *k == key).map(|(_, v)| v.clone());
         self.metadata_start = at;
         if let Some(end) = empty_end {
             self.out.metadata = Some(at..end);
@@ -223,7 +224,8 @@ fn decls(e: &BytesStart<'_>) -> Vec<(String, String)> {
 }
 
 fn value(a: &quick_xml::events::attributes::Attribute<'_>) -> String {
-    a.normalized_value(quick_xml::XmlVersion::Implicit1_0).map_or_else(|_| a.value.clone().into_owned(), |v| v.into_owned())
+    a.normalized_value(quick_xml::XmlVersion::Implicit1_0)
+        .map_or_else(|_| a.value.clone().into_owned(), |v| v.into_owned())
 }
 
 fn attr(e: &BytesStart<'_>, key: &str) -> Option<String> {

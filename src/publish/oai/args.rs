@@ -51,11 +51,21 @@ pub(crate) enum ListStart {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Request {
     Identify,
-    ListMetadataFormats { identifier: Option<String> },
-    ListSets { token: Option<String> },
-    GetRecord { identifier: String, prefix: String },
+    ListMetadataFormats {
+        identifier: Option<String>,
+    },
+    ListSets {
+        token: Option<String>,
+    },
+    GetRecord {
+        identifier: String,
+        prefix: String,
+    },
     /// ListRecords (`records`) or ListIdentifiers.
-    List { records: bool, start: ListStart },
+    List {
+        records: bool,
+        start: ListStart,
+    },
 }
 
 /// More arguments than any verb takes (ListRecords: verb, metadataPrefix, from, until, set).
@@ -233,10 +243,13 @@ mod tests {
         let list = |from: &str, until: &str| {
             req(&[("verb", "ListRecords"), ("metadataPrefix", "oai_dc"), ("from", from), ("until", until)])
         };
-        let Request::List { start: ListStart::New(s), .. } = list("2026-01-01", "2026-01-02").unwrap() else { panic!() };
+        let Request::List { start: ListStart::New(s), .. } = list("2026-01-01", "2026-01-02").unwrap() else {
+            panic!()
+        };
         assert_eq!(s.from.unwrap().to_string(), "2026-01-01T00:00:00Z");
         assert_eq!(s.until.unwrap().to_string(), "2026-01-03T00:00:00Z", "until includes its whole day");
-        let Request::List { start: ListStart::New(s), .. } = list("2026-01-01T10:00:00Z", "2026-01-01T10:00:00Z").unwrap()
+        let Request::List { start: ListStart::New(s), .. } =
+            list("2026-01-01T10:00:00Z", "2026-01-01T10:00:00Z").unwrap()
         else {
             panic!()
         };

@@ -56,13 +56,20 @@ impl OaiProvider {
             return Err(Fault::new("noRecordsMatch", why).into());
         }
         let value = next.map(|(log, seq)| {
-            let t = Token { log, next: seq, cursor: token.cursor + page.count, expires: self.expiry(now), ..token.clone() };
+            let t =
+                Token { log, next: seq, cursor: token.cursor + page.count, expires: self.expiry(now), ..token.clone() };
             (self.codec.encode(&t), t.expires)
         });
-        let expires = value.as_ref().and_then(|(_, e)| W3cDateTime::from_unix(*e, 0).ok()).map(|t| write::datestamp(&t));
+        let expires =
+            value.as_ref().and_then(|(_, e)| W3cDateTime::from_unix(*e, 0).ok()).map(|t| write::datestamp(&t));
         write::resumption_token(
             page.buf,
-            &TokenElement { value: value.as_ref().map(|(v, _)| v.as_str()), expires: expires.as_deref(), size: token.size, cursor: token.cursor },
+            &TokenElement {
+                value: value.as_ref().map(|(v, _)| v.as_str()),
+                expires: expires.as_deref(),
+                size: token.size,
+                cursor: token.cursor,
+            },
         );
         page.buf.extend_from_slice(if records { b"</ListRecords>\n" } else { b"</ListIdentifiers>\n" });
         write::close(page.buf);
@@ -82,7 +89,11 @@ impl OaiProvider {
         now: &W3cDateTime,
     ) -> Result<(Token, Vec<String>), Answer> {
         if !self.all_formats().iter().any(|f| f.prefix == sel.prefix) {
-            return Err(Fault::new("cannotDisseminateFormat", format!("{} is not a format of this repository", sel.prefix)).into());
+            return Err(Fault::new(
+                "cannotDisseminateFormat",
+                format!("{} is not a format of this repository", sel.prefix),
+            )
+            .into());
         }
         let logs = match &sel.set {
             Some(s) if self.publisher.set(s).is_some() => vec![s.clone()],
@@ -165,7 +176,13 @@ impl OaiProvider {
 
     /// Writes the page's records from the token's position; the position of the next page,
     /// if the list goes on.
-    fn walk(&self, snap: &Snapshot, token: &Token, logs: &[String], page: &mut Page<'_, '_>) -> Result<Option<(u32, u64)>, Answer> {
+    fn walk(
+        &self,
+        snap: &Snapshot,
+        token: &Token,
+        logs: &[String],
+        page: &mut Page<'_, '_>,
+    ) -> Result<Option<(u32, u64)>, Answer> {
         let mut item = Vec::with_capacity(4096);
         let mut bytes = 0usize;
         for (i, log) in logs.iter().enumerate().skip(token.log as usize) {
@@ -190,7 +207,15 @@ impl OaiProvider {
     }
 
     /// Renders the resource at event `e` into `item` if the list emits it there.
-    fn emit(&self, snap: &Snapshot, log: &str, e: &Event, end: u64, token: &Token, item: &mut Vec<u8>) -> Result<bool, PublishError> {
+    fn emit(
+        &self,
+        snap: &Snapshot,
+        log: &str,
+        e: &Event,
+        end: u64,
+        token: &Token,
+        item: &mut Vec<u8>,
+    ) -> Result<bool, PublishError> {
         let Some(raw) = snap.raw_record(&e.uri)? else { return Ok(false) };
         let v = raw.view()?;
         let Some(&(_, head)) = v.heads.iter().find(|(s, _)| *s == log) else { return Ok(false) };

@@ -96,7 +96,10 @@ impl OaiProvider {
         for s in &config.sources {
             let from = match (&s.oai, &s.feed) {
                 (Some(oai), _) => {
-                    harvested.insert(s.id.clone(), HarvestedFrom { base: oai.base.clone(), prefix: oai.metadata_prefix.clone() });
+                    harvested.insert(
+                        s.id.clone(),
+                        HarvestedFrom { base: oai.base.clone(), prefix: oai.metadata_prefix.clone() },
+                    );
                     format!("OAI-PMH repository {}", oai.base)
                 }
                 (None, Some(feed)) => format!("feed {}", feed.urls.first().map(Url::as_str).unwrap_or_default()),
@@ -121,7 +124,12 @@ impl OaiProvider {
     ///
     /// # Errors
     /// [`PublishError::Store`] / [`PublishError::Write`].
-    pub fn respond(&self, pairs: &[(String, String)], now: W3cDateTime, out: &mut dyn Write) -> Result<(), PublishError> {
+    pub fn respond(
+        &self,
+        pairs: &[(String, String)],
+        now: W3cDateTime,
+        out: &mut dyn Write,
+    ) -> Result<(), PublishError> {
         let date = write::datestamp(&now);
         let mut buf = Vec::with_capacity(64 * 1024);
         let answered = match args::parse(pairs) {
@@ -321,10 +329,10 @@ fn list_formats(buf: &mut Vec<u8>, formats: &[Format]) {
 /// The tokens' key from `{dir}/oai-token.key`, made (32 random bytes, owner-only) if missing.
 fn token_key(dir: &Path) -> Result<[u8; 32], PublishError> {
     let path = dir.join(KEY_FILE);
-    if let Ok(bytes) = std::fs::read(&path) {
-        if let Ok(key) = <[u8; 32]>::try_from(bytes.as_slice()) {
-            return Ok(key);
-        }
+    if let Ok(bytes) = std::fs::read(&path)
+        && let Ok(key) = <[u8; 32]>::try_from(bytes.as_slice())
+    {
+        return Ok(key);
     }
     let key: [u8; 32] = rand::random();
     let tmp = dir.join(format!("{KEY_FILE}.tmp"));

@@ -12,10 +12,10 @@
 use std::io::Read;
 
 use super::formats::{self, Format, MAX_EMBED, OAI_DC_NS, SNIFF_BYTES};
-use crate::model::oai::{Origin, StoredRecord as Harvested, read_stored};
 use super::write::{self, attr, element};
 use super::{Answer, Fault, HarvestedFrom, OaiProvider};
 use crate::model::W3cDateTime;
+use crate::model::oai::{Origin, StoredRecord as Harvested, read_stored};
 use crate::publish::PublishError;
 use crate::publish::feed::feed_item_state;
 use crate::publish::links::inherit_views;
@@ -37,7 +37,7 @@ pub(super) struct Version {
 /// What the bitstream of a version is, as far as dissemination cares.
 enum Content {
     /// A record harvested from an OAI-PMH source.
-    Harvested { doc: Vec<u8>, rec: Harvested },
+    Harvested { doc: Vec<u8>, rec: Box<Harvested> },
     /// An XML document whose root, at byte `start`, is in the namespace `ns`.
     Xml { doc: Vec<u8>, ns: String, start: usize },
     /// Anything else (or nothing readable).
@@ -53,10 +53,10 @@ impl OaiProvider {
         let mut out = vec![formats::by_prefix("oai_dc").expect("oai_dc is known")];
         if let Some(h) = self.harvested.get(v.source) {
             out.push(self.source_format(h));
-        } else if !ver.deleted {
-            if let Content::Xml { ns, .. } = self.content(&v, &ver, false)? {
-                out.extend(formats::by_namespace(&ns));
-            }
+        } else if !ver.deleted
+            && let Content::Xml { ns, .. } = self.content(&v, &ver, false)?
+        {
+            out.extend(formats::by_namespace(&ns));
         }
         out.dedup_by(|a, b| a.prefix == b.prefix);
         Ok(out)
@@ -207,7 +207,7 @@ impl OaiProvider {
             return Ok(Content::Other);
         }
         if harvested {
-            return Ok(read_stored(&doc).map_or(Content::Other, |rec| Content::Harvested { doc, rec }));
+            return Ok(read_stored(&doc).map_or(Content::Other, |rec| Content::Harvested { doc, rec: Box::new(rec) }));
         }
         Ok(match formats::root(&doc) {
             Some((ns, start)) => Content::Xml { doc, ns, start },
@@ -312,7 +312,8 @@ mod tests {
             r#"<metadata xmlns:oai_dc="http://www.openarchives.org/OAI/2.0/oai_dc/" xmlns:dc="http://purl.org/dc/elements/1.1/"><oai_dc:dc><dc:title>T</dc:title></oai_dc:dc></metadata>"#
         );
         let h = HarvestedFrom { base: "http://s.example/oai".parse().unwrap(), prefix: "oai_dc".into() };
-        let ver = Version { deleted: false, datetime: "2026-01-01T00:00:00.123Z".parse().unwrap(), sha256: BlobId([0; 32]) };
+        let ver =
+            Version { deleted: false, datetime: "2026-01-01T00:00:00.123Z".parse().unwrap(), sha256: BlobId([0; 32]) };
         let mut out = Vec::new();
         provenance(&mut out, &h, &rec, &ver, false);
         let s = String::from_utf8(out).unwrap();

@@ -89,12 +89,16 @@ impl Codec {
         if text.len() > MAX_TOKEN_LEN {
             return Err(Refused("the resumptionToken is too long to be one of this repository's"));
         }
-        let bytes = URL_SAFE_NO_PAD.decode(text.trim()).map_err(|_| Refused("the resumptionToken is not one of this repository's"))?;
+        let bytes = URL_SAFE_NO_PAD
+            .decode(text.trim())
+            .map_err(|_| Refused("the resumptionToken is not one of this repository's"))?;
         let Some(cut) = bytes.len().checked_sub(MAC_LEN).filter(|c| *c > 1) else {
             return Err(Refused("the resumptionToken is not one of this repository's"));
         };
         let (body, tag) = bytes.split_at(cut);
-        self.mac(body).verify_truncated_left(tag).map_err(|_| Refused("the resumptionToken is not one of this repository's"))?;
+        self.mac(body)
+            .verify_truncated_left(tag)
+            .map_err(|_| Refused("the resumptionToken is not one of this repository's"))?;
         if body[0] != VERSION {
             return Err(Refused("the resumptionToken is from another version of this repository"));
         }
@@ -147,7 +151,10 @@ mod tests {
         let text = codec.encode(&token());
         assert!(text.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_'), "{text}");
         assert_eq!(codec.decode(&text, true, 1_900_000_000).unwrap(), token());
-        assert_eq!(codec.decode(&text, false, 1_900_000_000).unwrap_err().0, "the resumptionToken belongs to a list of another verb");
+        assert_eq!(
+            codec.decode(&text, false, 1_900_000_000).unwrap_err().0,
+            "the resumptionToken belongs to a list of another verb"
+        );
         assert!(codec.decode(&text, true, 2_000_000_001).unwrap_err().0.contains("expired"));
         assert!(Codec::new([8; 32]).decode(&text, true, 0).is_err(), "another key");
         // Any changed character is a forgery.

@@ -48,7 +48,13 @@ pub(crate) fn close(out: &mut Vec<u8>) {
 }
 
 /// A whole error response.
-pub(crate) fn error_response(out: &mut Vec<u8>, response_date: &str, base_url: &str, args: &[(String, String)], f: &Fault) {
+pub(crate) fn error_response(
+    out: &mut Vec<u8>,
+    response_date: &str,
+    base_url: &str,
+    args: &[(String, String)],
+    f: &Fault,
+) {
     open(out, response_date, base_url, f.echoes_arguments().then_some(args));
     out.extend_from_slice(b"<error code=\"");
     out.extend_from_slice(f.code.as_bytes());

@@ -29,7 +29,8 @@ mod tests {
 
     #[test]
     fn the_innermost_origin_description_is_the_origin() {
-        let at = Url::parse("http://b.example/oai?verb=GetRecord&metadataPrefix=oai_dc&identifier=oai%3Ab%3A1").unwrap();
+        let at =
+            Url::parse("http://b.example/oai?verb=GetRecord&metadataPrefix=oai_dc&identifier=oai%3Ab%3A1").unwrap();
         let plain = br#"<record xmlns="http://www.openarchives.org/OAI/2.0/"><header><identifier>oai:b:1</identifier><datestamp>2020-01-01</datestamp></header></record>"#;
         assert_eq!(origin(plain, "oai_dc", &at), at.as_str());
         let nested = br#"<record xmlns="http://www.openarchives.org/OAI/2.0/"><header><identifier>oai:b:1</identifier><datestamp>2020-01-01</datestamp></header><about><provenance xmlns="http://www.openarchives.org/OAI/2.0/provenance"><originDescription harvestDate="2020-01-01" altered="false"><baseURL>http://a.example/oai</baseURL><identifier>oai:a:1</identifier><datestamp>2020-01-01</datestamp><metadataNamespace>n</metadataNamespace><originDescription harvestDate="2019-01-01" altered="false"><baseURL>http://o.example/oai</baseURL><identifier>oai:o:1 x</identifier><datestamp>2019-01-01</datestamp><metadataNamespace>n</metadataNamespace></originDescription></originDescription></provenance></about></record>"#;
