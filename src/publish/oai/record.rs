@@ -5,8 +5,9 @@
 //!   element byte for byte as the source sent it (the namespace declarations it inherited go
 //!   on `<metadata>`), with an `originDescription` of the source — and, nested in it, the
 //!   one the source gave when it was an aggregator itself.
-//! - Every record is offered in oai_dc (§3.4): generated from what Tributary knows of it,
-//!   unless its bitstream is oai_dc already.
+//! - Every record is offered in oai_dc (§3.4), generated from what Tributary knows of it (for
+//!   a harvested OAI-PMH record in oai_dc, its own metadata): no bitstream is read for it, so
+//!   an oai_dc list of a million resources costs no bitstream reads.
 //! - An XML bitstream in a known format (EDM, LIDO, MODS, MARCXML) is also offered in it.
 
 use std::io::Read;
@@ -56,7 +57,7 @@ impl OaiProvider {
         } else if !ver.deleted
             && let Content::Xml { ns, .. } = self.content(&v, &ver, false)?
         {
-            out.extend(formats::by_namespace(&ns));
+            out.extend(formats::by_namespace(&ns).filter(|f| f.prefix != "oai_dc"));
         }
         out.dedup_by(|a, b| a.prefix == b.prefix);
         Ok(out)
@@ -104,7 +105,8 @@ impl OaiProvider {
         // format, the whole bitstream to serve it.
         let content = match (full, prefix, harvested) {
             (_, _, _) if ver.deleted => Content::Other,
-            (false, "oai_dc", _) => Content::Other,
+            // oai_dc is made from the record: a list of a million reads no bitstream.
+            (_, "oai_dc", None) | (false, "oai_dc", _) => Content::Other,
             (false, p, Some(h)) if p == h.prefix => Content::Other,
             _ => self.content(v, ver, full)?,
         };
