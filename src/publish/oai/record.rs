@@ -113,6 +113,11 @@ impl OaiProvider {
         if !available(&content, harvested, prefix, ver.deleted) {
             return Ok(false);
         }
+        // A stored record that cannot be read back has no metadata in its own format to give.
+        let unreadable = !matches!(content, Content::Harvested { .. }) && prefix != "oai_dc";
+        if full && !ver.deleted && harvested.is_some_and(|h| h.prefix == prefix) && unreadable {
+            return Ok(false);
+        }
         let datestamp = write::datestamp(&ver.datetime);
         let sets = self.publisher.sets_of_source(v.source);
         if !full {
@@ -212,8 +217,11 @@ impl OaiProvider {
             return Ok(read_stored(&doc).map_or(Content::Other, |rec| Content::Harvested { doc, rec: Box::new(rec) }));
         }
         Ok(match formats::root(&doc) {
-            Some((ns, start)) => Content::Xml { doc, ns, start },
-            None => Content::Other,
+            // Served only whole and well-formed.
+            Some((ns, start)) if !whole || formats::embeddable(&doc, start).is_some() => {
+                Content::Xml { doc, ns, start }
+            }
+            _ => Content::Other,
         })
     }
 
