@@ -12,6 +12,7 @@
 
 mod hub;
 mod oai;
+mod oai_serve;
 mod raw;
 mod server;
 mod shard;
@@ -97,6 +98,27 @@ pub struct Aggregator {
     /// whatever `HTTP(S)_PROXY` say. A proxy resolves names itself, so with one the address
     /// guard (`allow_private`) sees only the proxy's address (docs/SECURITY.md).
     pub proxy: Option<Url>,
+    /// Tributary's own OAI-PMH endpoint at `{base_url}oai` (`oai_name`, `oai_admin_email`,
+    /// …); `None`, the endpoint is off, when neither name nor e-mail is given.
+    pub oai: Option<OaiProvider>,
+}
+
+/// What Tributary's OAI-PMH endpoint says of itself, and the shape of its lists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OaiProvider {
+    /// Identify's `repositoryName` (`oai_name`).
+    pub name: String,
+    /// Identify's `adminEmail` (`oai_admin_email`).
+    pub admin_email: String,
+    /// The oai-identifier `repositoryIdentifier` (`oai_repository_identifier`; default: the
+    /// base URL's host, or a `tributary-….local` name made from an address).
+    pub repository_identifier: String,
+    /// Records or headers per page (`oai_page_size`; 1–10,000, default 500).
+    pub page_size: u32,
+    /// A page also ends once it holds this many bytes (4 MiB).
+    pub page_bytes: usize,
+    /// How long a resumption token is valid (`oai_token_lifetime`; default 24 h, at least 60 s).
+    pub token_lifetime: Duration,
 }
 
 /// The `[publish]` table: the shape of the documents Tributary serves.

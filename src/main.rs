@@ -462,6 +462,7 @@ fn run_service(global: &Global) -> anyhow::Result<ExitCode> {
     let stop = shutdown_requests(&rt)?;
     let (store, fetcher) = load(&config)?;
     let web = tributary::web::WebState::from_config(&config, &store, &fetcher)?;
+    log_oai(&web);
     let (web, notifications) = with_push(web, &config)?;
     // Hubs call back on the same listener; the web server serves the routes without knowing
     // the harvester.
@@ -518,12 +519,21 @@ async fn start_simulators(
     tributary::simulate::configured::start_all(&config.simulators).await.context("starting the simulated sources")
 }
 
+/// Says once where the OAI-PMH endpoint is, or why there is none.
+fn log_oai(web: &tributary::web::WebState) {
+    match web.oai() {
+        Some(oai) => tracing::info!(url = %oai.base_url(), "serving OAI-PMH"),
+        None => tracing::info!("OAI-PMH endpoint off: set oai_name and oai_admin_email in [aggregator] to serve it"),
+    }
+}
+
 fn run_serve(global: &Global) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Runtime::new()?;
     let stop = shutdown_requests(&rt)?;
     let config = load_config(global, &[])?;
     let store = open_store(&config)?;
     let web = tributary::web::WebState::from_config(&config, &store, &Fetcher::from_config(&config)?)?;
+    log_oai(&web);
     let (web, push) = with_push(web, &config)?;
     rt.block_on(async {
         let listener = tokio::net::TcpListener::bind(config.aggregator.listen)

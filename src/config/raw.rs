@@ -166,6 +166,11 @@ pub(super) struct RawAggregator {
     blobs_gc_grace: Option<Spanned<String>>,
     blobs_presign: Option<Spanned<bool>>,
     proxy: Option<Spanned<String>>,
+    oai_name: Option<Spanned<String>>,
+    oai_admin_email: Option<Spanned<String>>,
+    oai_repository_identifier: Option<Spanned<String>>,
+    oai_page_size: Option<Spanned<i64>>,
+    oai_token_lifetime: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -445,6 +450,14 @@ fn validate_aggregator(agg: &Spanned<RawAggregator>, at: &Locator<'_>) -> Result
     let hub = a.hub.as_ref().map(|h| at.http_url(h, "hub")).transpose()?;
     let blobs = validate_blobs(a, at)?;
     let proxy = a.proxy.as_ref().map(|p| at.http_url(p, "proxy")).transpose()?;
+    let oai_keys = super::oai_serve::RawOaiKeys {
+        name: a.oai_name.as_ref(),
+        admin_email: a.oai_admin_email.as_ref(),
+        repository_identifier: a.oai_repository_identifier.as_ref(),
+        page_size: a.oai_page_size.as_ref(),
+        token_lifetime: a.oai_token_lifetime.as_ref(),
+    };
+    let oai = super::oai_serve::validate(&oai_keys, &base_url, table, at)?;
     Ok(Aggregator {
         base_url,
         listen,
@@ -457,6 +470,7 @@ fn validate_aggregator(agg: &Spanned<RawAggregator>, at: &Locator<'_>) -> Result
         public_url,
         blobs,
         proxy,
+        oai,
     })
 }
 

@@ -26,6 +26,7 @@ mod error;
 mod feed;
 pub mod links;
 mod notify;
+pub mod oai;
 mod plan;
 pub mod provenance;
 mod render;

@@ -415,6 +415,33 @@ impl Snapshot {
     pub fn set_info(&self, set: &str) -> Result<Option<SetInfo>, StoreError> {
         self.store.inner.set_info(&self.view, set)
     }
+
+    /// The set's event `seq`, as of the snapshot (`None` past the log's end): a resource's
+    /// history is walked backwards by its events' `prev`.
+    ///
+    /// # Errors
+    /// [`StoreError::Database`] / [`StoreError::Corrupt`].
+    pub fn event(&self, set: &str, seq: u64) -> Result<Option<Event>, StoreError> {
+        self.store.inner.event_in(&self.view, set, seq)
+    }
+
+    /// The set's events `start..=last`, in order: a list defined by log positions (OAI-PMH's
+    /// resumable lists) reads on from where a page stopped.
+    ///
+    /// # Errors
+    /// As [`Store::events_after`].
+    pub fn events_range(&self, set: &str, start: u64, last: u64) -> Result<EventIter, StoreError> {
+        self.store.inner.iter_range(&self.view, set, start.max(1), last, None)
+    }
+
+    /// The first seq in `1..=limit` whose datetime is at or after `from` (`limit + 1` when
+    /// none is): a binary search, the log's datetimes never going back.
+    ///
+    /// # Errors
+    /// As [`Store::events_after`].
+    pub fn first_seq_at_or_after(&self, set: &str, from: &W3cDateTime, limit: u64) -> Result<u64, StoreError> {
+        self.store.inner.first_at_or_after(&self.view, set, from, limit)
+    }
 }
 
 /// Streams change events forward; see [`Store::events_after`].

@@ -172,6 +172,16 @@ impl Store {
 }
 
 impl Snapshot {
+    /// The record for `uri` as of the snapshot, undecoded (see [`RawRecord::view`]).
+    ///
+    /// # Errors
+    /// [`StoreError::Database`].
+    pub fn raw_record(&self, uri: &str) -> Result<Option<RawRecord>, StoreError> {
+        let records = &self.store.inner.trees.records;
+        let value = records.get_in(&self.view, uri.as_bytes())?;
+        Ok(value.map(|value| RawRecord { key: Bytes::from(uri.as_bytes()), value }))
+    }
+
     /// [`Store::raw_records_in_range`], as of the snapshot.
     pub fn raw_records_in_range(&self, prefix: &str, from: &str, until: Option<&str>) -> RawRecordIter {
         RawRecordIter { iter: self.record_range(prefix, from, until) }

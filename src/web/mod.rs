@@ -34,6 +34,7 @@ mod error;
 mod hot;
 mod hub;
 mod metrics;
+mod oai;
 mod pages;
 mod provenance;
 mod routes;
@@ -54,6 +55,7 @@ use crate::fetch::{Fetcher, FetcherOptions};
 use crate::naming::Naming;
 use crate::notify::Push;
 use crate::provenance::OriginChecker;
+use crate::publish::oai::OaiProvider;
 use crate::publish::{FeedOptions, Limits, LinkPolicies, PublishError, Publisher, SetConfig};
 use crate::store::Store;
 
@@ -66,6 +68,8 @@ const VERIFY_SLOTS: usize = 2;
 #[derive(Clone, Debug)]
 pub struct WebState {
     shared: Arc<Shared>,
+    /// The OAI-PMH endpoint, when on (see `oai`).
+    oai: Option<Arc<OaiProvider>>,
 }
 
 #[derive(Debug)]
@@ -159,7 +163,11 @@ impl WebState {
             None,
             config.server.clone(),
         );
-        Ok(state.with_origin_checker(OriginChecker::for_config(fetcher.clone(), config)))
+        let state = state.with_origin_checker(OriginChecker::for_config(fetcher.clone(), config));
+        match OaiProvider::from_config(state.shared.publisher.clone(), config)? {
+            Some(oai) => Ok(state.with_oai(Arc::new(oai))),
+            None => Ok(state),
+        }
     }
 
     fn build(
@@ -184,6 +192,7 @@ impl WebState {
                 push,
                 server,
             }),
+            oai: None,
         }
     }
 
@@ -192,14 +201,16 @@ impl WebState {
     #[must_use]
     pub fn with_origin_checker(self, checker: OriginChecker) -> WebState {
         let s = &self.shared;
-        WebState::build(
+        let oai = self.oai.clone();
+        let state = WebState::build(
             s.publisher.clone(),
             s.base_path.clone(),
             checker,
             s.feed.clone(),
             s.push.clone(),
             s.server.clone(),
-        )
+        );
+        WebState { oai, ..state }
     }
 
     /// Serves the topics and the built-in hub of `push` (built over this state's publisher).
@@ -207,7 +218,9 @@ impl WebState {
     pub fn with_push(self, push: Push) -> WebState {
         let s = &self.shared;
         let (checker, feed) = (s.checker.clone(), s.feed.clone());
-        WebState::build(s.publisher.clone(), s.base_path.clone(), checker, feed, Some(push), s.server.clone())
+        let state =
+            WebState::build(s.publisher.clone(), s.base_path.clone(), checker, feed, Some(push), s.server.clone());
+        WebState { oai: self.oai.clone(), ..state }
     }
 
     /// Serves within `limits` (`tributary run` and `serve` use `[server]`).
@@ -215,7 +228,19 @@ impl WebState {
     pub fn with_server(self, limits: ServerSettings) -> WebState {
         let s = &self.shared;
         let (checker, feed) = (s.checker.clone(), s.feed.clone());
-        WebState::build(s.publisher.clone(), s.base_path.clone(), checker, feed, s.push.clone(), limits)
+        let state = WebState::build(s.publisher.clone(), s.base_path.clone(), checker, feed, s.push.clone(), limits);
+        WebState { oai: self.oai.clone(), ..state }
+    }
+
+    /// Serves `oai` at `{base_url}oai` (without it, that path answers 404).
+    #[must_use]
+    pub fn with_oai(self, oai: Arc<OaiProvider>) -> WebState {
+        WebState { oai: Some(oai), ..self }
+    }
+
+    /// The OAI-PMH endpoint served, if on.
+    pub fn oai(&self) -> Option<&Arc<OaiProvider>> {
+        self.oai.as_ref()
     }
 
     /// The change notifications served, if on.

@@ -17,7 +17,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use super::error::WebError;
-use super::{WebState, bitstream, dashboard, documents, hub, pages, provenance};
+use super::{WebState, bitstream, dashboard, documents, hub, oai, pages, provenance};
 
 /// Where `/robots.txt` lives whatever the base path: crawlers only look at the host's root.
 const ROBOTS: &str = "/robots.txt";
@@ -37,6 +37,7 @@ pub(super) fn table(base: &str) -> Router<WebState> {
         .route(&at("provenance"), read_only(provenance_answer))
         .route(&at("r/{*resource}"), read_only(bitstream_at))
         .route(&at("hub"), post(hub_request).fallback(hub_method))
+        .route(&at("oai"), get(oai::get).post(oai::post).fallback(oai_method))
         .route(&at("sets/{set}/"), read_only(set_document))
         .route(&at("sets/{set}/{doc}"), read_only(set_document))
         .fallback(not_found);
@@ -61,6 +62,14 @@ where
     T: 'static,
 {
     get(handler).fallback(method_not_allowed)
+}
+
+/// OAI-PMH takes GET and POST (§3.1.1).
+async fn oai_method() -> Response {
+    use axum::response::IntoResponse;
+    let mut r = WebError::MethodNotAllowed.into_response();
+    r.headers_mut().insert(axum::http::header::ALLOW, axum::http::HeaderValue::from_static("GET, HEAD, POST"));
+    r
 }
 
 async fn method_not_allowed() -> WebError {

@@ -56,6 +56,7 @@ mod publish_provenance;
 mod publish_resync;
 mod push_chain;
 mod push_subscribe;
+mod serve_oai;
 mod simulate;
 mod simulate_push;
 mod store;

@@ -9,16 +9,20 @@
 //! - `repair`: real endpoints emit control characters and character references XML forbids;
 //!   they are repaired before parsing (and counted), so one bad character costs no record.
 //! - `dates`: the repository's granularity, which `from` and `until` must share.
+//! - `stored`: a stored record read back (Tributary's OAI-PMH endpoint serves it again; its
+//!   provenance names the origin).
 
 mod dates;
 mod read;
 mod repair;
+mod stored;
 #[cfg(test)]
 mod tests;
 
 pub use dates::Granularity;
 pub use read::{OaiReadError, read_response};
 pub use repair::repair;
+pub use stored::{Origin, StoredRecord, read_stored};
 
 /// The OAI-PMH namespace.
 pub const OAI_NS: &str = "http://www.openarchives.org/OAI/2.0/";

@@ -99,3 +99,15 @@ pub(crate) fn oaipmh_python(test: &str) -> Option<Tool> {
     }
     Some(python)
 }
+
+/// A python3 that can import PyPI's `Sickle` (the OAI-PMH client that harvests Tributary's own
+/// endpoint in `serve_oai`, `tests/fixtures/oai/harvest.py`), for `test`: found as [`require`]
+/// finds tools, the virtualenv's first, where `.ci/setup` installs it; see [`require`].
+pub(crate) fn sickle_python(test: &str) -> Option<Tool> {
+    let python = require("python3", test)?;
+    if !python.command().args(["-c", "import sickle, lxml"]).status().is_ok_and(|s| s.success()) {
+        missing(&format!("`{} -c 'import sickle, lxml'` fails", python.path().display()), test);
+        return None;
+    }
+    Some(python)
+}

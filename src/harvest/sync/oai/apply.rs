@@ -126,7 +126,7 @@ fn new_record(t: &Target<'_>, uri: String, upstream: &Url, r: &OaiRecord, info: 
         links.push(Link::new("describedby", t.format_uri));
     }
     let listing = Listing {
-        origin: upstream.to_string(),
+        origin: super::origin::origin(&r.document, &t.oai.metadata_prefix, upstream),
         declared: Default::default(),
         length: Some(info.length),
         media_type: Some(RECORD_TYPE.into()),

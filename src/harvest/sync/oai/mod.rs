@@ -22,6 +22,7 @@
 
 mod apply;
 mod list;
+mod origin;
 mod request;
 
 use std::collections::HashSet;

@@ -1,0 +1,93 @@
+//! `{base_url}oai`: the OAI-PMH endpoint (see `publish::oai`), by GET and by POST
+//! (`application/x-www-form-urlencoded`, OAI-PMH 2.0 §3.1.1).
+//!
+//! What reaches the provider is bounded here: a query or form body of at most
+//! [`MAX_BODY`] bytes and at most [`MAX_PAIRS`] arguments (no verb takes more than five; a
+//! request with thousands gets `badArgument` after reading the first few). The answer streams
+//! from the blocking pool through the same slots and stall limit as every long document. Off
+//! (404) unless `[aggregator]` names the repository and its administrator.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{RawQuery, Request, State};
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+
+use super::error::WebError;
+use super::{WebState, body};
+use crate::model::W3cDateTime;
+use crate::publish::oai::{MAX_TOKEN_LEN, OaiProvider};
+
+/// The largest form body read (a resumption token is at most [`MAX_TOKEN_LEN`]).
+const MAX_BODY: usize = MAX_TOKEN_LEN + 4096;
+/// Arguments passed on: one more than any request may have, so that too many is still seen.
+const MAX_PAIRS: usize = 17;
+/// OAI-PMH responses are XML; `text/xml` is what harvesters expect (and the spec shows).
+const CONTENT_TYPE: &str = "text/xml; charset=utf-8";
+
+/// GET `oai?…`.
+pub(super) async fn get(State(st): State<WebState>, RawQuery(query): RawQuery) -> Result<Response, WebError> {
+    let oai = provider(&st)?;
+    let q = query.unwrap_or_default();
+    if q.len() > MAX_BODY {
+        return Err(WebError::BadRequest(format!("the query is longer than {MAX_BODY} bytes")));
+    }
+    Ok(respond(&st, oai, pairs(q.as_bytes())).await)
+}
+
+/// POST `oai` with a form body.
+pub(super) async fn post(State(st): State<WebState>, req: Request) -> Result<Response, WebError> {
+    let oai = provider(&st)?;
+    let form = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| {
+        v.split(';').next().is_some_and(|t| t.trim().eq_ignore_ascii_case("application/x-www-form-urlencoded"))
+    });
+    if !form {
+        return Err(WebError::BadRequest("an OAI-PMH POST is application/x-www-form-urlencoded".into()));
+    }
+    let bytes = axum::body::to_bytes(req.into_body(), MAX_BODY)
+        .await
+        .map_err(|_| WebError::BadRequest(format!("the form is longer than {MAX_BODY} bytes")))?;
+    Ok(respond(&st, oai, pairs(&bytes)).await)
+}
+
+fn provider(st: &WebState) -> Result<Arc<OaiProvider>, WebError> {
+    st.oai
+        .clone()
+        .ok_or_else(|| WebError::NotFound("OAI-PMH is off: [aggregator] needs oai_name and oai_admin_email".into()))
+}
+
+/// The decoded arguments, in order, at most [`MAX_PAIRS`].
+fn pairs(form: &[u8]) -> Vec<(String, String)> {
+    url::form_urlencoded::parse(form)
+        .filter(|(k, v)| !(k.is_empty() && v.is_empty()))
+        .take(MAX_PAIRS)
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect()
+}
+
+async fn respond(st: &WebState, oai: Arc<OaiProvider>, pairs: Vec<(String, String)>) -> Response {
+    let now = W3cDateTime::now();
+    let what = format!("OAI-PMH {}", pairs.iter().find(|(k, _)| k == "verb").map_or("", |(_, v)| v.as_str()));
+    let produce = move |w: &mut body::ChannelWriter| oai.respond(&pairs, now, w);
+    let stream: Body = body::blocking_body(st.shared.stream_slots(), what, produce).await;
+    let mut r = stream.into_response();
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_are_decoded_and_capped() {
+        let p = pairs(b"verb=ListRecords&resumptionToken=a%3Db&&x=");
+        assert_eq!(p[1], ("resumptionToken".into(), "a=b".into()));
+        assert_eq!(p.len(), 3);
+        let many = "a=1&".repeat(5000);
+        assert_eq!(pairs(many.as_bytes()).len(), MAX_PAIRS);
+    }
+}
