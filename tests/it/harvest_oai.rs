@@ -318,3 +318,50 @@ async fn a_run_of_empty_pages_stops_the_list() {
     assert!(r.error.as_deref().is_some_and(|e| e.contains("empty pages")), "{r:?}");
     assert!(up.requests().len() < 10, "{:?}", up.requests());
 }
+
+/// Days from `from` to `until` (today when open), for a repository that counts its range.
+fn span_days(args: &HashMap<String, String>) -> i64 {
+    let day = |s: &str| s.parse::<tributary::model::W3cDateTime>().unwrap().unix_timestamp() / 86_400;
+    let Some(from) = args.get("from") else { return i64::MAX };
+    let until = args.get("until").map_or_else(|| tributary::model::W3cDateTime::now().unix_timestamp() / 86_400, |u| day(u));
+    until - day(from) + 1
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_range_is_walked_in_windows_and_the_size_kept() {
+    // Like DNB's 413 past 100,000 records: ranges wider than 30 days are refused.
+    let refusals = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let r2 = refusals.clone();
+    let script: Script = Arc::new(move |args, _| match args.get("verb").map(String::as_str) {
+        Some("Identify") => ok(crate::support::oai::identify_since("YYYY-MM-DD", "persistent", "2026-01-01")),
+        _ => match preamble(args) {
+            Some(a) => a,
+            None if span_days(args) > 30 => {
+                r2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                (413, vec![("content-type", "text/html".into())], b"<html>Too many records</html>".to_vec())
+            }
+            None => ok(page(&[record(&format!("w{}", args["from"]), "t")], None)),
+        },
+    });
+    let up = Hostile::start(script).await;
+    let h = oai_source(&up.base, "max_retries = 0");
+    let r = h.pass_one().await;
+    assert!(r.error.is_none() && r.complete, "{r:?}");
+    let state = h.store.source_state("a").unwrap().unwrap().oai.unwrap();
+    let window = state.window_secs.expect("the size that worked is kept");
+    assert!(window <= 30 * 86_400 && window >= 15 * 86_400, "{window}");
+    let lists: Vec<String> = up.requests().into_iter().filter(|q| q.contains("ListRecords")).collect();
+    assert!(!lists[0].contains("from="), "the baseline first asks for everything: {lists:?}");
+    assert!(lists[1].contains("from=2026-01-01&until="), "then windows from earliestDatestamp: {lists:?}");
+    let windows = lists.len() - refusals.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(h.live("a").len(), windows, "one record a window, every window read: {lists:?}");
+    assert!(windows > 5, "{lists:?}");
+
+    // The next poll starts with the kept size: nothing is refused.
+    let before = refusals.load(std::sync::atomic::Ordering::SeqCst);
+    let again = h.pass_one().await;
+    assert!(again.error.is_none() && again.complete, "{again:?}");
+    assert_eq!(refusals.load(std::sync::atomic::Ordering::SeqCst), before, "{:?}", up.requests());
+    let n = up.requests().len();
+    assert!(up.requests()[n - 1].contains("from=") && !up.requests()[n - 1].contains("until="), "the last window is open");
+}
