@@ -26,6 +26,7 @@ mod error;
 mod feed;
 pub mod links;
 mod notify;
+mod oai_provenance;
 mod plan;
 pub mod provenance;
 mod render;

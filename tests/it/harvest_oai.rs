@@ -124,6 +124,14 @@ async fn a_real_provider_baseline_then_changes_by_from() {
     assert_eq!(collections.len(), 1, "{collections:?}");
     assert!(collections[0].ends_with("verb=ListRecords&metadataPrefix=oai_dc&set=b"), "{collections:?}");
     assert!(moved.links.iter().any(|l| l.rel == "describedby" && l.href.ends_with("/oai_dc/")));
+    // Provenance names the record as OAI-PMH does, from what is stored.
+    let naming = tributary::naming::Naming::new(&h.config.aggregator.base_url);
+    let query = tributary::publish::provenance::Query::Uri(get_record(&repo.base, "oai:t:2"));
+    let p = tributary::publish::provenance::lookup(&h.store, &naming, &query).unwrap();
+    let oai = p.resources[0].oai.clone().expect("an OAI-PMH record's provenance has its OAI part");
+    assert_eq!((oai.identifier.as_str(), oai.repository.as_str()), ("oai:t:2", repo.base.as_str()));
+    assert_eq!((oai.datestamp.as_deref(), oai.sets.as_slice()), (Some(t.as_str()), &["b".to_owned()][..]));
+    assert!(p.to_string().contains("oai-pmh    identifier oai:t:2"), "{p}");
 
     // Again: the overlap lists the changed records once more, and nothing changes.
     let third = h.pass_one().await;
@@ -192,6 +200,7 @@ async fn tokens_are_url_encoded_and_loops_stop_keeping_what_was_applied() {
     assert!(e.contains("came back"), "{e}");
     assert_eq!(h.live("a").len(), 6, "every page read before the loop is kept: {r:?}");
     assert_eq!(r.created, 6, "and reported: {r:?}");
+    assert!(r.partial(), "as a partial poll, not a plain failure: {r:?}");
     let reqs = up.requests();
     assert!(reqs.iter().any(|q| q.contains("resumptionToken=a%253Db%26c")), "{reqs:?}");
     assert!(h.store.source_state("a").unwrap().unwrap().oai.unwrap().response_date.is_none(), "no position moved");
