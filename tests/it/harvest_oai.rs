@@ -374,3 +374,122 @@ async fn a_refused_range_is_walked_in_windows_and_the_size_kept() {
     let n = up.requests().len();
     assert!(up.requests()[n - 1].contains("from=") && !up.requests()[n - 1].contains("until="), "the last window is open");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oai_objects_are_harvested_linked_and_deleted_with_their_record() {
+    let old = "2020-01-01T00:00:00Z";
+    let obj = |base: &str, name: &str| format!("{}/objects/{name}", base.trim_end_matches("/oai"));
+    let v = |base: &str, one_deleted: bool, stamp: &str| {
+        json!({"records": [
+            {"id": "oai:o:1", "datestamp": stamp, "sets": ["a"], "title": "One", "deleted": one_deleted,
+             "urls": [obj(base, "a.pdf"), "http://elsewhere.example/x.pdf"], "relations": [obj(base, "shared.pdf")]},
+            {"id": "oai:o:2", "datestamp": old, "sets": ["a"], "title": "Two", "deleted": false,
+             "urls": [obj(base, "shared.pdf")]},
+        ], "objects": {"a.pdf": "A's bytes", "shared.pdf": "shared bytes"}})
+    };
+    let Some(repo) = PyOai::start("oai_objects_are_harvested_linked_and_deleted_with_their_record", &json!({"records": []}), 10)
+    else {
+        return;
+    };
+    repo.set(&v(&repo.base, false, old));
+    let h = oai_source(&repo.base, "oai_objects = true");
+    let r = h.pass_one().await;
+    assert!(r.error.is_none() && r.failed == 0, "{r:?}");
+    assert_eq!(h.live("a").len(), 4, "two records, two objects; the one on another host is not fetched");
+    assert_eq!(h.content("a", &obj(&repo.base, "a.pdf")).unwrap(), b"A's bytes");
+    let one = get_record(&repo.base, "oai:o:1");
+    let record = h.record("a", &one).unwrap();
+    let describes: Vec<&str> = record.links.iter().filter(|l| l.rel == "describes").map(|l| l.href.as_str()).collect();
+    assert_eq!(describes, [obj(&repo.base, "a.pdf"), obj(&repo.base, "shared.pdf")], "{:?}", record.links);
+    let shared = h.record("a", &obj(&repo.base, "shared.pdf")).unwrap();
+    let by: Vec<&str> = shared.links.iter().filter(|l| l.rel == "describedby").map(|l| l.href.as_str()).collect();
+    assert_eq!(by.len(), 2, "described by both records: {by:?}");
+    assert!(by.contains(&one.as_str()), "{by:?}");
+
+    // Record 1 is deleted: its own object goes with it, the shared one stays.
+    repo.set(&v(&repo.base, true, &now()));
+    let r = h.pass_one().await;
+    assert!(r.error.is_none(), "{r:?}");
+    let live = h.live("a");
+    assert_eq!(live.len(), 2, "{live:?}");
+    assert!(h.record("a", &obj(&repo.base, "a.pdf")).unwrap().is_deleted());
+    assert!(!h.record("a", &obj(&repo.base, "shared.pdf")).unwrap().is_deleted());
+}
+
+/// Issue #37, end to end: a baseline, then records changed, added, deleted and moved between
+/// sets at the real provider, an incremental harvest; Tributary's Change List holds exactly
+/// those changes, each with its GetRecord URL as `via`, and a second Tributary harvesting the
+/// first (a ResourceSync Source) keeps that origin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_change_list_holds_the_repository_s_changes_and_a_second_tributary_keeps_the_origin() {
+    use crate::support::publish::{bind, entries, spawn};
+    use tributary::model::Change;
+    let old = "2020-01-01T00:00:00Z";
+    let v1 = json!({"records": [
+        rec("oai:e:1", old, &["x"], "One", false),
+        rec("oai:e:2", old, &["x"], "Two", false),
+        rec("oai:e:3", old, &["y"], "Three", false),
+        rec("oai:e:4", old, &["y"], "Four", false),
+    ]});
+    let name = "the_change_list_holds_the_repository_s_changes_and_a_second_tributary_keeps_the_origin";
+    let Some(repo) = PyOai::start(name, &v1, 2) else { return };
+    let (listener, naming) = bind().await;
+    let base = naming.base().to_string();
+    let a = Harness::new(|dir| {
+        let text = config_text(dir, "", UNLIMITED, &[]).replace(crate::support::harness::BASE_URL, &base);
+        format!("{text}[[source]]\nid = \"a\"\noai = \"{}\"\nallow_private = true\n", repo.base)
+    });
+    assert!(a.pass_one().await.error.is_none());
+    let t = now();
+    repo.set(&json!({"records": [
+        rec("oai:e:1", &t, &["x"], "One, revised", false),
+        rec("oai:e:2", &t, &["y"], "Two", false),
+        rec("oai:e:3", &t, &["y"], "Three", true),
+        rec("oai:e:4", old, &["y"], "Four", false),
+        rec("oai:e:5", &t, &["x"], "Five", false),
+    ]}));
+    let second = a.pass_one().await;
+    assert!(second.error.is_none() && second.unchanged == 0, "{second:?}");
+
+    let server = spawn(listener, naming.clone(), tributary::web::WebState::from_config(&a.config, &a.store, &a.fetcher).unwrap());
+    let changes = entries(&server.client, &naming.change_list("a")).await;
+    let seen: Vec<(Change, String)> = changes
+        .iter()
+        .map(|e| {
+            let via = e.links.iter().find(|l| l.rel == "via").map(|l| l.href.clone()).unwrap_or_default();
+            (e.md.as_ref().unwrap().change.unwrap(), via)
+        })
+        .collect();
+    let gr = |id: &str| get_record(&repo.base, id);
+    let baseline: Vec<(Change, String)> = (1..=4).map(|i| (Change::Created, gr(&format!("oai:e:{i}")))).collect();
+    let mut first: Vec<_> = seen[..4].to_vec();
+    first.sort_by(|x, y| x.1.cmp(&y.1));
+    assert_eq!(first, baseline, "the baseline: {seen:?}");
+    let mut incremental: Vec<_> = seen[4..].to_vec();
+    incremental.sort_by(|x, y| x.1.cmp(&y.1));
+    let expected = vec![
+        (Change::Updated, gr("oai:e:1")),
+        (Change::Updated, gr("oai:e:2")),
+        (Change::Deleted, gr("oai:e:3")),
+        (Change::Created, gr("oai:e:5")),
+    ];
+    assert_eq!(incremental, expected, "exactly the repository's changes, each via its GetRecord URL");
+
+    // Downstream: a second Tributary harvests the first's published set and keeps the origin.
+    let b = crate::support::harness::Harness::sources(&[("b", &naming.capability_list("a"), "")]);
+    let r = b.pass_one().await;
+    assert!(r.error.is_none(), "{r:?}");
+    assert_eq!(b.live("b").len(), 4);
+    let a_uri = a.uri("a", &gr("oai:e:1"));
+    let copy = b.record("b", &a_uri).expect("B names the record by A's URI");
+    assert_eq!(copy.origin, gr("oai:e:1"), "B's via is still the repository's GetRecord URL");
+    assert_eq!(b.content("b", &a_uri), a.content("a", &gr("oai:e:1")), "the same record bytes");
+    let p = tributary::publish::provenance::lookup(
+        &b.store,
+        &tributary::naming::Naming::new(&b.config.aggregator.base_url),
+        &tributary::publish::provenance::Query::Uri(gr("oai:e:1")),
+    )
+    .unwrap();
+    let oai = p.resources[0].oai.clone().expect("B's provenance shows the OAI record too");
+    assert_eq!((oai.identifier.as_str(), oai.sets.as_slice()), ("oai:e:1", &["x".to_owned()][..]));
+}

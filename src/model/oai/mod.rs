@@ -11,12 +11,14 @@
 //! - `dates`: the repository's granularity, which `from` and `until` must share.
 
 mod dates;
+mod objects;
 mod read;
 mod repair;
 #[cfg(test)]
 mod tests;
 
 pub use dates::Granularity;
+pub use objects::{DC_NS, object_urls};
 pub use read::{OaiReadError, read_response};
 pub use repair::repair;
 

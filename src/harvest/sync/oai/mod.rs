@@ -24,6 +24,7 @@
 
 mod apply;
 mod list;
+mod objects;
 mod request;
 mod window;
 
