@@ -16,8 +16,8 @@ use url::Url;
 
 use crate::config::Settings;
 use crate::fetch::{FetchError, Fetched, Fetcher, FetcherOptions};
-use crate::oai_check::{OaiCheckReport, base_of, check_oai, looks_like_oai};
 use crate::model::{Diagnostic, DocumentKind, DocumentReader, Header, ReadError, ReadOptions, RootFormat, Validator};
+use crate::oai_check::{OaiCheckReport, base_of, check_oai, looks_like_oai};
 
 /// Everything `check` found out about one document.
 #[derive(Debug)]

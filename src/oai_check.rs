@@ -166,10 +166,16 @@ impl Checker<'_> {
         }
         let g = Granularity::parse(&id.granularity);
         match g {
-            None => r.error("Identify", format!("granularity {:?} is neither YYYY-MM-DD nor YYYY-MM-DDThh:mm:ssZ", id.granularity)),
+            None => r.error(
+                "Identify",
+                format!("granularity {:?} is neither YYYY-MM-DD nor YYYY-MM-DDThh:mm:ssZ", id.granularity),
+            ),
             Some(g) if Granularity::of(&id.earliest_datestamp) != Some(g) => r.error(
                 "Identify",
-                format!("granularity mismatch: earliestDatestamp {:?} is not written in the declared {g}", id.earliest_datestamp),
+                format!(
+                    "granularity mismatch: earliestDatestamp {:?} is not written in the declared {g}",
+                    id.earliest_datestamp
+                ),
             ),
             Some(_) => {}
         }
@@ -183,7 +189,10 @@ impl Checker<'_> {
         protocol_errors(r, "ListMetadataFormats", &resp, &[]);
         r.formats = resp.formats.iter().map(|f| f.prefix.clone()).collect();
         if !r.formats.iter().any(|p| p == "oai_dc") {
-            r.error("ListMetadataFormats", format!("oai_dc is not offered (§3.4 requires it); offered: {}", r.formats.join(", ")));
+            r.error(
+                "ListMetadataFormats",
+                format!("oai_dc is not offered (§3.4 requires it); offered: {}", r.formats.join(", ")),
+            );
         }
     }
 
@@ -227,7 +236,10 @@ impl Checker<'_> {
         check_token(r, next.token.as_ref(), first.records.len(), next.records.len());
         if let (Some(a), Some(b)) = (token.complete_list_size, next.token.as_ref().and_then(|t| t.complete_list_size)) {
             if a != b {
-                r.error("ListRecords", format!("token problem: completeListSize changed from {a} to {b} within one list"));
+                r.error(
+                    "ListRecords",
+                    format!("token problem: completeListSize changed from {a} to {b} within one list"),
+                );
             }
         }
     }
@@ -240,12 +252,26 @@ impl Checker<'_> {
                 Some(found) if found == g => {}
                 Some(found) => r.error(
                     "ListRecords",
-                    format!("granularity mismatch: datestamp {} of {} is {} than the declared {g}", rec.datestamp, rec.identifier, if found == Granularity::Seconds { "finer" } else { "coarser" }),
+                    format!(
+                        "granularity mismatch: datestamp {} of {} is {} than the declared {g}",
+                        rec.datestamp,
+                        rec.identifier,
+                        if found == Granularity::Seconds { "finer" } else { "coarser" }
+                    ),
                 ),
-                None => r.error("ListRecords", format!("datestamp {:?} of {} is in neither granularity", rec.datestamp, rec.identifier)),
+                None => r.error(
+                    "ListRecords",
+                    format!("datestamp {:?} of {} is in neither granularity", rec.datestamp, rec.identifier),
+                ),
             }
             if rec.deleted && deleted_record == "no" {
-                r.error("ListRecords", format!("deleted-record behaviour: {} has a deleted header, but Identify declares deletedRecord no", rec.identifier));
+                r.error(
+                    "ListRecords",
+                    format!(
+                        "deleted-record behaviour: {} has a deleted header, but Identify declares deletedRecord no",
+                        rec.identifier
+                    ),
+                );
             }
         }
     }
@@ -263,7 +289,10 @@ impl Checker<'_> {
             all.extend(args);
             let Some(resp) = self.call(r, "ListRecords", &all).await else { continue };
             if !resp.errors.iter().any(|e| e.code == "badArgument") {
-                r.error("ListRecords", format!("granularity mismatch: {what} was accepted, not answered with badArgument"));
+                r.error(
+                    "ListRecords",
+                    format!("granularity mismatch: {what} was accepted, not answered with badArgument"),
+                );
             }
         }
     }
@@ -284,7 +313,10 @@ fn check_token(r: &mut OaiCheckReport, token: Option<&ResumptionToken>, before: 
         r.error("ListRecords", format!("token problem: cursor {c}, but {before} records came before this page"));
     }
     if let Some(n) = t.complete_list_size.filter(|n| *n < (before + on_page) as u64) {
-        r.error("ListRecords", format!("token problem: completeListSize {n}, but {} records have been listed", before + on_page));
+        r.error(
+            "ListRecords",
+            format!("token problem: completeListSize {n}, but {} records have been listed", before + on_page),
+        );
     }
 }
 

@@ -199,7 +199,10 @@ fn an_oai_pmh_base_url_is_checked_as_one() {
     let out = check(&[&repo.base]);
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(0), "{text}");
-    assert!(text.contains("OAI-PMH repository \"Tributary test repository\", granularity YYYY-MM-DDThh:mm:ssZ"), "{text}");
+    assert!(
+        text.contains("OAI-PMH repository \"Tributary test repository\", granularity YYYY-MM-DDThh:mm:ssZ"),
+        "{text}"
+    );
     assert!(text.contains("records   2 on the first page, 1 after the resumption"), "{text}");
     assert!(text.contains("formats   oai_dc") && text.contains("sets      1"), "{text}");
 }
@@ -217,7 +220,9 @@ fn an_oai_pmh_provider_s_violations_are_named() {
             "Identify" => ok(identify("YYYY-MM-DD", "no")),
             "ListMetadataFormats" => ok(formats()),
             "ListSets" => ok(envelope("<ListSets><set><setSpec>a</setSpec>")[..120].to_vec()),
-            _ if args.contains_key("from") => ok(envelope(&format!("<ListRecords>{}</ListRecords>", record("r9", "t")))),
+            _ if args.contains_key("from") => {
+                ok(envelope(&format!("<ListRecords>{}</ListRecords>", record("r9", "t"))))
+            }
             _ => ok(envelope(&format!("<ListRecords>{}{deleted}{token}</ListRecords>", record("r1", "t")))),
         }
     });

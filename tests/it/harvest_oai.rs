@@ -332,7 +332,8 @@ async fn a_run_of_empty_pages_stops_the_list() {
 fn span_days(args: &HashMap<String, String>) -> i64 {
     let day = |s: &str| s.parse::<tributary::model::W3cDateTime>().unwrap().unix_timestamp() / 86_400;
     let Some(from) = args.get("from") else { return i64::MAX };
-    let until = args.get("until").map_or_else(|| tributary::model::W3cDateTime::now().unix_timestamp() / 86_400, |u| day(u));
+    let until =
+        args.get("until").map_or_else(|| tributary::model::W3cDateTime::now().unix_timestamp() / 86_400, |u| day(u));
     until - day(from) + 1
 }
 
@@ -372,7 +373,10 @@ async fn a_refused_range_is_walked_in_windows_and_the_size_kept() {
     assert!(again.error.is_none() && again.complete, "{again:?}");
     assert_eq!(refusals.load(std::sync::atomic::Ordering::SeqCst), before, "{:?}", up.requests());
     let n = up.requests().len();
-    assert!(up.requests()[n - 1].contains("from=") && !up.requests()[n - 1].contains("until="), "the last window is open");
+    assert!(
+        up.requests()[n - 1].contains("from=") && !up.requests()[n - 1].contains("until="),
+        "the last window is open"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -387,7 +391,8 @@ async fn oai_objects_are_harvested_linked_and_deleted_with_their_record() {
              "urls": [obj(base, "shared.pdf")]},
         ], "objects": {"a.pdf": "A's bytes", "shared.pdf": "shared bytes"}})
     };
-    let Some(repo) = PyOai::start("oai_objects_are_harvested_linked_and_deleted_with_their_record", &json!({"records": []}), 10)
+    let Some(repo) =
+        PyOai::start("oai_objects_are_harvested_linked_and_deleted_with_their_record", &json!({"records": []}), 10)
     else {
         return;
     };
@@ -451,7 +456,11 @@ async fn the_change_list_holds_the_repository_s_changes_and_a_second_tributary_k
     let second = a.pass_one().await;
     assert!(second.error.is_none() && second.unchanged == 0, "{second:?}");
 
-    let server = spawn(listener, naming.clone(), tributary::web::WebState::from_config(&a.config, &a.store, &a.fetcher).unwrap());
+    let server = spawn(
+        listener,
+        naming.clone(),
+        tributary::web::WebState::from_config(&a.config, &a.store, &a.fetcher).unwrap(),
+    );
     let changes = entries(&server.client, &naming.change_list("a")).await;
     let seen: Vec<(Change, String)> = changes
         .iter()
@@ -476,7 +485,8 @@ async fn the_change_list_holds_the_repository_s_changes_and_a_second_tributary_k
     assert_eq!(incremental, expected, "exactly the repository's changes, each via its GetRecord URL");
 
     // Downstream: a second Tributary harvests the first's published set and keeps the origin.
-    let b = crate::support::harness::Harness::sources(&[("b", &naming.capability_list("a"), "")]);
+    // A serves its copies under its own root, not below the set's Capability List.
+    let b = Harness::sources(&[("b", &naming.capability_list("a"), "allow_outside_authority = true")]);
     let r = b.pass_one().await;
     assert!(r.error.is_none(), "{r:?}");
     assert_eq!(b.live("b").len(), 4);

@@ -168,7 +168,14 @@ async fn store_documents(t: &Target<'_>, named: Vec<(String, Url, OaiRecord)>) -
     Ok(staged)
 }
 
-fn new_record(t: &Target<'_>, uri: String, upstream: &Url, r: &OaiRecord, info: &BlobInfo, objects: &[Url]) -> NewRecord {
+fn new_record(
+    t: &Target<'_>,
+    uri: String,
+    upstream: &Url,
+    r: &OaiRecord,
+    info: &BlobInfo,
+    objects: &[Url],
+) -> NewRecord {
     let lastmod = r.datestamp.parse::<W3cDateTime>().ok();
     let mut links: Vec<Link> = r
         .set_specs

@@ -32,9 +32,9 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use self::apply::{Target, apply_page};
-use self::list::{ListArgs, Lister};
-use self::window::refused;
+use self::list::{ListArgs, Lister, Page};
 use self::request::{call_ok, verb_url};
+use self::window::refused;
 use crate::config::{OaiSource, Source};
 use crate::harvest::commit::apply_blocking;
 use crate::harvest::ctx::{Ctx, HarvestError};
@@ -219,23 +219,36 @@ async fn read_list(
     report: &mut SourceReport,
 ) -> Result<Result<Option<String>, (OaiHarvestError, bool)>, HarvestError> {
     let mut lister = Lister::new(t.ctx, t.source, &t.oai.base, args);
+    // The page in hand is applied while the next is fetched and read: a list is a chain of
+    // tokens, so this overlap is all the concurrency it allows, and it hides the store's sync
+    // per page behind the repository's response time (docs/BENCHMARKS.md, "OAI-PMH").
+    let mut in_hand: Option<Page> = None;
     // Bounded by the lister's request cap.
     loop {
         if *t.ctx.shutdown.borrow() {
+            if let Some(page) = in_hand.take() {
+                apply_page(t, page.records, seen, report).await?;
+            }
             report.interrupted = true;
             return Ok(Err((OaiHarvestError::Loop { why: "shutdown".into(), requests: 0 }, false)));
         }
         let at_start = lister.at_start();
-        let page = match lister.next_page().await {
-            Ok(Some(page)) => page,
+        let (next, applied) = match in_hand.take() {
+            Some(page) => tokio::join!(lister.next_page(), apply_page(t, page.records, seen, report)),
+            None => (lister.next_page().await, Ok(())),
+        };
+        applied?;
+        match next {
+            Ok(Some(page)) => {
+                if page.repaired > 0 {
+                    tracing::warn!(source.id = %t.source.id, repaired = page.repaired,
+                        "characters XML forbids were repaired in a ListRecords page");
+                }
+                in_hand = Some(page);
+            }
             Ok(None) => return Ok(Ok(lister.response_date.take())),
             Err(e) => return Ok(Err((e, at_start))),
-        };
-        if page.repaired > 0 {
-            tracing::warn!(source.id = %t.source.id, repaired = page.repaired,
-                "characters XML forbids were repaired in a ListRecords page");
         }
-        apply_page(t, page.records, seen, report).await?;
     }
 }
 

@@ -69,8 +69,14 @@ pub(super) async fn harvest_objects(
     let limit = usize::try_from(t.source.settings.concurrency.get()).unwrap_or(1);
     let fetched: Vec<_> = futures_util::stream::iter(by_object)
         .map(|(object, records)| async move {
-            let r = fetch_verified(&t.ctx.fetcher, &t.ctx.store, std::slice::from_ref(&object), &Expected::none(), &t.source.settings)
-                .await;
+            let r = fetch_verified(
+                &t.ctx.fetcher,
+                &t.ctx.store,
+                std::slice::from_ref(&object),
+                &Expected::none(),
+                &t.source.settings,
+            )
+            .await;
             (object, records, r)
         })
         .buffer_unordered(limit)
