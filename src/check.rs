@@ -155,9 +155,9 @@ pub async fn check_url(url: &str, opts: ReadOptions) -> Result<CheckReport, Inpu
 #[derive(Debug)]
 pub enum Checked {
     /// A ResourceSync document (or something that is not one).
-    ResourceSync(CheckReport),
+    ResourceSync(Box<CheckReport>),
     /// An OAI-PMH data provider.
-    Oai(OaiCheckReport),
+    Oai(Box<OaiCheckReport>),
 }
 
 /// [`check_url`], or for an OAI-PMH base URL (or request URL) the protocol check of
@@ -169,13 +169,13 @@ pub enum Checked {
 pub async fn check_any_url(url: &str, opts: ReadOptions) -> Result<Checked, InputError> {
     let (fetcher, settings, parsed, body) = fetch(url, &opts).await?;
     if looks_like_oai(&body) {
-        return Ok(Checked::Oai(check_oai(&fetcher, &settings, &base_of(&parsed)).await));
+        return Ok(Checked::Oai(Box::new(check_oai(&fetcher, &settings, &base_of(&parsed)).await)));
     }
     let report = check_body(url, &body, opts);
     if report.format.is_none() && parsed.query().is_none() && answers_identify(&fetcher, &settings, &parsed).await {
-        return Ok(Checked::Oai(check_oai(&fetcher, &settings, &parsed).await));
+        return Ok(Checked::Oai(Box::new(check_oai(&fetcher, &settings, &parsed).await)));
     }
-    Ok(Checked::ResourceSync(report))
+    Ok(Checked::ResourceSync(Box::new(report)))
 }
 
 async fn answers_identify(fetcher: &Fetcher, settings: &Settings, base: &Url) -> bool {

@@ -248,7 +248,7 @@ fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
                 println!("{r}");
                 return Ok(if r.errors() > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS });
             }
-            Ok(check::Checked::ResourceSync(r)) => Ok(r),
+            Ok(check::Checked::ResourceSync(r)) => Ok(*r),
             Err(e) => Err(e),
         }
     } else {

@@ -234,13 +234,10 @@ impl Checker<'_> {
             Some(_) => {}
         }
         check_token(r, next.token.as_ref(), first.records.len(), next.records.len());
-        if let (Some(a), Some(b)) = (token.complete_list_size, next.token.as_ref().and_then(|t| t.complete_list_size)) {
-            if a != b {
-                r.error(
-                    "ListRecords",
-                    format!("token problem: completeListSize changed from {a} to {b} within one list"),
-                );
-            }
+        if let (Some(a), Some(b)) = (token.complete_list_size, next.token.as_ref().and_then(|t| t.complete_list_size))
+            && a != b
+        {
+            r.error("ListRecords", format!("token problem: completeListSize changed from {a} to {b} within one list"));
         }
     }
 
