@@ -1,4 +1,4 @@
-//! The server side of `scripts/bench-oai.sh`: a store filled by `publish_bench fill` (set
+//! The server side of `scripts/bench-oai-serve.sh`: a store filled by `publish_bench fill` (set
 //! `bench`), served with its OAI-PMH endpoint on.
 //!
 //! ```text

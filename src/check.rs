@@ -5,7 +5,8 @@
 //! holds one entry at a time. Gzip-compressed documents (`.xml.gz`, or anything starting with
 //! the gzip magic bytes) are decompressed on the fly, with the same byte limit applied to the
 //! decompressed stream. A URL is fetched through [`crate::fetch`], like every request
-//! Tributary sends.
+//! Tributary sends. A URL that turns out to be an OAI-PMH data provider is checked as one
+//! ([`crate::oai_check`]).
 
 use std::fmt;
 use std::fs::File;
@@ -16,6 +17,7 @@ use url::Url;
 use crate::config::Settings;
 use crate::fetch::{FetchError, Fetched, Fetcher, FetcherOptions, ProxyChoice};
 use crate::model::{Diagnostic, DocumentKind, DocumentReader, Header, ReadError, ReadOptions, RootFormat, Validator};
+use crate::oai_check::{OaiCheckReport, base_of, check_oai, looks_like_oai};
 
 /// Everything `check` found out about one document.
 #[derive(Debug)]
@@ -144,7 +146,51 @@ pub fn check_file(path: &Path, mut opts: ReadOptions) -> Result<CheckReport, Inp
 /// # Errors
 /// [`InputError::Fetch`] when the request fails, the status is not 2xx, or the body exceeds
 /// the byte limit.
-pub async fn check_url(url: &str, mut opts: ReadOptions) -> Result<CheckReport, InputError> {
+pub async fn check_url(url: &str, opts: ReadOptions) -> Result<CheckReport, InputError> {
+    let (_, _, _, body) = fetch(url, &opts).await?;
+    Ok(check_body(url, &body, opts))
+}
+
+/// What a URL turned out to be.
+#[derive(Debug)]
+pub enum Checked {
+    /// A ResourceSync document (or something that is not one).
+    ResourceSync(Box<CheckReport>),
+    /// An OAI-PMH data provider.
+    Oai(Box<OaiCheckReport>),
+}
+
+/// [`check_url`], or for an OAI-PMH base URL (or request URL) the protocol check of
+/// [`crate::oai_check`]: a URL answered with an OAI-PMH response is one, and so is a URL
+/// without a query that is no ResourceSync document but answers `?verb=Identify`.
+///
+/// # Errors
+/// As [`check_url`], for the first request.
+pub async fn check_any_url(url: &str, opts: ReadOptions) -> Result<Checked, InputError> {
+    let (fetcher, settings, parsed, body) = fetch(url, &opts).await?;
+    if looks_like_oai(&body) {
+        return Ok(Checked::Oai(Box::new(check_oai(&fetcher, &settings, &base_of(&parsed)).await)));
+    }
+    let report = check_body(url, &body, opts);
+    if report.format.is_none() && parsed.query().is_none() && answers_identify(&fetcher, &settings, &parsed).await {
+        return Ok(Checked::Oai(Box::new(check_oai(&fetcher, &settings, &parsed).await)));
+    }
+    Ok(Checked::ResourceSync(Box::new(report)))
+}
+
+async fn answers_identify(fetcher: &Fetcher, settings: &Settings, base: &Url) -> bool {
+    let mut url = base.clone();
+    url.query_pairs_mut().append_pair("verb", "Identify");
+    matches!(fetcher.get_document(&url, settings, None).await, Ok(Fetched::Modified(d)) if looks_like_oai(&d.body))
+}
+
+fn check_body(url: &str, body: &[u8], mut opts: ReadOptions) -> CheckReport {
+    opts.name = url.to_owned();
+    check_reader(body, opts)
+}
+
+/// The body at `url`, with the fetcher and settings that fetched it.
+async fn fetch(url: &str, opts: &ReadOptions) -> Result<(Fetcher, Settings, Url, bytes::Bytes), InputError> {
     let fail = |source: FetchError| InputError::Fetch { url: url.to_owned(), source };
     let parsed =
         Url::parse(url).map_err(|e| fail(FetchError::InvalidUrl { url: url.to_owned(), detail: e.to_string() }))?;
@@ -158,8 +204,7 @@ pub async fn check_url(url: &str, mut opts: ReadOptions) -> Result<CheckReport, 
         // Without validators a 304 is the server's mistake.
         Fetched::NotModified => return Err(fail(FetchError::Status { url: url.to_owned(), status: 304 })),
     };
-    opts.name = url.to_owned();
-    Ok(check_reader(&doc.body[..], opts))
+    Ok((fetcher, settings, parsed, doc.body))
 }
 
 impl CheckReport {

@@ -223,6 +223,10 @@ pub struct OaiSource {
     /// `oai_relist` (default 7 days): how often a repository that keeps no deleted records
     /// (`deletedRecord` `no` or `transient`) is listed in full to find what it deleted.
     pub relist: Duration,
+    /// `oai_objects` (default false): also harvest the objects records point to (their
+    /// `dc:identifier` / `dc:relation` http(s) URLs on the repository's host), each a resource
+    /// linked to its record by `describedby` (and the record to it by `describes`).
+    pub objects: bool,
 }
 
 /// What Tributary stores as the bitstream of a feed item (`feed_content`).

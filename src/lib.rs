@@ -28,6 +28,7 @@ pub mod harvest;
 pub mod model;
 pub mod naming;
 pub mod notify;
+pub mod oai_check;
 pub mod provenance;
 pub mod publish;
 pub mod simulate;

@@ -85,7 +85,7 @@ struct HarvestArgs {
 
 #[derive(Debug, Args)]
 struct CheckArgs {
-    /// A file path, or an http(s) URL.
+    /// A file path, or an http(s) URL (a ResourceSync document, or an OAI-PMH base URL).
     input: String,
     /// Maximum document size in bytes (decompressed).
     #[arg(long, default_value_t = tributary::model::SITEMAP_MAX_BYTES)]
@@ -243,7 +243,14 @@ fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     };
     let report = if check::is_url(&args.input) {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        rt.block_on(check::check_url(&args.input, opts))
+        match rt.block_on(check::check_any_url(&args.input, opts)) {
+            Ok(check::Checked::Oai(r)) => {
+                println!("{r}");
+                return Ok(if r.errors() > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS });
+            }
+            Ok(check::Checked::ResourceSync(r)) => Ok(*r),
+            Err(e) => Err(e),
+        }
     } else {
         check::check_file(args.input.as_ref(), opts)
     };

@@ -1,4 +1,5 @@
-//! The keys of an OAI-PMH source (`oai`, `metadata_prefix`, `oai_sets`, `oai_relist`),
+//! The keys of an OAI-PMH source (`oai`, `metadata_prefix`, `oai_sets`, `oai_relist`,
+//! `oai_objects`),
 //! checked here so that `raw.rs` only dispatches: an OAI-PMH data provider is a third kind
 //! of source beside ResourceSync Sources and feeds, and its keys make no sense on the others.
 
@@ -25,6 +26,7 @@ pub(super) fn validate(raw: &Spanned<RawSource>, at: &Locator<'_>) -> Result<Opt
             .into_iter()
             .chain([("oai_sets", s.oai_sets.as_ref().map(Spanned::span))])
             .chain([("oai_relist", s.oai_relist.as_ref().map(Spanned::span))])
+            .chain([("oai_objects", s.oai_objects.as_ref().map(Spanned::span))])
             .find_map(|(k, span)| span.map(|sp| (k, sp)));
         return match stray {
             Some((key, span)) => Err(at.error(span, key, format!("{key} is for OAI-PMH sources (`oai = ...`)"))),
@@ -49,6 +51,7 @@ pub(super) fn validate(raw: &Spanned<RawSource>, at: &Locator<'_>) -> Result<Opt
         metadata_prefix: prefix(s.metadata_prefix.as_ref(), at)?,
         sets: sets(s.oai_sets.as_ref(), at)?,
         relist: s.oai_relist.as_ref().map(|v| at.duration(v, "oai_relist")).transpose()?.unwrap_or(DEFAULT_RELIST),
+        objects: s.oai_objects.as_ref().is_some_and(|v| *v.get_ref()),
     }))
 }
 

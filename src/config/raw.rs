@@ -144,6 +144,7 @@ settings_struct!(RawSource {
     metadata_prefix: Option<Spanned<String>>,
     oai_sets: Option<Spanned<Vec<Spanned<String>>>>,
     oai_relist: Option<Spanned<String>>,
+    oai_objects: Option<Spanned<bool>>,
     shard: Option<Spanned<String>>,
     push_hub: Option<Spanned<String>>,
     push_topic: Option<Spanned<String>>,

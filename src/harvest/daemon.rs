@@ -256,6 +256,10 @@ pub(crate) async fn harvest_source(ctx: &Ctx, source: &Source, sets: &[String]) 
             size_bytes = report.bytes,
             "source harvested"
         ),
+        Some(e) if report.partial() => {
+            tracing::warn!(error = %e, fetched = report.fetched, unchanged = report.unchanged,
+            deleted = report.deleted, failed = report.failed, "source harvest partial: what it did is kept")
+        }
         Some(e) => {
             tracing::warn!(error = %e, fetched = report.fetched, failed = report.failed, "source harvest failed")
         }
@@ -317,6 +321,7 @@ fn update_status(status: &mut SourceStatus, report: &SourceReport, resources: u6
         unchanged: report.unchanged,
         failed: report.failed,
         deleted: report.deleted,
+        partial: report.partial(),
     };
     match &report.error {
         // Resume at the next start, without counting a failure.

@@ -76,6 +76,17 @@ impl SourceReport {
     pub(crate) fn failed_with(source: &str, error: String) -> Self {
         SourceReport { error: Some(error), ..SourceReport::new(source) }
     }
+
+    /// Whether the pass changed or confirmed anything in the store.
+    pub fn progressed(&self) -> bool {
+        self.fetched + self.created + self.updated + self.deleted + self.unchanged > 0
+    }
+
+    /// A pass that failed part-way after doing something: what it did is kept and counted,
+    /// and it is reported as partial, not as a plain failure.
+    pub fn partial(&self) -> bool {
+        self.error.is_some() && self.progressed()
+    }
 }
 
 /// The outcome of one pass over several sources (`tributary harvest`).
@@ -123,9 +134,14 @@ impl Summary {
         self.total(|r| r.bytes)
     }
 
-    /// Sources whose pass ended in an error.
+    /// Sources whose pass ended in an error (partial ones included).
     pub fn failed_sources(&self) -> impl Iterator<Item = &SourceReport> {
         self.sources.iter().filter(|r| r.error.is_some())
+    }
+
+    /// Sources whose pass failed part-way after doing something ([`SourceReport::partial`]).
+    pub fn partial_sources(&self) -> usize {
+        self.sources.iter().filter(|r| r.partial()).count()
     }
 }
 
@@ -144,8 +160,20 @@ impl fmt::Display for Summary {
             secs,
             self.fetched() as f64 / secs.max(1e-9),
         )?;
+        let partial = self.partial_sources();
+        if partial > 0 {
+            write!(f, "; {partial} partial")?;
+        }
         for r in self.failed_sources() {
-            write!(f, "\n  {}: {}", r.source, r.error.as_deref().unwrap_or_default())?;
+            let error = r.error.as_deref().unwrap_or_default();
+            match r.partial() {
+                true => write!(
+                    f,
+                    "\n  {}: partial (fetched {}, unchanged {}, deleted {} kept): {error}",
+                    r.source, r.fetched, r.unchanged, r.deleted
+                )?,
+                false => write!(f, "\n  {}: failed: {error}", r.source)?,
+            }
         }
         Ok(())
     }

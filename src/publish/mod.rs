@@ -27,6 +27,7 @@ mod feed;
 pub mod links;
 mod notify;
 pub mod oai;
+mod oai_provenance;
 mod plan;
 pub mod provenance;
 mod render;

@@ -22,6 +22,8 @@ use std::fmt;
 use serde::Serialize;
 
 use super::feed::feed_item_state;
+pub use super::oai_provenance::OaiProvenance;
+use super::oai_provenance::oai_provenance;
 use crate::model::feed::FeedItem;
 use crate::model::{Change, HashAlgorithm, HashList, W3cDateTime};
 use crate::naming::Naming;
@@ -100,6 +102,10 @@ pub struct ResourceProvenance {
     /// For a resource harvested from a feed: the item's FeedSync state.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub feed: Option<FeedProvenance>,
+    /// For a record harvested from an OAI-PMH data provider: its identifier, datestamp, sets
+    /// and repository.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oai: Option<OaiProvenance>,
     /// The live check, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verify: Option<Verification>,
@@ -241,7 +247,8 @@ pub fn lookup(store: &Store, naming: &Naming, query: &Query) -> Result<Provenanc
     for (how, rec) in found {
         let history = group_history(store.history(&rec.uri)?);
         let feed = feed_item_state(store, &rec)?.map(|item| FeedProvenance::of(&item));
-        resources.push(describe(how, rec, history, feed));
+        let oai = oai_provenance(store, &rec);
+        resources.push(ResourceProvenance { oai, ..describe(how, rec, history, feed) });
     }
     Ok(Provenance { query: query.to_string(), resources })
 }
@@ -323,6 +330,7 @@ fn describe(
         state,
         history,
         feed,
+        oai: None,
         verify: None,
     }
 }
@@ -467,6 +475,11 @@ fn write_resource(f: &mut fmt::Formatter<'_>, r: &ResourceProvenance) -> fmt::Re
     }
     if let Some(feed) = &r.feed {
         write_feed(f, feed)?;
+    }
+    if let Some(o) = &r.oai {
+        let date = o.datestamp.as_deref().unwrap_or("-");
+        writeln!(f, "oai-pmh    identifier {}  datestamp {date}  format {}", o.identifier, o.metadata_prefix)?;
+        writeln!(f, "           repository {}  sets: {}", o.repository, o.sets.join(", "))?;
     }
     if let Some(v) = &r.verify {
         writeln!(f, "verify     {}: {}", v.checked, v.summary)?;

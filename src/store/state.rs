@@ -92,6 +92,11 @@ pub struct OaiState {
     /// repository that keeps none are found by such a list.
     #[serde(with = "w3c_opt")]
     pub full_list_at: Option<W3cDateTime>,
+    /// The width in seconds of the date windows the repository last accepted after refusing a
+    /// wider range; `None` while it takes whole ranges (and then not written, so rows and
+    /// exports of earlier builds read the same).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window_secs: Option<u64>,
 }
 
 /// The capability documents of a Source, as absolute URLs.
@@ -187,6 +192,10 @@ pub struct PassCounts {
     pub failed: u64,
     /// Resources marked deleted.
     pub deleted: u64,
+    /// The attempt failed part-way, and these counts are what it did before (kept). Not
+    /// written when false, so rows of earlier builds read the same.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
 }
 
 pub(super) fn encode(state: &SourceState) -> Result<Vec<u8>, StoreError> {

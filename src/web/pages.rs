@@ -149,6 +149,7 @@ fn resource_section(b: &mut String, r: &ResourceProvenance) {
     );
     history_table(b, r);
     feed_table(b, r);
+    oai_table(b, r);
     if let Some(v) = &r.verify {
         let _ = writeln!(b, "<h3>Live check</h3><p>{}: {}</p>", link(&v.checked), esc(&v.summary));
     }
@@ -167,6 +168,23 @@ fn origin_table(b: &mut String, r: &ResourceProvenance) {
         ("hash", o.hash.clone()),
         ("length", o.length.map(|l| l.to_string())),
         ("type", o.media_type.clone()),
+    ];
+    for (k, v) in rows {
+        let _ = write!(b, "<tr><th>{k}</th><td><code>{}</code></td></tr>", opt(&v));
+    }
+    b.push_str("</table>\n");
+}
+
+/// An OAI-PMH record's identifier, datestamp, sets and repository.
+fn oai_table(b: &mut String, r: &ResourceProvenance) {
+    let Some(o) = &r.oai else { return };
+    b.push_str("<h3>OAI-PMH record</h3><table>");
+    let rows = [
+        ("identifier", Some(o.identifier.clone())),
+        ("datestamp", o.datestamp.clone()),
+        ("sets", Some(o.sets.join(", "))),
+        ("metadataPrefix", Some(o.metadata_prefix.clone())),
+        ("repository", Some(o.repository.clone())),
     ];
     for (k, v) in rows {
         let _ = write!(b, "<tr><th>{k}</th><td><code>{}</code></td></tr>", opt(&v));
@@ -242,6 +260,7 @@ mod tests {
             },
             history: Vec::new(),
             feed,
+            oai: None,
             verify: None,
         }
     }

@@ -183,3 +183,64 @@ fn urls_are_fetched_from_loopback_including_gzip_bodies() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("404"));
 }
+
+/// Issue #37: `check` on an OAI-PMH base URL served by a real provider (PyPI `oaipmh`), two
+/// records a page so that the resumption is walked.
+#[test]
+fn an_oai_pmh_base_url_is_checked_as_one() {
+    use crate::support::oai::PyOai;
+    let recs: Vec<serde_json::Value> = (1..=3)
+        .map(|i| serde_json::json!({"id": format!("oai:c:{i}"), "datestamp": "2020-01-01T00:00:00Z", "sets": ["a"], "title": "T"}))
+        .collect();
+    let Some(repo) = PyOai::start("an_oai_pmh_base_url_is_checked_as_one", &serde_json::json!({"records": recs}), 2)
+    else {
+        return;
+    };
+    let out = check(&[&repo.base]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("OAI-PMH repository \"Tributary test repository\", granularity YYYY-MM-DDThh:mm:ssZ"),
+        "{text}"
+    );
+    assert!(text.contains("records   2 on the first page, 1 after the resumption"), "{text}");
+    assert!(text.contains("formats   oai_dc") && text.contains("sets      1"), "{text}");
+}
+
+/// Issue #37: every violation of a hostile provider is named, and the exit status is 1.
+#[test]
+fn an_oai_pmh_provider_s_violations_are_named() {
+    use crate::support::oai::{Hostile, Script, envelope, formats, identify, ok, record};
+    let script: Script = std::sync::Arc::new(|args, _| {
+        let verb = args.get("verb").map(String::as_str).unwrap_or_default();
+        let token = "<resumptionToken cursor=\"0\" completeListSize=\"1\">t1</resumptionToken>";
+        let deleted = "<record><header status=\"deleted\"><identifier>gone</identifier>\
+                       <datestamp>2026-01-01</datestamp></header></record>";
+        match verb {
+            "Identify" => ok(identify("YYYY-MM-DD", "no")),
+            "ListMetadataFormats" => ok(formats()),
+            "ListSets" => ok(envelope("<ListSets><set><setSpec>a</setSpec>")[..120].to_vec()),
+            _ if args.contains_key("from") => {
+                ok(envelope(&format!("<ListRecords>{}</ListRecords>", record("r9", "t"))))
+            }
+            _ => ok(envelope(&format!("<ListRecords>{}{deleted}{token}</ListRecords>", record("r1", "t")))),
+        }
+    });
+    let rt = crate::support::upstream::runtime(2);
+    let up = rt.block_on(Hostile::start(script));
+    let out = check(&[&up.base]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    for says in [
+        "granularity mismatch: datestamp 2026-01-01T00:00:00Z of r1 is finer than the declared YYYY-MM-DD",
+        "deleted-record behaviour: gone has a deleted header, but Identify declares deletedRecord no",
+        "token problem: the resumptionToken \"t1\" came back",
+        "token problem: completeListSize 1, but 2 records have been listed",
+        "error: ListSets: invalid XML",
+        "granularity mismatch: from and until of different granularities was accepted",
+        "granularity mismatch: a from in seconds to a repository of days was accepted",
+    ] {
+        assert!(text.contains(says), "{says}\n{text}");
+    }
+    drop(up);
+}

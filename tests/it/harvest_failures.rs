@@ -299,3 +299,28 @@ async fn operators_see_failures_from_the_command_line_and_the_api() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// Issue #37, "Reports and tools": a Source whose advertised Change List answers 404 gets its
+/// baseline applied, and the poll says so — partial, with the counts — not "fetched 0, failed".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_list_that_answers_404_after_the_baseline_is_a_partial_poll() {
+    let site: Site = Arc::default();
+    let up = upstream(&site).await;
+    serve(&site, "/cap.xml", capability_list(&up, true));
+    serve(&site, "/a", "A");
+    serve(&site, "/b", "B");
+    serve(&site, "/rl.xml", resource_list(&up, &[("/a", b"A"), ("/b", b"B")]));
+    let h = harness(up.url("/cap.xml").as_str());
+
+    let summary = h.pass().await;
+    let r = &summary.sources[0];
+    assert!(r.error.as_deref().is_some_and(|e| e.contains("404")), "{summary}");
+    assert!(r.partial() && summary.partial_sources() == 1, "{r:?}");
+    assert_eq!(summary.fetched(), 2, "the baseline is counted: {summary}");
+    assert!(!summary.succeeded(), "the poll did not finish: {summary}");
+    let text = summary.to_string();
+    assert!(text.contains("; 1 partial") && text.contains("a: partial (fetched 2"), "{text}");
+    assert_eq!(held(&h, &up, "/a").as_deref(), Some(sha256_hex(b"A").as_str()), "kept");
+    let status = h.status("a");
+    assert!(status.last_pass.partial && status.last_pass.fetched == 2, "{status:?}");
+}

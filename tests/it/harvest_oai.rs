@@ -124,6 +124,14 @@ async fn a_real_provider_baseline_then_changes_by_from() {
     assert_eq!(collections.len(), 1, "{collections:?}");
     assert!(collections[0].ends_with("verb=ListRecords&metadataPrefix=oai_dc&set=b"), "{collections:?}");
     assert!(moved.links.iter().any(|l| l.rel == "describedby" && l.href.ends_with("/oai_dc/")));
+    // Provenance names the record as OAI-PMH does, from what is stored.
+    let naming = tributary::naming::Naming::new(&h.config.aggregator.base_url);
+    let query = tributary::publish::provenance::Query::Uri(get_record(&repo.base, "oai:t:2"));
+    let p = tributary::publish::provenance::lookup(&h.store, &naming, &query).unwrap();
+    let oai = p.resources[0].oai.clone().expect("an OAI-PMH record's provenance has its OAI part");
+    assert_eq!((oai.identifier.as_str(), oai.repository.as_str()), ("oai:t:2", repo.base.as_str()));
+    assert_eq!((oai.datestamp.as_deref(), oai.sets.as_slice()), (Some(t.as_str()), &["b".to_owned()][..]));
+    assert!(p.to_string().contains("oai-pmh    identifier oai:t:2"), "{p}");
 
     // Again: the overlap lists the changed records once more, and nothing changes.
     let third = h.pass_one().await;
@@ -192,6 +200,7 @@ async fn tokens_are_url_encoded_and_loops_stop_keeping_what_was_applied() {
     assert!(e.contains("came back"), "{e}");
     assert_eq!(h.live("a").len(), 6, "every page read before the loop is kept: {r:?}");
     assert_eq!(r.created, 6, "and reported: {r:?}");
+    assert!(r.partial(), "as a partial poll, not a plain failure: {r:?}");
     let reqs = up.requests();
     assert!(reqs.iter().any(|q| q.contains("resumptionToken=a%253Db%26c")), "{reqs:?}");
     assert!(h.store.source_state("a").unwrap().unwrap().oai.unwrap().response_date.is_none(), "no position moved");
@@ -317,4 +326,180 @@ async fn a_run_of_empty_pages_stops_the_list() {
     let r = h.pass_one().await;
     assert!(r.error.as_deref().is_some_and(|e| e.contains("empty pages")), "{r:?}");
     assert!(up.requests().len() < 10, "{:?}", up.requests());
+}
+
+/// Days from `from` to `until` (today when open), for a repository that counts its range.
+fn span_days(args: &HashMap<String, String>) -> i64 {
+    let day = |s: &str| s.parse::<tributary::model::W3cDateTime>().unwrap().unix_timestamp() / 86_400;
+    let Some(from) = args.get("from") else { return i64::MAX };
+    let until =
+        args.get("until").map_or_else(|| tributary::model::W3cDateTime::now().unix_timestamp() / 86_400, |u| day(u));
+    until - day(from) + 1
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_range_is_walked_in_windows_and_the_size_kept() {
+    // Like DNB's 413 past 100,000 records: ranges wider than 30 days are refused.
+    let refusals = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let r2 = refusals.clone();
+    let script: Script = Arc::new(move |args, _| match args.get("verb").map(String::as_str) {
+        Some("Identify") => ok(crate::support::oai::identify_since("YYYY-MM-DD", "persistent", "2026-01-01")),
+        _ => match preamble(args) {
+            Some(a) => a,
+            None if span_days(args) > 30 => {
+                r2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                (413, vec![("content-type", "text/html".into())], b"<html>Too many records</html>".to_vec())
+            }
+            None => ok(page(&[record(&format!("w{}", args["from"]), "t")], None)),
+        },
+    });
+    let up = Hostile::start(script).await;
+    let h = oai_source(&up.base, "max_retries = 0");
+    let r = h.pass_one().await;
+    assert!(r.error.is_none() && r.complete, "{r:?}");
+    let state = h.store.source_state("a").unwrap().unwrap().oai.unwrap();
+    let window = state.window_secs.expect("the size that worked is kept");
+    assert!((15 * 86_400..=30 * 86_400).contains(&window), "{window}");
+    let lists: Vec<String> = up.requests().into_iter().filter(|q| q.contains("ListRecords")).collect();
+    assert!(!lists[0].contains("from="), "the baseline first asks for everything: {lists:?}");
+    assert!(lists[1].contains("from=2026-01-01&until="), "then windows from earliestDatestamp: {lists:?}");
+    let windows = lists.len() - refusals.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(h.live("a").len(), windows, "one record a window, every window read: {lists:?}");
+    assert!(windows > 5, "{lists:?}");
+
+    // The next poll starts with the kept size: nothing is refused.
+    let before = refusals.load(std::sync::atomic::Ordering::SeqCst);
+    let again = h.pass_one().await;
+    assert!(again.error.is_none() && again.complete, "{again:?}");
+    assert_eq!(refusals.load(std::sync::atomic::Ordering::SeqCst), before, "{:?}", up.requests());
+    let n = up.requests().len();
+    assert!(
+        up.requests()[n - 1].contains("from=") && !up.requests()[n - 1].contains("until="),
+        "the last window is open"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oai_objects_are_harvested_linked_and_deleted_with_their_record() {
+    let old = "2020-01-01T00:00:00Z";
+    let obj = |base: &str, name: &str| format!("{}/objects/{name}", base.trim_end_matches("/oai"));
+    let v = |base: &str, one_deleted: bool, stamp: &str| {
+        json!({"records": [
+            {"id": "oai:o:1", "datestamp": stamp, "sets": ["a"], "title": "One", "deleted": one_deleted,
+             "urls": [obj(base, "a.pdf"), "http://elsewhere.example/x.pdf"], "relations": [obj(base, "shared.pdf")]},
+            {"id": "oai:o:2", "datestamp": old, "sets": ["a"], "title": "Two", "deleted": false,
+             "urls": [obj(base, "shared.pdf")]},
+        ], "objects": {"a.pdf": "A's bytes", "shared.pdf": "shared bytes"}})
+    };
+    let Some(repo) =
+        PyOai::start("oai_objects_are_harvested_linked_and_deleted_with_their_record", &json!({"records": []}), 10)
+    else {
+        return;
+    };
+    repo.set(&v(&repo.base, false, old));
+    let h = oai_source(&repo.base, "oai_objects = true");
+    let r = h.pass_one().await;
+    assert!(r.error.is_none() && r.failed == 0, "{r:?}");
+    assert_eq!(h.live("a").len(), 4, "two records, two objects; the one on another host is not fetched");
+    assert_eq!(h.content("a", &obj(&repo.base, "a.pdf")).unwrap(), b"A's bytes");
+    let one = get_record(&repo.base, "oai:o:1");
+    let record = h.record("a", &one).unwrap();
+    let describes: Vec<&str> = record.links.iter().filter(|l| l.rel == "describes").map(|l| l.href.as_str()).collect();
+    assert_eq!(describes, [obj(&repo.base, "a.pdf"), obj(&repo.base, "shared.pdf")], "{:?}", record.links);
+    let shared = h.record("a", &obj(&repo.base, "shared.pdf")).unwrap();
+    let by: Vec<&str> = shared.links.iter().filter(|l| l.rel == "describedby").map(|l| l.href.as_str()).collect();
+    assert_eq!(by.len(), 2, "described by both records: {by:?}");
+    assert!(by.contains(&one.as_str()), "{by:?}");
+
+    // Record 1 is deleted: its own object goes with it, the shared one stays.
+    repo.set(&v(&repo.base, true, &now()));
+    let r = h.pass_one().await;
+    assert!(r.error.is_none(), "{r:?}");
+    let live = h.live("a");
+    assert_eq!(live.len(), 2, "{live:?}");
+    assert!(h.record("a", &obj(&repo.base, "a.pdf")).unwrap().is_deleted());
+    assert!(!h.record("a", &obj(&repo.base, "shared.pdf")).unwrap().is_deleted());
+}
+
+/// Issue #37, end to end: a baseline, then records changed, added, deleted and moved between
+/// sets at the real provider, an incremental harvest; Tributary's Change List holds exactly
+/// those changes, each with its GetRecord URL as `via`, and a second Tributary harvesting the
+/// first (a ResourceSync Source) keeps that origin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_change_list_holds_the_repository_s_changes_and_a_second_tributary_keeps_the_origin() {
+    use crate::support::publish::{bind, entries, spawn};
+    use tributary::model::Change;
+    let old = "2020-01-01T00:00:00Z";
+    let v1 = json!({"records": [
+        rec("oai:e:1", old, &["x"], "One", false),
+        rec("oai:e:2", old, &["x"], "Two", false),
+        rec("oai:e:3", old, &["y"], "Three", false),
+        rec("oai:e:4", old, &["y"], "Four", false),
+    ]});
+    let name = "the_change_list_holds_the_repository_s_changes_and_a_second_tributary_keeps_the_origin";
+    let Some(repo) = PyOai::start(name, &v1, 2) else { return };
+    let (listener, naming) = bind().await;
+    let base = naming.base().to_string();
+    let a = Harness::new(|dir| {
+        let text = config_text(dir, "", UNLIMITED, &[]).replace(crate::support::harness::BASE_URL, &base);
+        format!("{text}[[source]]\nid = \"a\"\noai = \"{}\"\nallow_private = true\n", repo.base)
+    });
+    assert!(a.pass_one().await.error.is_none());
+    let t = now();
+    repo.set(&json!({"records": [
+        rec("oai:e:1", &t, &["x"], "One, revised", false),
+        rec("oai:e:2", &t, &["y"], "Two", false),
+        rec("oai:e:3", &t, &["y"], "Three", true),
+        rec("oai:e:4", old, &["y"], "Four", false),
+        rec("oai:e:5", &t, &["x"], "Five", false),
+    ]}));
+    let second = a.pass_one().await;
+    assert!(second.error.is_none() && second.unchanged == 0, "{second:?}");
+
+    let server = spawn(
+        listener,
+        naming.clone(),
+        tributary::web::WebState::from_config(&a.config, &a.store, &a.fetcher).unwrap(),
+    );
+    let changes = entries(&server.client, &naming.change_list("a")).await;
+    let seen: Vec<(Change, String)> = changes
+        .iter()
+        .map(|e| {
+            let via = e.links.iter().find(|l| l.rel == "via").map(|l| l.href.clone()).unwrap_or_default();
+            (e.md.as_ref().unwrap().change.unwrap(), via)
+        })
+        .collect();
+    let gr = |id: &str| get_record(&repo.base, id);
+    let baseline: Vec<(Change, String)> = (1..=4).map(|i| (Change::Created, gr(&format!("oai:e:{i}")))).collect();
+    let mut first: Vec<_> = seen[..4].to_vec();
+    first.sort_by(|x, y| x.1.cmp(&y.1));
+    assert_eq!(first, baseline, "the baseline: {seen:?}");
+    let mut incremental: Vec<_> = seen[4..].to_vec();
+    incremental.sort_by(|x, y| x.1.cmp(&y.1));
+    let expected = vec![
+        (Change::Updated, gr("oai:e:1")),
+        (Change::Updated, gr("oai:e:2")),
+        (Change::Deleted, gr("oai:e:3")),
+        (Change::Created, gr("oai:e:5")),
+    ];
+    assert_eq!(incremental, expected, "exactly the repository's changes, each via its GetRecord URL");
+
+    // Downstream: a second Tributary harvests the first's published set and keeps the origin.
+    // A serves its copies under its own root, not below the set's Capability List.
+    let b = Harness::sources(&[("b", &naming.capability_list("a"), "allow_outside_authority = true")]);
+    let r = b.pass_one().await;
+    assert!(r.error.is_none(), "{r:?}");
+    assert_eq!(b.live("b").len(), 4);
+    let a_uri = a.uri("a", &gr("oai:e:1"));
+    let copy = b.record("b", &a_uri).expect("B names the record by A's URI");
+    assert_eq!(copy.origin, gr("oai:e:1"), "B's via is still the repository's GetRecord URL");
+    assert_eq!(b.content("b", &a_uri), a.content("a", &gr("oai:e:1")), "the same record bytes");
+    let p = tributary::publish::provenance::lookup(
+        &b.store,
+        &tributary::naming::Naming::new(&b.config.aggregator.base_url),
+        &tributary::publish::provenance::Query::Uri(gr("oai:e:1")),
+    )
+    .unwrap();
+    let oai = p.resources[0].oai.clone().expect("B's provenance shows the OAI record too");
+    assert_eq!((oai.identifier.as_str(), oai.sets.as_slice()), ("oai:e:1", &["x".to_owned()][..]));
 }

@@ -70,7 +70,16 @@ pub(crate) async fn harvest_feed(
     let mut batch = Batch::new();
     let poll = Poll { ctx, source, feed: feed_source, sets };
     for url in &feed_source.urls {
-        let Some((seen, complete)) = poll_one(&poll, url, &mut state, &mut report).await? else {
+        let polled = match poll_one(&poll, url, &mut state, &mut report).await {
+            Ok(p) => p,
+            // The feeds read before stay applied and counted: the poll is partial.
+            Err(e) if report.progressed() => {
+                report.error = Some(crate::error::chain(&e).to_string());
+                break;
+            }
+            Err(e) => return Err(e),
+        };
+        let Some((seen, complete)) = polled else {
             continue;
         };
         modified = true;
@@ -85,11 +94,11 @@ pub(crate) async fn harvest_feed(
         }
     }
     report.not_modified = !modified;
-    state.baselined = true;
+    report.complete = report.error.is_none();
+    state.baselined |= report.complete;
     batch.source_state(&source.id, state);
     let applied = apply_blocking(&ctx.store, batch).await?;
     report.deleted += applied.ops.iter().filter(|o| o.outcome == crate::store::Outcome::Deleted).count() as u64;
-    report.complete = true;
     Ok(report)
 }
 

@@ -66,7 +66,7 @@ pub(crate) async fn synchronize(
             Ok(done) => done,
             // What earlier steps applied is committed: a poll that fails part-way reports it
             // with the error (a baseline applied before the Change List failed is no "fetched 0").
-            Err(e) if made_progress(&report) => {
+            Err(e) if report.progressed() => {
                 report.error = Some(crate::error::chain(&e).to_string());
                 return Ok(report);
             }
@@ -211,10 +211,6 @@ async fn capabilities(
 }
 
 /// Whether the steps so far changed the store or fetched anything.
-fn made_progress(r: &SourceReport) -> bool {
-    r.fetched + r.created + r.updated + r.deleted + r.unchanged > 0
-}
-
 /// Adds a later part of a poll to its report.
 fn merge(into: &mut SourceReport, r: SourceReport) {
     into.fetched += r.fetched;

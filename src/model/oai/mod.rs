@@ -13,6 +13,7 @@
 //!   provenance names the origin).
 
 mod dates;
+mod objects;
 mod read;
 mod repair;
 mod stored;
@@ -20,12 +21,30 @@ mod stored;
 mod tests;
 
 pub use dates::Granularity;
+pub use objects::{DC_NS, object_urls};
 pub use read::{OaiReadError, read_response};
 pub use repair::repair;
 pub use stored::{Origin, StoredRecord, read_stored};
 
 /// The OAI-PMH namespace.
 pub const OAI_NS: &str = "http://www.openarchives.org/OAI/2.0/";
+
+/// A stored record (the standalone document of [`OaiRecord::document`]) read back: its
+/// header, for provenance. The same reader as for responses, around an envelope, so a record
+/// reads back as it was read. `None` when `document` is not such a record.
+pub fn read_record(document: &[u8]) -> Option<OaiRecord> {
+    let body = match document.strip_prefix(b"<?xml") {
+        Some(rest) => &rest[memchr::memmem::find(rest, b"?>")? + 2..],
+        None => document,
+    };
+    let mut wrapped = Vec::with_capacity(body.len() + 160);
+    wrapped.extend_from_slice(b"<OAI-PMH xmlns=\"");
+    wrapped.extend_from_slice(OAI_NS.as_bytes());
+    wrapped.extend_from_slice(b"\"><GetRecord>");
+    wrapped.extend_from_slice(body);
+    wrapped.extend_from_slice(b"</GetRecord></OAI-PMH>");
+    read_response(&wrapped, "stored record").ok()?.records.into_iter().next()
+}
 
 /// One response, whatever its verb: the parts a verb does not have stay empty.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -131,3 +131,13 @@ fn granularity_formats_and_overlaps() {
     assert_eq!(Granularity::of("2026-01-01"), Some(Granularity::Day));
     assert_eq!(Granularity::of("2026-01-01T00:00:00Z"), Some(Granularity::Seconds));
 }
+
+#[test]
+fn a_stored_record_reads_back() {
+    let page = br#"<?xml version="1.0"?><OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/"><responseDate>2026-01-01T00:00:00Z</responseDate><request>x</request><ListRecords><record><header><identifier>oai:x:1</identifier><datestamp>2025-02-03</datestamp><setSpec>a</setSpec><setSpec>b:c</setSpec></header><metadata><t xmlns="urn:t">One</t></metadata></record></ListRecords></OAI-PMH>"#;
+    let doc = &super::read_response(page, "p").unwrap().records[0].document;
+    let r = super::read_record(doc).expect("the stored document is a record");
+    assert_eq!((r.identifier.as_str(), r.datestamp.as_str()), ("oai:x:1", "2025-02-03"));
+    assert_eq!(r.set_specs, ["a", "b:c"]);
+    assert!(super::read_record(b"<html>no</html>").is_none());
+}

@@ -127,10 +127,15 @@ pub(crate) fn envelope(inner: &str) -> Vec<u8> {
 
 /// Identify with `granularity` and `deleted` (`persistent`, `no`…).
 pub(crate) fn identify(granularity: &str, deleted: &str) -> Vec<u8> {
+    identify_since(granularity, deleted, "2000-01-01")
+}
+
+/// [`identify`] with `earliestDatestamp` = `earliest`.
+pub(crate) fn identify_since(granularity: &str, deleted: &str, earliest: &str) -> Vec<u8> {
     envelope(&format!(
         "<Identify><repositoryName>Hostile</repositoryName><baseURL>http://x/oai</baseURL>\
          <protocolVersion>2.0</protocolVersion><adminEmail>ops@x</adminEmail>\
-         <earliestDatestamp>2000-01-01</earliestDatestamp><deletedRecord>{deleted}</deletedRecord>\
+         <earliestDatestamp>{earliest}</earliestDatestamp><deletedRecord>{deleted}</deletedRecord>\
          <granularity>{granularity}</granularity></Identify>"
     ))
 }

@@ -7,12 +7,14 @@
 //! hash changes when the record does and not with `responseDate`. `lastmod` is the datestamp;
 //! each `setSpec` becomes an `rs:ln rel="collection"` to the set's URI (standard §12.6) and
 //! the format a `describedby` to its namespace, both under the source's link policy.
-//! A record that arrives unchanged writes nothing and is no change event.
+//! A record that arrives unchanged writes nothing and is no change event. With
+//! `oai_objects`, the objects a record points to follow (`objects`).
 
 use std::collections::HashSet;
 
 use url::Url;
 
+use super::objects::{Wanted, harvest_objects, held_record, objects_of, orphans};
 use super::request::{get_record_url, set_url};
 use crate::config::{OaiSource, Source};
 use crate::harvest::commit::apply_blocking;
@@ -56,24 +58,75 @@ pub(super) async fn apply_page(
         seen.extend(named.iter().filter(|(_, _, r)| !r.deleted).map(|(u, _, _)| u.clone()));
     }
     let staged = store_documents(t, named).await?;
+    let objects: Vec<Vec<Url>> = staged
+        .iter()
+        .map(|s| match (&s.stored, t.oai.objects) {
+            (Some(_), true) => objects_of(t, &s.record.document, &s.upstream),
+            _ => Vec::new(),
+        })
+        .collect();
+    if let Some(seen) = seen {
+        seen.extend(objects.iter().flatten().filter_map(|o| t.ctx.naming.resource_url(&t.source.id, o)));
+    }
     let mut batch = Batch::new();
     let sets: Vec<&str> = t.sets.iter().map(String::as_str).collect();
-    for s in staged {
-        match s.stored {
+    for (s, objs) in staged.iter().zip(&objects) {
+        match &s.stored {
             Some(info) => {
                 report.bytes += s.record.document.len() as u64;
-                batch.upsert(&sets, new_record(t, s.uri, &s.upstream, &s.record, &info));
+                batch.upsert(&sets, new_record(t, s.uri.clone(), &s.upstream, &s.record, info, objs));
             }
             None if t.source.settings.deletes => {
+                if t.oai.objects
+                    && let Some(held) = held_record(t, &s.uri).await?
+                {
+                    for orphan in orphans(t, &held, s.upstream.as_str()).await? {
+                        batch.delete(&sets, &orphan);
+                    }
+                }
                 batch.delete(&sets, &s.uri);
             }
             None => {}
         }
     }
-    if !batch.is_empty() {
-        count(t, &apply_blocking(&t.ctx.store, batch).await?, report);
+    if batch.is_empty() {
+        return Ok(());
+    }
+    let applied = apply_blocking(&t.ctx.store, batch).await?;
+    count(t, &applied, report);
+    if t.oai.objects {
+        let wanted = wanted_objects(t, &staged, &objects, &applied).await?;
+        harvest_objects(t, wanted, report).await?;
     }
     Ok(())
+}
+
+/// The objects to fetch: those of records new or changed in `applied`, and those not held.
+async fn wanted_objects(
+    t: &Target<'_>,
+    staged: &[Staged],
+    objects: &[Vec<Url>],
+    applied: &Applied,
+) -> Result<Vec<Wanted>, HarvestError> {
+    let changed: HashSet<&str> = applied
+        .ops
+        .iter()
+        .filter(|o| matches!(o.outcome, Outcome::Created | Outcome::Updated))
+        .map(|o| o.uri.as_str())
+        .collect();
+    let mut wanted = Vec::new();
+    for (s, objs) in staged.iter().zip(objects) {
+        for o in objs {
+            let want = changed.contains(s.uri.as_str()) || {
+                let uri = t.ctx.naming.resource_url(&t.source.id, o).unwrap_or_default();
+                held_record(t, &uri).await?.is_none_or(|r| r.is_deleted())
+            };
+            if want {
+                wanted.push(Wanted { object: o.clone(), record: s.upstream.to_string() });
+            }
+        }
+    }
+    Ok(wanted)
 }
 
 /// Tributary's URI and the GetRecord URL of every record; records without an identifier are
@@ -115,7 +168,14 @@ async fn store_documents(t: &Target<'_>, named: Vec<(String, Url, OaiRecord)>) -
     Ok(staged)
 }
 
-fn new_record(t: &Target<'_>, uri: String, upstream: &Url, r: &OaiRecord, info: &BlobInfo) -> NewRecord {
+fn new_record(
+    t: &Target<'_>,
+    uri: String,
+    upstream: &Url,
+    r: &OaiRecord,
+    info: &BlobInfo,
+    objects: &[Url],
+) -> NewRecord {
     let lastmod = r.datestamp.parse::<W3cDateTime>().ok();
     let mut links: Vec<Link> = r
         .set_specs
@@ -125,6 +185,7 @@ fn new_record(t: &Target<'_>, uri: String, upstream: &Url, r: &OaiRecord, info: 
     if !t.format_uri.is_empty() {
         links.push(Link::new("describedby", t.format_uri));
     }
+    links.extend(objects.iter().map(|o| Link::new("describes", o.as_str())));
     let listing = Listing {
         origin: super::origin::origin(&r.document, &t.oai.metadata_prefix, upstream),
         declared: Default::default(),
@@ -137,7 +198,7 @@ fn new_record(t: &Target<'_>, uri: String, upstream: &Url, r: &OaiRecord, info: 
     NewRecord { uri, source: t.source.id.clone(), upstream: upstream.to_string(), sha256: info.id, listing }
 }
 
-fn count(t: &Target<'_>, applied: &Applied, report: &mut SourceReport) {
+pub(super) fn count(t: &Target<'_>, applied: &Applied, report: &mut SourceReport) {
     for op in &applied.ops {
         let outcome = match op.outcome {
             Outcome::Created => {

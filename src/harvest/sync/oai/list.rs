@@ -39,6 +39,8 @@ pub(super) struct ListArgs {
     pub(super) prefix: String,
     pub(super) set: Option<String>,
     pub(super) from: Option<String>,
+    /// Set only when the range is walked in windows (`window`).
+    pub(super) until: Option<String>,
 }
 
 /// One page of records.
@@ -119,6 +121,9 @@ impl<'a> Lister<'a> {
                 if let Some(f) = &self.args.from {
                     args.push(("from", f));
                 }
+                if let Some(u) = &self.args.until {
+                    args.push(("until", u));
+                }
                 if let Some(s) = &self.args.set {
                     args.push(("set", s));
                 }
@@ -161,6 +166,11 @@ impl<'a> Lister<'a> {
         }
         self.token = Some(next);
         Ok(())
+    }
+
+    /// Whether no page has come yet: an error now concerns the list's range, not a token.
+    pub(super) fn at_start(&self) -> bool {
+        self.token.is_none() && self.restarts == 0
     }
 
     fn looping(&self, why: String) -> OaiHarvestError {

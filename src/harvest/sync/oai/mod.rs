@@ -9,7 +9,9 @@
 //! 3. ListRecords (`list`), one list per configured set or one for the whole repository. The
 //!    first poll lists everything; later polls send `from` = the previous complete harvest's
 //!    first `responseDate` less [`OVERLAP`], in the repository's granularity — never the newest
-//!    datestamp seen, as lists are not in date order (vufindharvest PR #8).
+//!    datestamp seen, as lists are not in date order (vufindharvest PR #8). A repository
+//!    that refuses the range is asked in windows (`window`), from `earliestDatestamp` when
+//!    there is no `from`.
 //! 4. Each page is applied as it arrives (`apply`) and stays applied whatever happens later.
 //!    Only when every list ended does the position move; a list that failed leaves it, so the
 //!    next poll reads the range again, and the report shows both what was applied and why the
@@ -22,15 +24,18 @@
 
 mod apply;
 mod list;
+mod objects;
 mod origin;
 mod request;
+mod window;
 
 use std::collections::HashSet;
 use std::time::Duration;
 
 use self::apply::{Target, apply_page};
-use self::list::{ListArgs, Lister};
+use self::list::{ListArgs, Lister, Page};
 use self::request::{call_ok, verb_url};
+use self::window::refused;
 use crate::config::{OaiSource, Source};
 use crate::harvest::commit::apply_blocking;
 use crate::harvest::ctx::{Ctx, HarvestError};
@@ -69,17 +74,17 @@ pub(crate) async fn harvest_oai(
         true => None,
         false => os.response_date.as_deref().and_then(|d| d.parse().ok()).map(|d| granularity.from_after(&d, OVERLAP)),
     };
-    let format_uri = if os.metadata_namespace.is_empty() { &os.metadata_schema } else { &os.metadata_namespace };
-    let target = Target { ctx, source, oai, sets, format_uri };
+    let format_uri =
+        if os.metadata_namespace.is_empty() { os.metadata_schema.clone() } else { os.metadata_namespace.clone() };
+    let target = Target { ctx, source, oai, sets, format_uri: &format_uri };
     let mut report = SourceReport::new(&source.id);
     let mut seen = full.then(HashSet::new);
     let lists: Vec<Option<String>> =
         if oai.sets.is_empty() { vec![None] } else { oai.sets.iter().cloned().map(Some).collect() };
     let mut first_date = None;
     for set in lists {
-        let args = ListArgs { prefix: oai.metadata_prefix.clone(), set, from: from.clone() };
-        tracing::info!(source.id = %source.id, set = ?args.set, from = ?args.from, "OAI-PMH ListRecords");
-        match read_list(&target, args, &mut seen, &mut report).await? {
+        tracing::info!(source.id = %source.id, set = ?set, from = ?from, "OAI-PMH ListRecords");
+        match read_set(&target, set, from.as_deref(), granularity, &mut os, &mut seen, &mut report).await? {
             Ok(date) => first_date = first_date.or(date),
             Err(e) => {
                 tracing::warn!(source.id = %source.id, error = %crate::error::chain(&e), "OAI-PMH list failed");
@@ -157,31 +162,94 @@ fn full_list_due(os: &OaiState, relist: Duration, now: &W3cDateTime) -> bool {
     os.full_list_at.is_none_or(|at| now.unix_timestamp().saturating_sub(at.unix_timestamp()) >= relist)
 }
 
+/// One set (or the whole repository) from `from` on: one list, or, once the repository has
+/// refused a range, consecutive windows (`window`); the first `responseDate`. A refused range
+/// is asked again in halves, and the size that worked is kept in `os` for the next polls.
+/// Errors as for [`read_list`].
+async fn read_set(
+    t: &Target<'_>,
+    set: Option<String>,
+    from: Option<&str>,
+    g: Granularity,
+    os: &mut OaiState,
+    seen: &mut Option<HashSet<String>>,
+    report: &mut SourceReport,
+) -> Result<Result<Option<String>, OaiHarvestError>, HarvestError> {
+    let now = W3cDateTime::now().unix_timestamp();
+    // The lower bound of a baseline is the repository's earliestDatestamp.
+    let mut start = window::start_of(from.unwrap_or(&os.earliest_datestamp), g);
+    let mut first = None;
+    // Bounded: each round moves `start` on by a window, or halves the window down to the floor.
+    loop {
+        let size = os.window_secs.map(|w| i64::try_from(w).unwrap_or(i64::MAX));
+        let (wfrom, until) = match (size, start) {
+            (Some(w), Some(s)) => window::window(s, w, now, g),
+            _ => (from.map(str::to_owned).unwrap_or_default(), None),
+        };
+        let wfrom = Some(wfrom).filter(|f| !f.is_empty());
+        let windowed = until.is_some();
+        let args = ListArgs { prefix: t.oai.metadata_prefix.clone(), set: set.clone(), from: wfrom, until };
+        match read_list(t, args, seen, report).await? {
+            Ok(date) => {
+                first = first.or(date);
+                match (windowed, size, start) {
+                    (true, Some(w), Some(s)) => start = Some(s.saturating_add(w)),
+                    _ => return Ok(Ok(first)),
+                }
+            }
+            Err((e, true)) if refused(&e) => {
+                let Some(half) = start.and_then(|s| window::halve(size.unwrap_or(now - s), g)) else {
+                    return Ok(Err(e));
+                };
+                tracing::warn!(source.id = %t.source.id, window_secs = half, error = %crate::error::chain(&e),
+                    "the repository refused the range; asking in smaller windows");
+                os.window_secs = u64::try_from(half).ok();
+            }
+            Err((e, _)) => return Ok(Err(e)),
+        }
+    }
+}
+
 /// Reads one list to its end, applying each page; the list's first `responseDate`. The outer
-/// error ends the poll (the store failed); the inner one ends only the list.
+/// error ends the poll (the store failed); the inner one ends only the list, and says whether
+/// it came before any page (so concerns the list's range).
 async fn read_list(
     t: &Target<'_>,
     args: ListArgs,
     seen: &mut Option<HashSet<String>>,
     report: &mut SourceReport,
-) -> Result<Result<Option<String>, OaiHarvestError>, HarvestError> {
+) -> Result<Result<Option<String>, (OaiHarvestError, bool)>, HarvestError> {
     let mut lister = Lister::new(t.ctx, t.source, &t.oai.base, args);
+    // The page in hand is applied while the next is fetched and read: a list is a chain of
+    // tokens, so this overlap is all the concurrency it allows, and it hides the store's sync
+    // per page behind the repository's response time (docs/BENCHMARKS.md, "OAI-PMH").
+    let mut in_hand: Option<Page> = None;
     // Bounded by the lister's request cap.
     loop {
         if *t.ctx.shutdown.borrow() {
+            if let Some(page) = in_hand.take() {
+                apply_page(t, page.records, seen, report).await?;
+            }
             report.interrupted = true;
-            return Ok(Err(OaiHarvestError::Loop { why: "shutdown".into(), requests: 0 }));
+            return Ok(Err((OaiHarvestError::Loop { why: "shutdown".into(), requests: 0 }, false)));
         }
-        let page = match lister.next_page().await {
-            Ok(Some(page)) => page,
-            Ok(None) => return Ok(Ok(lister.response_date.take())),
-            Err(e) => return Ok(Err(e)),
+        let at_start = lister.at_start();
+        let (next, applied) = match in_hand.take() {
+            Some(page) => tokio::join!(lister.next_page(), apply_page(t, page.records, seen, report)),
+            None => (lister.next_page().await, Ok(())),
         };
-        if page.repaired > 0 {
-            tracing::warn!(source.id = %t.source.id, repaired = page.repaired,
-                "characters XML forbids were repaired in a ListRecords page");
+        applied?;
+        match next {
+            Ok(Some(page)) => {
+                if page.repaired > 0 {
+                    tracing::warn!(source.id = %t.source.id, repaired = page.repaired,
+                        "characters XML forbids were repaired in a ListRecords page");
+                }
+                in_hand = Some(page);
+            }
+            Ok(None) => return Ok(Ok(lister.response_date.take())),
+            Err(e) => return Ok(Err((e, at_start))),
         }
-        apply_page(t, page.records, seen, report).await?;
     }
 }
 

@@ -4,7 +4,7 @@
 # against nginx serving the same pages pre-rendered as static files, in the same run. Prints
 # each run, the medians and the ratio, and the RSS the server added while serving a list.
 #
-#   scripts/bench-oai.sh [RECORDS] [RUNS]
+#   scripts/bench-oai-serve.sh [RECORDS] [RUNS]
 #
 # Environment: PAGE (records per page, default 500, the endpoint's default), PORT (18090),
 # PROFILE (cargo profile of the server, default release), CACHE_MB (store cache, default 128).
