@@ -30,10 +30,11 @@ mod request;
 mod window;
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use self::apply::{Target, apply_page};
-use self::list::{ListArgs, Lister, Page};
+use self::list::{ListArgs, Lister};
 use self::request::{call_ok, verb_url};
 use self::window::refused;
 use crate::config::{OaiSource, Source};
@@ -42,7 +43,7 @@ use crate::harvest::ctx::{Ctx, HarvestError};
 use crate::harvest::oai_error::OaiHarvestError;
 use crate::harvest::report::SourceReport;
 use crate::model::W3cDateTime;
-use crate::model::oai::Granularity;
+use crate::model::oai::{Granularity, OaiRecord};
 use crate::store::{Batch, OaiState, SourceState};
 
 /// Subtracted from the previous `responseDate` for the next `from`: records stamped just
@@ -97,7 +98,7 @@ pub(crate) async fn harvest_oai(
     if report.error.is_none() {
         report.complete = true;
         os.response_date = Some(first_date.unwrap_or_else(|| started.to_string()));
-        if let Some(seen) = &seen {
+        if let Some(seen) = seen {
             os.full_list_at = Some(started);
             deletions(&target, seen, &mut batch).await?;
         }
@@ -210,9 +211,24 @@ async fn read_set(
     }
 }
 
-/// Reads one list to its end, applying each page; the list's first `responseDate`. The outer
+/// Records a store batch grows to while the batch before it commits. A batch holds whatever
+/// pages arrived during the previous commit, at least one: the committer's group commit
+/// (`harvest::commit`), so a store slower than the repository pays its fixed costs per
+/// commit — the syncs of the pack and the journal above all — once per several pages, and one
+/// as fast as the repository still commits page by page.
+const MAX_GROUP: usize = 2_000;
+
+/// Reads one list to its end, applying its pages; the list's first `responseDate`. The outer
 /// error ends the poll (the store failed); the inner one ends only the list, and says whether
 /// it came before any page (so concerns the list's range).
+///
+/// Pages are applied while the next ones are fetched and read: a list is a chain of tokens, so
+/// this overlap is all the concurrency it allows. Each round commits the records in hand as one
+/// batch while fetching pages until that commit is done (and one page after, as a fetch is
+/// never abandoned halfway), or [`MAX_GROUP`] records are waiting; the next round commits
+/// those. Whatever was read before the list ends or fails is applied before this returns, and
+/// every batch is durable when its apply returns, so the caller moves the source's position
+/// only over committed records.
 async fn read_list(
     t: &Target<'_>,
     args: ListArgs,
@@ -220,49 +236,98 @@ async fn read_list(
     report: &mut SourceReport,
 ) -> Result<Result<Option<String>, (OaiHarvestError, bool)>, HarvestError> {
     let mut lister = Lister::new(t.ctx, t.source, &t.oai.base, args);
-    // The page in hand is applied while the next is fetched and read: a list is a chain of
-    // tokens, so this overlap is all the concurrency it allows, and it hides the store's sync
-    // per page behind the repository's response time (docs/BENCHMARKS.md, "OAI-PMH").
-    let mut in_hand: Option<Page> = None;
-    // Bounded by the lister's request cap.
+    let mut in_hand: Vec<OaiRecord> = Vec::new();
+    // Bounded by the lister's request cap: every round fetches at least one page.
     loop {
         if *t.ctx.shutdown.borrow() {
-            if let Some(page) = in_hand.take() {
-                apply_page(t, page.records, seen, report).await?;
+            if !in_hand.is_empty() {
+                apply_page(t, in_hand, seen, report).await?;
             }
             report.interrupted = true;
             return Ok(Err((OaiHarvestError::Loop { why: "shutdown".into(), requests: 0 }, false)));
         }
-        let at_start = lister.at_start();
-        let (next, applied) = match in_hand.take() {
-            Some(page) => tokio::join!(lister.next_page(), apply_page(t, page.records, seen, report)),
-            None => (lister.next_page().await, Ok(())),
+        let batch = std::mem::take(&mut in_hand);
+        let committed = AtomicBool::new(batch.is_empty());
+        let fetch = fetch_pages(t, &mut lister, &committed);
+        let apply = async {
+            let applied = match batch.is_empty() {
+                true => Ok(()),
+                false => apply_page(t, batch, seen, report).await,
+            };
+            committed.store(true, Ordering::Release);
+            applied
         };
+        let ((records, end), applied) = tokio::join!(fetch, apply);
         applied?;
-        match next {
+        in_hand = records;
+        if let Some(end) = end {
+            if !in_hand.is_empty() {
+                apply_page(t, in_hand, seen, report).await?;
+            }
+            return Ok(end);
+        }
+    }
+}
+
+/// The end of a list, as [`read_list`] returns it.
+type ListEnd = Result<Option<String>, (OaiHarvestError, bool)>;
+
+/// Fetches pages until `committed` is set (checked after each page), [`MAX_GROUP`] records
+/// are in hand, a shutdown is asked for, or the list ends; their records, and the list's end if
+/// it came.
+async fn fetch_pages(
+    t: &Target<'_>,
+    lister: &mut Lister<'_>,
+    committed: &AtomicBool,
+) -> (Vec<OaiRecord>, Option<ListEnd>) {
+    let mut records = Vec::new();
+    // Bounded by the lister's request cap.
+    loop {
+        let at_start = lister.at_start();
+        match lister.next_page().await {
             Ok(Some(page)) => {
                 if page.repaired > 0 {
                     tracing::warn!(source.id = %t.source.id, repaired = page.repaired,
                         "characters XML forbids were repaired in a ListRecords page");
                 }
-                in_hand = Some(page);
+                if records.is_empty() {
+                    records = page.records;
+                } else {
+                    records.extend(page.records);
+                }
             }
-            Ok(None) => return Ok(Ok(lister.response_date.take())),
-            Err(e) => return Ok(Err((e, at_start))),
+            Ok(None) => return (records, Some(Ok(lister.response_date.take()))),
+            Err(e) => return (records, Some(Err((e, at_start)))),
+        }
+        if committed.load(Ordering::Acquire) || records.len() >= MAX_GROUP || *t.ctx.shutdown.borrow() {
+            return (records, None);
         }
     }
 }
 
 /// After a complete full list: the records held but no longer listed, deleted (unless
-/// `deletes = false`).
-async fn deletions(t: &Target<'_>, seen: &HashSet<String>, batch: &mut Batch) -> Result<(), HarvestError> {
+/// `deletes = false`). The held records are read undecoded, only their URI and whether they
+/// are deleted, and only the unlisted ones are kept: after a baseline that is every record.
+async fn deletions(t: &Target<'_>, seen: HashSet<String>, batch: &mut Batch) -> Result<(), HarvestError> {
     if !t.source.settings.deletes {
         return Ok(());
     }
-    let prefix = t.ctx.naming.resource_prefix(&t.source.id);
-    let held = super::baseline::load_held(&t.ctx.store, &prefix).await?;
+    let (store, prefix) = (t.ctx.store.clone(), t.ctx.naming.resource_prefix(&t.source.id));
+    let gone = tokio::task::spawn_blocking(move || {
+        let mut gone = Vec::new();
+        for raw in store.raw_records_in_range(&prefix, "", None) {
+            let raw = raw?;
+            let view = raw.view()?;
+            if !view.is_deleted() && !seen.contains(view.uri) {
+                gone.push(view.uri.to_owned());
+            }
+        }
+        Ok::<_, crate::store::StoreError>(gone)
+    })
+    .await
+    .map_err(crate::harvest::ctx::join_error)??;
     let sets: Vec<&str> = t.sets.iter().map(String::as_str).collect();
-    for uri in held.keys().filter(|u| !seen.contains(*u)) {
+    for uri in &gone {
         batch.delete(&sets, uri);
     }
     Ok(())
