@@ -1,4 +1,4 @@
-"""The client of scripts/bench-oai.sh: pages through a whole ListRecords over one keep-alive
+"""The client of scripts/bench-oai-serve.sh: pages through a whole ListRecords over one keep-alive
 connection, as a harvester does, and prints bytes, seconds, pages and records as JSON.
 
   bench-oai-client.py oai HOST PORT PATH [SAVE_DIR]   follow resumption tokens from PATH?verb=…
