@@ -4,7 +4,9 @@
 //! ```text
 //! oai_bench <store dir> <base URL> <listen addr> <page size>
 //! ```
-//! Serves until stdin closes. `CACHE_MB` sets the store's page cache (default 128).
+//! Serves until stdin closes. `CACHE_MB` sets the store's page cache (default 128). With
+//! `CACHE_STAT` set to a path, the bytes the store's block cache holds are written there
+//! every 100 ms (the script tells the bounded cache filling from other growth).
 
 /// The allocator the `tributary` binary uses, so the server measured here is the shipped one.
 #[global_allocator]
@@ -34,6 +36,20 @@ fn main() -> Result<(), Box<dyn Error>> {
         options.cache_capacity = mb << 20;
     }
     let store = Store::open_with(dir.as_ref(), &options)?;
+    if let Some(path) = std::env::var_os("CACHE_STAT") {
+        let store = store.clone();
+        std::thread::spawn(move || {
+            // Until the process ends.
+            loop {
+                let mut tmp = path.clone();
+                tmp.push(".tmp");
+                if std::fs::write(&tmp, store.cache_bytes().to_string()).is_ok() {
+                    let _ = std::fs::rename(&tmp, &path);
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+    }
     let naming = Naming::new(&Url::parse(base)?);
     let state =
         WebState::new(store, naming, vec![SetConfig::source("bench")], LinkPolicies::default(), Limits::default())?;

@@ -10,7 +10,8 @@
 # PROFILE (cargo profile of the server, default release), CACHE_MB (store cache, default 128).
 # The store is filled once per invocation (examples/publish_bench.rs `fill`: 2 KiB bitstreams,
 # one `created` event each, as the harvester writes them) in a temporary directory; the first
-# Tributary run saves its pages for nginx.
+# Tributary run saves its pages for nginx. The RSS growth of each run is shown with how much of
+# it is the store's block cache filling (bounded by CACHE_MB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-1000000}
@@ -35,11 +36,12 @@ echo "filling a store with $n records of 2 KiB ..."
 /usr/bin/time -f "fill: %e s" "$dir/publish_bench" fill "$work/store" "$base" "$n" 2048
 
 mkfifo "$work/stdin"
-"$dir/oai_bench" "$work/store" "$base" "127.0.0.1:$port" "$page" < "$work/stdin" &
+CACHE_STAT="$work/cache" "$dir/oai_bench" "$work/store" "$base" "127.0.0.1:$port" "$page" < "$work/stdin" &
 server=$!
 exec 3> "$work/stdin"   # the server runs until this closes
 for _ in $(seq 100); do curl -sf -o /dev/null "${base}oai?verb=Identify" && break; sleep 0.1; done
 rss() { awk '/VmRSS/ {print $2}' "/proc/$server/status"; }
+cache() { local b; b=$(cat "$work/cache" 2>/dev/null); echo "${b:-0}"; }   # bytes in the store's block cache
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 mkdir -p "$work/nginx/html" "$work/nginx/logs"
@@ -54,14 +56,16 @@ CONF
 
 client() { python3 scripts/bench-oai-client.py "$@"; }
 field() { python3 -c "import json,sys; print(json.loads(sys.argv[1])['$1'])" "$2"; }
-ours=(); theirs=(); ratios=(); grew=()
+ours=(); theirs=(); ratios=(); grew=(); cached=()
 for i in $(seq "$runs"); do
-  before=$(rss); peak=$before
+  before=$(rss); peak=$before; cache0=$(cache)
   save=""; [ "$i" = 1 ] && save="$work/nginx/html"
   client oai 127.0.0.1 "$port" /oai $save > "$work/out" &
   c=$!
   while kill -0 "$c" 2>/dev/null; do r=$(rss); [ "$r" -gt "$peak" ] && peak=$r; sleep 0.2; done
   wait "$c"
+  sleep 0.2   # the cache figure is written every 100 ms
+  dcache=$(( ($(cache) - cache0) / 1048576 ))
   t=$(cat "$work/out")
   if [ "$i" = 1 ]; then
     pages=$(field pages "$t")
@@ -72,9 +76,9 @@ for i in $(seq "$runs"); do
   s=$(client static 127.0.0.1 $((port + 1)) "$pages")
   tb=$(field bytes_per_s "$t"); sb=$(field bytes_per_s "$s")
   ratio=$(python3 -c "print(round($tb / $sb, 3))")
-  ours+=("$tb"); theirs+=("$sb"); ratios+=("$ratio"); grew+=($(( (peak - before) / 1024 )))
+  ours+=("$tb"); theirs+=("$sb"); ratios+=("$ratio"); grew+=($(( (peak - before) / 1024 ))); cached+=("$dcache")
   echo "run $i: tributary $t"
   echo "run $i: nginx     $s"
-  echo "run $i: ratio $ratio, server RSS +$(( (peak - before) / 1024 )) MiB while serving (start $((before / 1024)) MiB)"
+  echo "run $i: ratio $ratio, server RSS +$(( (peak - before) / 1024 )) MiB while serving (start $((before / 1024)) MiB), of which the store's block cache +$dcache MiB (now $(( $(cache) / 1048576 )) MiB)"
 done
-echo "median: tributary $(median "${ours[@]}") B/s, nginx $(median "${theirs[@]}") B/s, ratio $(median "${ratios[@]}"), RSS growth $(median "${grew[@]}") MiB (max $(printf '%s\n' "${grew[@]}" | sort -g | tail -1))"
+echo "median: tributary $(median "${ours[@]}") B/s, nginx $(median "${theirs[@]}") B/s, ratio $(median "${ratios[@]}"), RSS growth $(median "${grew[@]}") MiB (max $(printf '%s\n' "${grew[@]}" | sort -g | tail -1)), block cache growth per run: ${cached[*]} MiB"

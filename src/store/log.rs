@@ -59,6 +59,119 @@ pub struct Event {
     pub prev: Option<u64>,
 }
 
+/// An [`Event`] read without copying: strings borrow from the stored chunk and the datetime
+/// stays in its stored W3C text. For readers that go through many events and need few of
+/// their fields (OAI-PMH lists); see [`EventIter::next_view`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct EventView<'a> {
+    /// Position in the set's log.
+    pub seq: u64,
+    /// Tributary's URI of the resource.
+    pub uri: &'a str,
+    /// created / updated / deleted.
+    #[serde(with = "change_code")]
+    pub change: Change,
+    /// When Tributary incorporated the change, as stored W3C text.
+    pub datetime: &'a str,
+    /// The content's sha-256 (for a deletion, the last content's).
+    pub sha256: BlobId,
+    /// The content's md5 (hex), when known.
+    pub md5: Option<&'a str>,
+    /// Length in bytes.
+    pub length: u64,
+    /// Media type.
+    pub media_type: Option<&'a str>,
+    /// The origin URI.
+    pub origin: &'a str,
+    /// `via` link attributes.
+    #[serde(borrow)]
+    pub via: ViaRef<'a>,
+    /// The source id.
+    pub source: &'a str,
+    /// The seq of the same resource's previous event in this set, if any.
+    pub prev: Option<u64>,
+}
+
+/// The `via` attributes of an [`EventView`], borrowed.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct ViaRef<'a> {
+    /// `modified`, as W3C text.
+    pub modified: Option<&'a str>,
+    /// `hash` as `(algorithm, value)`.
+    #[serde(borrow)]
+    pub hash: Vec<(&'a str, &'a str)>,
+    /// `length`
+    pub length: Option<u64>,
+    /// `type`
+    pub media_type: Option<&'a str>,
+}
+
+impl EventView<'_> {
+    /// The event's datetime, parsed.
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] when the stored text is not a W3C datetime.
+    pub fn datetime(&self) -> Result<W3cDateTime, StoreError> {
+        self.datetime.parse().map_err(|e| StoreError::corrupt("event", e))
+    }
+}
+
+/// An event read for its `prev` alone: the other fields are stepped over as bytes (postcard
+/// writes a string as its bytes), with no UTF-8 check, no datetime parse and no allocation.
+#[derive(Deserialize)]
+struct PrevOnly<'a> {
+    _seq: u64,
+    #[serde(borrow)]
+    _uri: &'a [u8],
+    _change: u8,
+    #[serde(borrow)]
+    _datetime: &'a [u8],
+    _sha256: BlobId,
+    #[serde(borrow)]
+    _md5: Option<&'a [u8]>,
+    _length: u64,
+    #[serde(borrow)]
+    _media_type: Option<&'a [u8]>,
+    #[serde(borrow)]
+    _origin: &'a [u8],
+    #[serde(borrow)]
+    _via: SkipVia<'a>,
+    #[serde(borrow)]
+    _source: &'a [u8],
+    prev: Option<u64>,
+}
+
+/// [`Via`], stepped over.
+#[derive(Deserialize)]
+struct SkipVia<'a> {
+    #[serde(borrow)]
+    _modified: Option<&'a [u8]>,
+    _hash: SkipPairs,
+    _length: Option<u64>,
+    #[serde(borrow)]
+    _media_type: Option<&'a [u8]>,
+}
+
+/// A sequence of string pairs, stepped over.
+struct SkipPairs;
+
+impl<'de> Deserialize<'de> for SkipPairs {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = SkipPairs;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a sequence of string pairs")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<SkipPairs, A::Error> {
+                while seq.next_element::<(&'de [u8], &'de [u8])>()?.is_some() {}
+                Ok(SkipPairs)
+            }
+        }
+        d.deserialize_seq(V)
+    }
+}
+
 /// An [`Event`] borrowed from the record it is about, for writing: encoded exactly as the
 /// owned one (serde writes `&str` as `String`), without cloning the record's fields per set.
 #[derive(Serialize)]
@@ -500,6 +613,60 @@ impl EventIter {
     }
 }
 
+impl EventIter {
+    /// The next event, borrowed from the chunk being read (see [`EventView`]): as
+    /// [`Iterator::next`] without decoding into owned values.
+    ///
+    /// # Errors
+    /// As [`Iterator::next`].
+    pub fn next_view(&mut self) -> Option<Result<EventView<'_>, StoreError>> {
+        let (_, range) = match self.next_raw()? {
+            Ok(r) => r,
+            Err(e) => return Some(Err(e)),
+        };
+        if let Some(until) = self.until {
+            // Rare (Change Lists with `until`): decide on the parsed datetime first.
+            let value = &self.chunk.as_ref().expect("next_raw returned an event of this chunk").0;
+            let at = postcard::from_bytes::<EventView<'_>>(&value[range.clone()])
+                .map_err(|e| StoreError::corrupt("event", e))
+                .and_then(|v| v.datetime());
+            match at {
+                Ok(at) if at >= until => {
+                    self.stop();
+                    return None;
+                }
+                Ok(_) => {}
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        let value = &self.chunk.as_ref().expect("next_raw returned an event of this chunk").0;
+        Some(postcard::from_bytes(&value[range]).map_err(|e| StoreError::corrupt("event", e)))
+    }
+}
+
+impl EventIter {
+    /// The `prev` of the next event, decoding nothing else (counting a list's resources reads
+    /// a whole log for it).
+    ///
+    /// # Errors
+    /// As [`Iterator::next`].
+    pub fn next_prev(&mut self) -> Option<Result<Option<u64>, StoreError>> {
+        if self.until.is_some() {
+            return self.next().map(|e| e.map(|e| e.prev));
+        }
+        let (_, range) = match self.next_raw()? {
+            Ok(r) => r,
+            Err(e) => return Some(Err(e)),
+        };
+        let value = &self.chunk.as_ref().expect("next_raw returned an event of this chunk").0;
+        Some(
+            postcard::from_bytes::<PrevOnly<'_>>(&value[range])
+                .map(|e| e.prev)
+                .map_err(|e| StoreError::corrupt("event", e)),
+        )
+    }
+}
+
 impl Iterator for EventIter {
     type Item = Result<Event, StoreError>;
 
@@ -574,6 +741,18 @@ mod tests {
             let (a, b) = (postcard::to_allocvec(&owned).unwrap(), postcard::to_allocvec(&borrowed).unwrap());
             assert_eq!(a, b);
             assert_eq!(postcard::from_bytes::<Event>(&b).unwrap(), owned);
+            let view: EventView<'_> = postcard::from_bytes(&b).unwrap();
+            assert_eq!(
+                (view.seq, view.uri, view.change, view.prev),
+                (owned.seq, owned.uri.as_str(), owned.change, owned.prev)
+            );
+            assert_eq!(view.datetime().unwrap(), owned.datetime);
+            assert_eq!(
+                (view.md5, view.media_type, view.source),
+                (owned.md5.as_deref(), owned.media_type.as_deref(), "a")
+            );
+            assert_eq!(view.via.hash.len(), owned.via.hash.0.len());
+            assert_eq!(postcard::from_bytes::<PrevOnly<'_>>(&b).unwrap().prev, owned.prev);
         }
     }
 }

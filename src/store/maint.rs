@@ -71,6 +71,12 @@ impl Store {
         Ok(stats)
     }
 
+    /// The bytes the database's block cache holds now (at most its capacity): how much of a
+    /// process's memory is that bounded cache, for benchmarks that measure memory.
+    pub fn cache_bytes(&self) -> u64 {
+        self.inner.db.fjall().cache_size()
+    }
+
     /// Writes every memtable out and waits, at most `limit`, until no flush or compaction is
     /// running or waiting; true when none is. Nothing needs this for correctness: it is for
     /// measuring a settled store (its size on disk, journals released) in benchmarks.

@@ -64,7 +64,7 @@ pub use failure::{Failure, FailureIter, NewFailure};
 pub use feeds::FeedItemIter;
 pub use hub_subscribers::HubSubscriber;
 pub use import::{ImportReport, import};
-pub use log::{Event, EventIter, SetInfo};
+pub use log::{Event, EventIter, EventView, SetInfo, ViaRef};
 pub use open::StoreOptions;
 pub use record::{Listing, NewRecord, Record, RecordIter, Via};
 pub use remote::{DEFAULT_GC_GRACE, PRESIGN_FOR, RemoteBlobs};

@@ -23,8 +23,7 @@ use super::token::{Token, logs_fingerprint};
 use super::write::{self, TokenElement};
 use super::{Answer, Fault, OaiProvider};
 use crate::model::{Change, W3cDateTime};
-use crate::publish::PublishError;
-use crate::store::{Event, Snapshot, StoreError};
+use crate::store::{RecordView, Snapshot, StoreError};
 
 /// Bytes buffered before they go to the client.
 const FLUSH: usize = 64 * 1024;
@@ -165,8 +164,9 @@ impl OaiProvider {
                 continue;
             }
             n += hi - lo + 1;
-            for e in snap.events_range(log, lo + 1, end)? {
-                if e?.prev.is_some_and(|p| (lo..=hi).contains(&p)) {
+            let mut events = snap.events_range(log, lo + 1, end)?;
+            while let Some(prev) = events.next_prev() {
+                if prev?.is_some_and(|p| (lo..=hi).contains(&p)) {
                     n -= 1;
                 }
             }
@@ -175,7 +175,8 @@ impl OaiProvider {
     }
 
     /// Writes the page's records from the token's position; the position of the next page,
-    /// if the list goes on.
+    /// if the list goes on. Each record is written straight into the response buffer and
+    /// taken back if it does not fit the page.
     fn walk(
         &self,
         snap: &Snapshot,
@@ -183,49 +184,48 @@ impl OaiProvider {
         logs: &[String],
         page: &mut Page<'_, '_>,
     ) -> Result<Option<(u32, u64)>, Answer> {
-        let mut item = Vec::with_capacity(4096);
+        let mut identifier = String::with_capacity(128);
         let mut bytes = 0usize;
         for (i, log) in logs.iter().enumerate().skip(token.log as usize) {
             let end = token.ends[i];
             let (lo, hi) = self.window(snap, token, log, end)?;
             let first = if i == token.log as usize { token.next.max(lo) } else { lo };
-            for e in snap.events_range(log, first, hi)? {
+            let mut events = snap.events_range(log, first, hi)?;
+            while let Some(e) = events.next_view() {
                 let e = e?;
-                item.clear();
-                if !self.emit(snap, log, &e, end, token, &mut item)? {
+                let Some(raw) = snap.raw_record(e.uri)? else { continue };
+                let v = raw.view()?;
+                if !emitted(snap, log, &v, e.seq, end)? {
+                    continue;
+                }
+                let ver = Version { deleted: e.change == Change::Deleted, datetime: e.datetime()?, sha256: e.sha256 };
+                self.identifier_into(&mut identifier, v.uri);
+                let (mark, was_started) = (page.buf.len(), page.started);
+                page.start();
+                let at = page.buf.len();
+                if !self.render(page.buf, &raw, &v, &identifier, &ver, &token.prefix, token.records)? {
+                    page.buf.truncate(mark);
+                    page.started = was_started;
                     continue;
                 }
                 let full = page.count >= u64::from(self.settings.page_size) || bytes >= self.settings.page_bytes;
                 if full {
+                    page.buf.truncate(mark);
                     return Ok(Some((u32::try_from(i).unwrap_or(u32::MAX), e.seq)));
                 }
-                bytes += item.len();
-                page.push(&item)?;
+                bytes += page.buf.len() - at;
+                page.pushed()?;
             }
         }
         Ok(None)
     }
+}
 
-    /// Renders the resource at event `e` into `item` if the list emits it there.
-    fn emit(
-        &self,
-        snap: &Snapshot,
-        log: &str,
-        e: &Event,
-        end: u64,
-        token: &Token,
-        item: &mut Vec<u8>,
-    ) -> Result<bool, PublishError> {
-        let Some(raw) = snap.raw_record(&e.uri)? else { return Ok(false) };
-        let v = raw.view()?;
-        let Some(&(_, head)) = v.heads.iter().find(|(s, _)| *s == log) else { return Ok(false) };
-        if latest_by(snap, log, head, end)? != e.seq {
-            return Ok(false);
-        }
-        let ver = Version { deleted: e.change == Change::Deleted, datetime: e.datetime, sha256: e.sha256 };
-        let identifier = self.identifier_of(v.uri);
-        self.render(item, &raw, &v, &identifier, &ver, &token.prefix, token.records)
-    }
+/// Whether the list emits the resource `v` at its event `seq`: its latest event at or before
+/// `end` is that one.
+fn emitted(snap: &Snapshot, log: &str, v: &RecordView<'_>, seq: u64, end: u64) -> Result<bool, StoreError> {
+    let Some(&(_, head)) = v.heads.iter().find(|(s, _)| *s == log) else { return Ok(false) };
+    Ok(latest_by(snap, log, head, end)? == seq)
 }
 
 /// The seq of the resource's latest event at or before `end`, from its latest event `head`:
@@ -256,13 +256,17 @@ struct Page<'a, 'b> {
 }
 
 impl Page<'_, '_> {
-    fn push(&mut self, item: &[u8]) -> Result<(), std::io::Error> {
+    /// Opens the envelope, before the first record.
+    fn start(&mut self) {
         if !self.started {
             self.started = true;
             write::open(self.buf, self.date, self.base_url, Some(self.pairs));
             self.buf.extend_from_slice(if self.records { b"<ListRecords>" } else { b"<ListIdentifiers>" });
         }
-        self.buf.extend_from_slice(item);
+    }
+
+    /// Counts the record just written, and sends what is buffered once there is enough.
+    fn pushed(&mut self) -> Result<(), std::io::Error> {
         self.count += 1;
         if self.buf.len() >= FLUSH {
             self.out.write_all(self.buf)?;

@@ -278,9 +278,14 @@ impl OaiProvider {
     }
 
     /// The identifier of a Tributary URI.
-    fn identifier_of(&self, uri: &str) -> String {
+    /// The OAI identifier of a resource, into a reused string.
+    fn identifier_into(&self, out: &mut String, uri: &str) {
         let rel = uri.strip_prefix(self.publisher.naming().base()).unwrap_or(uri);
-        format!("oai:{}:{rel}", self.settings.repository_identifier)
+        out.clear();
+        out.push_str("oai:");
+        out.push_str(&self.settings.repository_identifier);
+        out.push(':');
+        out.push_str(rel);
     }
 }
 

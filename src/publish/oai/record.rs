@@ -118,14 +118,24 @@ impl OaiProvider {
         if full && !ver.deleted && harvested.is_some_and(|h| h.prefix == prefix) && unreadable {
             return Ok(false);
         }
-        let datestamp = write::datestamp(&ver.datetime);
+        let (stamp, slow);
+        let datestamp = match write::Stamp::of(&ver.datetime) {
+            Some(s) => {
+                stamp = s;
+                stamp.as_str()
+            }
+            None => {
+                slow = write::datestamp(&ver.datetime);
+                slow.as_str()
+            }
+        };
         let sets = self.publisher.sets_of_source(v.source);
         if !full {
-            write::header(out, identifier, &datestamp, sets, ver.deleted);
+            write::header(out, identifier, datestamp, sets, ver.deleted);
             return Ok(true);
         }
         out.extend_from_slice(b"<record>");
-        write::header(out, identifier, &datestamp, sets, ver.deleted);
+        write::header(out, identifier, datestamp, sets, ver.deleted);
         if !ver.deleted {
             self.metadata(out, raw, v, ver, &content, harvested, prefix)?;
         }
