@@ -1,6 +1,5 @@
 //! Hostile clients against a real `tributary run` on 127.0.0.1 (issue 36): one trial (at
-//! least) for each defect the issue found, each a client doing what a stranger could; the one
-//! exception is named in the table.
+//! least) for each defect the issue found, each a client doing what a stranger could.
 //!
 //! | defect | module: trial |
 //! | --- | --- |
@@ -12,7 +11,7 @@
 //! | 6 callback bodies | `push`: oversized and trickled bodies, a flood of deliveries |
 //! | 7 signatures and replays | `push`: forged, unsigned, sha1, replayed, old-secret and after-the-lease deliveries |
 //! | 8 FeedSync cost | `feeds`: an item whose history and conflicts pass the caps |
-//! | 9 presigned redirects | not here: `store_s3::presign_redirects_a_full_get_to_the_bucket`, in process, beside the shared S3 server's one-at-a-time guard and helpers |
+//! | 9 presigned redirects | `bucket`: an HTML page and a text file in a real S3 bucket, followed through the `307`; a tampered override |
 //! | 10 proxies bypass the guard | `hub`: proxies in the environment, unused by the hub and the harvester; a configured one |
 //! | 11 an empty topic | `hub`: `tributary check` on a topic before any notification |
 //!
@@ -28,6 +27,7 @@ use axum::routing::get;
 use crate::support::net::{free_port, listen};
 use crate::support::service::Service;
 
+mod bucket;
 mod feeds;
 mod hub;
 mod push;
