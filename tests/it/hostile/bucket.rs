@@ -3,6 +3,10 @@
 //! bucket the protections Tributary itself would have sent (`attachment` for an HTML page,
 //! the recorded type) and cannot change the signed overrides.
 
+// The test holds the shared S3 server's one-at-a-time guard (a std mutex) for its whole run,
+// awaits included: it has a runtime of its own, so no other task waits on that thread.
+#![allow(clippy::await_holding_lock)]
+
 use std::sync::{Arc, OnceLock};
 
 use crate::support::net::free_port;
