@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use crate::support::harness::{Harness, UNLIMITED, config_text};
-use crate::support::oai::{Hostile, PyOai, Script, oai_error, ok, page, preamble, record};
+use crate::support::oai::{Hostile, PyOai, Script, get_record_url, oai_error, ok, page, preamble, record};
 
 /// A harness with one OAI-PMH source `a` at `base`, with `extra` lines.
 fn oai_source(base: &str, extra: &str) -> Harness {
@@ -19,16 +19,6 @@ fn oai_source(base: &str, extra: &str) -> Harness {
             config_text(dir, "", UNLIMITED, &[])
         )
     })
-}
-
-/// The GetRecord URL Tributary names a record by.
-fn get_record(base: &str, id: &str) -> String {
-    let mut u = url::Url::parse(base).unwrap();
-    u.query_pairs_mut()
-        .append_pair("verb", "GetRecord")
-        .append_pair("metadataPrefix", "oai_dc")
-        .append_pair("identifier", id);
-    u.to_string()
 }
 
 fn rec(id: &str, datestamp: &str, sets: &[&str], title: &str, deleted: bool) -> serde_json::Value {
@@ -76,7 +66,7 @@ async fn a_real_provider_baseline_then_changes_by_from() {
     assert!(first.error.is_none() && first.complete, "{first:?}");
     assert_eq!((first.created, first.fetched), (4, 4), "{first:?}");
     assert_eq!(h.live("a").len(), 4);
-    let upstream = get_record(&repo.base, "oai:t:1");
+    let upstream = get_record_url(&repo.base, "oai:t:1");
     let record = h.record("a", &upstream).expect("oai:t:1 is named by its GetRecord URL");
     assert_eq!(record.origin, upstream, "the origin, and so the via, is the GetRecord URL");
     let body = String::from_utf8(h.content("a", &upstream).unwrap()).unwrap();
@@ -118,7 +108,7 @@ async fn a_real_provider_baseline_then_changes_by_from() {
     .map(|(c, i)| ((*c).to_owned(), (*i).to_owned()))
     .collect();
     assert_eq!(log, expected);
-    let moved = h.record("a", &get_record(&repo.base, "oai:t:2")).unwrap();
+    let moved = h.record("a", &get_record_url(&repo.base, "oai:t:2")).unwrap();
     let collections: Vec<&str> =
         moved.links.iter().filter(|l| l.rel == "collection").map(|l| l.href.as_str()).collect();
     assert_eq!(collections.len(), 1, "{collections:?}");
@@ -126,7 +116,7 @@ async fn a_real_provider_baseline_then_changes_by_from() {
     assert!(moved.links.iter().any(|l| l.rel == "describedby" && l.href.ends_with("/oai_dc/")));
     // Provenance names the record as OAI-PMH does, from what is stored.
     let naming = tributary::naming::Naming::new(&h.config.aggregator.base_url);
-    let query = tributary::publish::provenance::Query::Uri(get_record(&repo.base, "oai:t:2"));
+    let query = tributary::publish::provenance::Query::Uri(get_record_url(&repo.base, "oai:t:2"));
     let p = tributary::publish::provenance::lookup(&h.store, &naming, &query).unwrap();
     let oai = p.resources[0].oai.clone().expect("an OAI-PMH record's provenance has its OAI part");
     assert_eq!((oai.identifier.as_str(), oai.repository.as_str()), ("oai:t:2", repo.base.as_str()));
@@ -153,7 +143,7 @@ async fn a_real_provider_sets_and_formats() {
     let r = h.pass_one().await;
     assert!(r.error.is_none(), "{r:?}");
     assert_eq!(h.live("a").len(), 2, "only the configured sets");
-    assert!(h.record("a", &get_record(&repo.base, "oai:s:3")).is_none());
+    assert!(h.record("a", &get_record_url(&repo.base, "oai:s:3")).is_none());
     // Incremental, day granularity: from and the datestamps agree; nothing new.
     let again = h.pass_one().await;
     assert!(again.error.is_none() && again.created == 0, "{again:?}");
@@ -315,7 +305,7 @@ async fn damaged_pages_are_clear_errors_or_repaired() {
     let h = oai_source(&up.base, "");
     let r = h.pass_one().await;
     assert!(r.error.is_none(), "{r:?}");
-    let body = String::from_utf8(h.content("a", &get_record(&up.base, "r0")).unwrap()).unwrap();
+    let body = String::from_utf8(h.content("a", &get_record_url(&up.base, "r0")).unwrap()).unwrap();
     assert!(body.contains("badtitle &#xFFFD; here"), "{body}");
 }
 
@@ -402,7 +392,7 @@ async fn oai_objects_are_harvested_linked_and_deleted_with_their_record() {
     assert!(r.error.is_none() && r.failed == 0, "{r:?}");
     assert_eq!(h.live("a").len(), 4, "two records, two objects; the one on another host is not fetched");
     assert_eq!(h.content("a", &obj(&repo.base, "a.pdf")).unwrap(), b"A's bytes");
-    let one = get_record(&repo.base, "oai:o:1");
+    let one = get_record_url(&repo.base, "oai:o:1");
     let record = h.record("a", &one).unwrap();
     let describes: Vec<&str> = record.links.iter().filter(|l| l.rel == "describes").map(|l| l.href.as_str()).collect();
     assert_eq!(describes, [obj(&repo.base, "a.pdf"), obj(&repo.base, "shared.pdf")], "{:?}", record.links);
@@ -469,7 +459,7 @@ async fn the_change_list_holds_the_repository_s_changes_and_a_second_tributary_k
             (e.md.as_ref().unwrap().change.unwrap(), via)
         })
         .collect();
-    let gr = |id: &str| get_record(&repo.base, id);
+    let gr = |id: &str| get_record_url(&repo.base, id);
     let baseline: Vec<(Change, String)> = (1..=4).map(|i| (Change::Created, gr(&format!("oai:e:{i}")))).collect();
     let mut first: Vec<_> = seen[..4].to_vec();
     first.sort_by(|x, y| x.1.cmp(&y.1));

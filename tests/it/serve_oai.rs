@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::support::fetcher::USER_AGENT;
 use crate::support::harness::{Harness, UNLIMITED};
-use crate::support::oai::PyOai;
+use crate::support::oai::{PyOai, get_record_url};
 use crate::support::publish::{Res, Running, bind, delete, spawn, upsert};
 use crate::support::tools::{Tool, require, sickle_python};
 use tributary::model::W3cDateTime;
@@ -430,16 +430,6 @@ async fn b_harvests_a_and_keeps_both_hops_of_provenance_and_the_original_via() {
         std::fs::write(&path, body).unwrap();
         validate(&xmllint, &path, "provenance.xsd");
     }
-}
-
-/// The GetRecord URL (oai_dc) of `id` at `base`, as the harvester names records.
-fn get_record_url(base: &str, id: &str) -> String {
-    let mut u = url::Url::parse(base).unwrap();
-    u.query_pairs_mut()
-        .append_pair("verb", "GetRecord")
-        .append_pair("metadataPrefix", "oai_dc")
-        .append_pair("identifier", id);
-    u.to_string()
 }
 
 #[tokio::test]

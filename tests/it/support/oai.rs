@@ -117,6 +117,17 @@ impl Drop for Hostile {
 }
 
 /// A well-formed response envelope around `inner`.
+/// The GetRecord URL (oai_dc) of `id` at `base`: the name and origin Tributary's harvester
+/// gives a record.
+pub(crate) fn get_record_url(base: &str, id: &str) -> String {
+    let mut u = url::Url::parse(base).unwrap();
+    u.query_pairs_mut()
+        .append_pair("verb", "GetRecord")
+        .append_pair("metadataPrefix", "oai_dc")
+        .append_pair("identifier", id);
+    u.to_string()
+}
+
 pub(crate) fn envelope(inner: &str) -> Vec<u8> {
     format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<OAI-PMH xmlns=\"http://www.openarchives.org/OAI/2.0/\">\
