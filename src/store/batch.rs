@@ -357,7 +357,6 @@ impl Tx<'_> {
         self.count_live(Some(&rec.sets), None)?;
         let events = self.append_events(sets, &mut rec, Change::Deleted)?;
         rec.deleted = Some(self.now);
-        rec.changed = self.now;
         self.w.insert(&self.t.records, uri.as_bytes(), row::encode(&rec)?);
         Ok(OpResult { uri: uri.to_owned(), outcome: Outcome::Deleted, events })
     }
@@ -416,20 +415,27 @@ impl Tx<'_> {
     }
 
     /// Logs `change` of `rec` in each of `sets`, each event naming the resource's previous one
-    /// in its set, and moves `rec`'s history heads to them.
+    /// in its set, and moves `rec`'s history heads to them. The events share one datetime, which
+    /// becomes `rec.changed`: a record's `changed` is its head events' datetime in every log,
+    /// so a reader going through records (OAI-PMH lists in URI order) has it without the log.
     fn append_events(
         &mut self,
         sets: &[String],
         rec: &mut Record,
         change: Change,
     ) -> Result<Vec<(String, u64)>, StoreError> {
+        // Never earlier than any of the sets' previous events, whatever the clock does.
+        let mut datetime = self.now;
+        for set in sets {
+            if let Some(last) = self.counters_mut(set)?.last_change {
+                datetime = datetime.max(last);
+            }
+        }
+        rec.changed = datetime;
         let mut out: Vec<(String, u64)> = Vec::with_capacity(sets.len());
         for set in sets {
-            let now = self.now;
             let c = self.counters_mut(set)?;
             c.last_seq += 1;
-            // Never earlier than the set's previous event, whatever the clock does.
-            let datetime = c.last_change.map_or(now, |last| last.max(now));
             c.last_change = Some(datetime);
             let seq = c.last_seq;
             let head = rec.heads.iter_mut().find(|(s, _)| s == set);

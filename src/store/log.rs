@@ -698,6 +698,31 @@ impl std::fmt::Debug for EventIter {
 mod tests {
     use super::*;
     use crate::model::HashList;
+    use crate::store::{Batch, Expected, StoreOptions};
+
+    /// After a clock step back across a restart, a set's last event can be later than now: a
+    /// change then takes one datetime no earlier than any of its sets' last events, in every
+    /// log and as the record's `changed` (OAI-PMH lists in URI order rely on it).
+    #[test]
+    fn a_change_has_one_datetime_in_every_log_and_in_its_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_with(&dir.path().join("s"), &StoreOptions::small()).unwrap();
+        let future: W3cDateTime = "2999-01-01T00:00:00Z".parse().unwrap();
+        let counters = Counters { live: 0, last_seq: 0, last_change: Some(future) };
+        store.inner.trees.sets.insert(b"late", codec::encode(&counters).unwrap()).unwrap();
+        let sha = store.put(&b"x"[..], &Expected::none()).unwrap().id;
+        store.apply(Batch::new().upsert(&["s", "late"], crate::store::test_util::record("http://t/1", sha))).unwrap();
+        let rec = store.record("http://t/1").unwrap().unwrap();
+        assert_eq!(rec.changed, future);
+        for set in ["s", "late"] {
+            let e = store.events_after(set, 0).unwrap().next().unwrap().unwrap();
+            assert_eq!(e.datetime, future, "{set}");
+        }
+        store.apply(Batch::new().delete(&["s", "late"], "http://t/1")).unwrap();
+        let rec = store.record("http://t/1").unwrap().unwrap();
+        let e = store.events_after("s", 1).unwrap().next().unwrap().unwrap();
+        assert_eq!((e.change, e.datetime), (Change::Deleted, rec.changed));
+    }
 
     /// A chunk is read back as [`Event`]s, so what the batch writes from borrows must encode
     /// byte for byte as the owned event would.

@@ -2,7 +2,8 @@
 //! server keeps no state per list and a token outlives a restart.
 //!
 //! A list is defined by change-log positions (see `list`): the last seq of each log it reads
-//! when it started, and where the next page starts. Nothing in a token is trusted unless its
+//! when it started, and where the next page starts (a log position, or a URI for a list read
+//! in URI order). Nothing in a token is trusted unless its
 //! MAC (HMAC-SHA-256, truncated to 128 bits, under a key kept in the data directory) matches:
 //! a forged or altered token, one from another store, an expired one and one for another
 //! verb or format are all `badResumptionToken`. Encoded as postcard bytes plus the MAC in
@@ -17,7 +18,7 @@ use sha2::Sha256;
 /// Bytes of the MAC kept: forging needs 2^128 tries.
 const MAC_LEN: usize = 16;
 /// The format version, first in the encoded bytes.
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
 /// Tokens longer than this are refused before decoding (a real one is well under 1 KiB per
 /// hundred sources).
 pub const MAX_TOKEN_LEN: usize = 16 * 1024;
@@ -36,9 +37,11 @@ pub(crate) struct Token {
     pub(crate) logs: u64,
     /// Per log, the last seq the list covers (the log's end when the list started).
     pub(crate) ends: Vec<u64>,
-    /// The log the next page starts in, and its first seq there.
+    /// The log the next page starts in, and its first seq there (a list in log order).
     pub(crate) log: u32,
     pub(crate) next: u64,
+    /// A list in URI order: the URI the next page starts at (`""` before the first).
+    pub(crate) key: Option<String>,
     /// Records sent before the next page.
     pub(crate) cursor: u64,
     /// The list's size, when known.
@@ -139,6 +142,7 @@ mod tests {
             ends: vec![1_000_000],
             log: 0,
             next: 501,
+            key: None,
             cursor: 500,
             size: Some(999_999),
             expires: 2_000_000_000,
