@@ -315,17 +315,32 @@ async fn hostile_requests_and_foreign_tokens_get_protocol_errors() {
     let body = post.text().await.unwrap();
     check(&xmllint, &body);
     assert!(body.contains("<repositoryName>Test aggregate</repositoryName>"), "{body}");
+    // The server answers 400 after reading the first 20 KiB and closes: the client sees the
+    // 400, or (a race) the pipe closed while it still writes the body. Either way it is
+    // refused, and the endpoint answers the next request.
     let huge = format!("verb=Identify&x={}", "a".repeat(1 << 20));
-    let r = agg
+    let sent = agg
         .running
         .client
         .post(&agg.oai)
         .header("content-type", "application/x-www-form-urlencoded")
         .body(huge)
         .send()
+        .await;
+    match sent {
+        Ok(r) => assert_eq!(r.status(), 400),
+        Err(e) => assert!(e.is_request() && format!("{e:?}").contains("BodyWrite"), "{e:?}"),
+    }
+    let after = agg
+        .running
+        .client
+        .post(&agg.oai)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("verb=Identify")
+        .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 400);
+    assert_eq!(after.status(), 200);
 
     // A huge range is a list like any other, paged.
     let first =
