@@ -37,27 +37,39 @@ pub(super) struct Target<'a> {
     pub(super) format_uri: &'a str,
 }
 
-/// A record named and, unless deleted, stored.
-struct Staged {
+/// A record named and, unless deleted, stored: ready to be committed.
+pub(super) struct Staged {
     uri: String,
     upstream: Url,
     record: OaiRecord,
     stored: Option<BlobInfo>,
 }
 
-/// Stores the page's records and commits them as one batch; `seen` collects the URIs of the
-/// live records of a full list.
-pub(super) async fn apply_page(
+/// Names a page's records and puts the live ones' documents into the store; the records
+/// skipped for want of an identifier are counted in `skipped`. Called as each page arrives,
+/// while the batch before is committing: hashing and appending to the pack then overlap the
+/// commit instead of adding to it. A blob put but not yet committed is protected from gc like
+/// any fresh put, and its row commits with the next batch.
+pub(super) async fn stage(
     t: &Target<'_>,
     records: Vec<OaiRecord>,
+    skipped: &mut u64,
+) -> Result<Vec<Staged>, HarvestError> {
+    let named = name(t, records, skipped);
+    store_documents(t, named).await
+}
+
+/// Commits staged records as one batch; `seen` collects the URIs of the live records of a
+/// full list.
+pub(super) async fn apply_page(
+    t: &Target<'_>,
+    staged: Vec<Staged>,
     seen: &mut Option<HashSet<String>>,
     report: &mut SourceReport,
 ) -> Result<(), HarvestError> {
-    let named = name(t, records, report);
     if let Some(seen) = seen {
-        seen.extend(named.iter().filter(|(_, _, r)| !r.deleted).map(|(u, _, _)| u.clone()));
+        seen.extend(staged.iter().filter(|s| !s.record.deleted).map(|s| s.uri.clone()));
     }
-    let staged = store_documents(t, named).await?;
     let objects: Vec<Vec<Url>> = staged
         .iter()
         .map(|s| match (&s.stored, t.oai.objects) {
@@ -131,7 +143,7 @@ async fn wanted_objects(
 
 /// Tributary's URI and the GetRecord URL of every record; records without an identifier are
 /// skipped.
-fn name(t: &Target<'_>, records: Vec<OaiRecord>, report: &mut SourceReport) -> Vec<(String, Url, OaiRecord)> {
+fn name(t: &Target<'_>, records: Vec<OaiRecord>, skipped: &mut u64) -> Vec<(String, Url, OaiRecord)> {
     let mut out = Vec::with_capacity(records.len());
     for r in records {
         t.ctx.progress.listed(&t.source.id);
@@ -140,7 +152,7 @@ fn name(t: &Target<'_>, records: Vec<OaiRecord>, report: &mut SourceReport) -> V
             Some(uri) => out.push((uri, upstream, r)),
             None => {
                 tracing::warn!(source.id = %t.source.id, datestamp = %r.datestamp, "a record without identifier is skipped");
-                report.skipped += 1;
+                *skipped += 1;
             }
         }
     }
