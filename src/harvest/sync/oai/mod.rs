@@ -79,7 +79,13 @@ pub(crate) async fn harvest_oai(
         if os.metadata_namespace.is_empty() { os.metadata_schema.clone() } else { os.metadata_namespace.clone() };
     let target = Target { ctx, source, oai, sets, format_uri: &format_uri };
     let mut report = SourceReport::new(&source.id);
-    let mut seen = full.then(HashSet::new);
+    // What a full list names is collected to delete what it leaves out; a source holding no
+    // record yet (a baseline) has nothing to leave out, so neither the collection nor the scan
+    // of its records afterwards is needed (one harvest of a source runs at a time).
+    let mut seen = match full && holds_records(&target).await? {
+        true => Some(HashSet::new()),
+        false => None,
+    };
     let lists: Vec<Option<String>> =
         if oai.sets.is_empty() { vec![None] } else { oai.sets.iter().cloned().map(Some).collect() };
     let mut first_date = None;
@@ -98,8 +104,10 @@ pub(crate) async fn harvest_oai(
     if report.error.is_none() {
         report.complete = true;
         os.response_date = Some(first_date.unwrap_or_else(|| started.to_string()));
-        if let Some(seen) = seen {
+        if full {
             os.full_list_at = Some(started);
+        }
+        if let Some(seen) = seen {
             deletions(&target, seen, &mut batch).await?;
         }
         state.baselined = true;
@@ -319,6 +327,15 @@ async fn fetch_pages(t: &Target<'_>, lister: &mut Lister<'_>, committed: &Atomic
             return Ok(out);
         }
     }
+}
+
+/// Whether the store holds any record of the source, live or deleted.
+async fn holds_records(t: &Target<'_>) -> Result<bool, HarvestError> {
+    let (store, prefix) = (t.ctx.store.clone(), t.ctx.naming.resource_prefix(&t.source.id));
+    let first = tokio::task::spawn_blocking(move || store.raw_records_in_range(&prefix, "", None).next().transpose())
+        .await
+        .map_err(crate::harvest::ctx::join_error)??;
+    Ok(first.is_some())
 }
 
 /// After a complete full list: the records held but no longer listed, deleted (unless
