@@ -66,14 +66,9 @@ pub enum OaiReadError {
 /// # Errors
 /// [`OaiReadError`]: see the module docs.
 pub fn read_response(body: &[u8], document: &str) -> Result<OaiResponse, OaiReadError> {
+    // Text already: `repair` replaces what is not UTF-8.
     let (fixed, repaired) = repair(body);
-    // `repair` leaves valid UTF-8.
-    let text = std::str::from_utf8(&fixed).map_err(|e| OaiReadError::Syntax {
-        document: document.to_owned(),
-        at: e.valid_up_to() as u64,
-        detail: "not UTF-8".into(),
-    })?;
-    let text = text.strip_prefix('\u{FEFF}').unwrap_or(text);
+    let text = fixed.strip_prefix('\u{FEFF}').unwrap_or(&fixed);
     let mut p = Parser { text, document, xml: Reader::from_str(text), stack: Vec::new(), out: OaiResponse::default() };
     p.xml.config_mut().expand_empty_elements = false;
     p.run()?;

@@ -6,14 +6,15 @@
 
 use std::borrow::Cow;
 
-/// `body` with the repairs made, and how many there were; borrowed when there were none, the
-/// common case, which costs one scan.
-pub fn repair(body: &[u8]) -> (Cow<'_, [u8]>, usize) {
-    let clean = !body.iter().any(|&b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r'))
-        && memchr_ref(body).is_none()
-        && std::str::from_utf8(body).is_ok();
-    if clean {
-        return (Cow::Borrowed(body), 0);
+/// `body` with the repairs made, as text, and how many there were; borrowed when there were
+/// none, the common case, which costs one scan for each kind of damage and leaves the text
+/// validated once.
+pub fn repair(body: &[u8]) -> (Cow<'_, str>, usize) {
+    if !body.iter().any(|&b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r'))
+        && memchr::memmem::find(body, b"&#").is_none()
+        && let Ok(text) = std::str::from_utf8(body)
+    {
+        return (Cow::Borrowed(text), 0);
     }
     let mut repairs = 0;
     let text = match String::from_utf8_lossy(body) {
@@ -47,12 +48,7 @@ pub fn repair(body: &[u8]) -> (Cow<'_, [u8]>, usize) {
         }
     }
     out.push_str(rest);
-    (Cow::Owned(out.into_bytes()), repairs)
-}
-
-/// The first `&#` in `body`.
-fn memchr_ref(body: &[u8]) -> Option<usize> {
-    body.windows(2).position(|w| w == b"&#")
+    (Cow::Owned(out), repairs)
 }
 
 /// At a `&`: the length of a character reference there and whether XML allows its code point;

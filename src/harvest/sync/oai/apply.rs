@@ -37,46 +37,66 @@ pub(super) struct Target<'a> {
     pub(super) format_uri: &'a str,
 }
 
-/// A record named and, unless deleted, stored.
-struct Staged {
+/// A record named and, unless deleted, stored: ready to be committed.
+pub(super) struct Staged {
     uri: String,
     upstream: Url,
-    record: OaiRecord,
-    stored: Option<BlobInfo>,
+    /// Its length, for the report.
+    bytes: u64,
+    deleted: bool,
+    /// With `oai_objects`, the objects it points to.
+    objects: Vec<Url>,
+    /// The record to upsert, unless it is deleted; taken by [`apply_page`].
+    new: Option<NewRecord>,
 }
 
-/// Stores the page's records and commits them as one batch; `seen` collects the URIs of the
-/// live records of a full list.
-pub(super) async fn apply_page(
+/// Names a page's records, puts the live ones' documents into the store and builds their
+/// records; those skipped for want of an identifier are counted in `skipped`. Called as each
+/// page arrives, while the batch before is committing: hashing, appending to the pack and
+/// building the records then overlap the commit instead of adding to it. A blob put but not
+/// yet committed is protected from gc like any fresh put, and its row commits with the next
+/// batch.
+pub(super) async fn stage(
     t: &Target<'_>,
     records: Vec<OaiRecord>,
+    skipped: &mut u64,
+) -> Result<Vec<Staged>, HarvestError> {
+    let named = name(t, records, skipped);
+    let stored = store_documents(t, named).await?;
+    Ok(stored.into_iter().map(|(uri, upstream, record, info)| staged(t, uri, upstream, &record, info)).collect())
+}
+
+fn staged(t: &Target<'_>, uri: String, upstream: Url, record: &OaiRecord, info: Option<BlobInfo>) -> Staged {
+    let objects = match (&info, t.oai.objects) {
+        (Some(_), true) => objects_of(t, &record.document, &upstream),
+        _ => Vec::new(),
+    };
+    let new = info.map(|info| new_record(t, uri.clone(), &upstream, record, &info, &objects));
+    Staged { uri, upstream, bytes: record.document.len() as u64, deleted: record.deleted, objects, new }
+}
+
+/// Commits staged records as one batch; `seen` collects the URIs of the live records of a
+/// full list.
+pub(super) async fn apply_page(
+    t: &Target<'_>,
+    mut staged: Vec<Staged>,
     seen: &mut Option<HashSet<String>>,
     report: &mut SourceReport,
 ) -> Result<(), HarvestError> {
-    let named = name(t, records, report);
     if let Some(seen) = seen {
-        seen.extend(named.iter().filter(|(_, _, r)| !r.deleted).map(|(u, _, _)| u.clone()));
-    }
-    let staged = store_documents(t, named).await?;
-    let objects: Vec<Vec<Url>> = staged
-        .iter()
-        .map(|s| match (&s.stored, t.oai.objects) {
-            (Some(_), true) => objects_of(t, &s.record.document, &s.upstream),
-            _ => Vec::new(),
-        })
-        .collect();
-    if let Some(seen) = seen {
-        seen.extend(objects.iter().flatten().filter_map(|o| t.ctx.naming.resource_url(&t.source.id, o)));
+        seen.extend(staged.iter().filter(|s| !s.deleted).map(|s| s.uri.clone()));
+        let objects = staged.iter().flat_map(|s| &s.objects);
+        seen.extend(objects.filter_map(|o| t.ctx.naming.resource_url(&t.source.id, o)));
     }
     let mut batch = Batch::new();
     let sets: Vec<&str> = t.sets.iter().map(String::as_str).collect();
-    for (s, objs) in staged.iter().zip(&objects) {
-        match &s.stored {
-            Some(info) => {
-                report.bytes += s.record.document.len() as u64;
-                batch.upsert(&sets, new_record(t, s.uri.clone(), &s.upstream, &s.record, info, objs));
+    for s in &mut staged {
+        match s.new.take() {
+            Some(new) => {
+                report.bytes += s.bytes;
+                batch.upsert(&sets, new);
             }
-            None if t.source.settings.deletes => {
+            None if s.deleted && t.source.settings.deletes => {
                 if t.oai.objects
                     && let Some(held) = held_record(t, &s.uri).await?
                 {
@@ -95,19 +115,14 @@ pub(super) async fn apply_page(
     let applied = apply_blocking(&t.ctx.store, batch).await?;
     count(t, &applied, report);
     if t.oai.objects {
-        let wanted = wanted_objects(t, &staged, &objects, &applied).await?;
+        let wanted = wanted_objects(t, &staged, &applied).await?;
         harvest_objects(t, wanted, report).await?;
     }
     Ok(())
 }
 
 /// The objects to fetch: those of records new or changed in `applied`, and those not held.
-async fn wanted_objects(
-    t: &Target<'_>,
-    staged: &[Staged],
-    objects: &[Vec<Url>],
-    applied: &Applied,
-) -> Result<Vec<Wanted>, HarvestError> {
+async fn wanted_objects(t: &Target<'_>, staged: &[Staged], applied: &Applied) -> Result<Vec<Wanted>, HarvestError> {
     let changed: HashSet<&str> = applied
         .ops
         .iter()
@@ -115,8 +130,8 @@ async fn wanted_objects(
         .map(|o| o.uri.as_str())
         .collect();
     let mut wanted = Vec::new();
-    for (s, objs) in staged.iter().zip(objects) {
-        for o in objs {
+    for s in staged {
+        for o in &s.objects {
             let want = changed.contains(s.uri.as_str()) || {
                 let uri = t.ctx.naming.resource_url(&t.source.id, o).unwrap_or_default();
                 held_record(t, &uri).await?.is_none_or(|r| r.is_deleted())
@@ -131,7 +146,7 @@ async fn wanted_objects(
 
 /// Tributary's URI and the GetRecord URL of every record; records without an identifier are
 /// skipped.
-fn name(t: &Target<'_>, records: Vec<OaiRecord>, report: &mut SourceReport) -> Vec<(String, Url, OaiRecord)> {
+fn name(t: &Target<'_>, records: Vec<OaiRecord>, skipped: &mut u64) -> Vec<(String, Url, OaiRecord)> {
     let mut out = Vec::with_capacity(records.len());
     for r in records {
         t.ctx.progress.listed(&t.source.id);
@@ -140,18 +155,24 @@ fn name(t: &Target<'_>, records: Vec<OaiRecord>, report: &mut SourceReport) -> V
             Some(uri) => out.push((uri, upstream, r)),
             None => {
                 tracing::warn!(source.id = %t.source.id, datestamp = %r.datestamp, "a record without identifier is skipped");
-                report.skipped += 1;
+                *skipped += 1;
             }
         }
     }
     out
 }
 
+/// A named record and, unless deleted, what storing its document stored.
+type Stored = (String, Url, OaiRecord, Option<BlobInfo>);
+
 /// Puts the live records' documents into the store, off the async runtime.
-async fn store_documents(t: &Target<'_>, named: Vec<(String, Url, OaiRecord)>) -> Result<Vec<Staged>, HarvestError> {
+async fn store_documents(t: &Target<'_>, named: Vec<(String, Url, OaiRecord)>) -> Result<Vec<Stored>, HarvestError> {
     let store = t.ctx.store.clone();
     let staged = tokio::task::spawn_blocking(move || {
-        let expected = Expected { md5: true, ..Expected::none() };
+        // sha-256 only, as for a Source that declares no md5: the md5 that was also computed
+        // for republishing cost a baseline a twentieth of its CPU, and a Change List's
+        // `hash` is as good with the sha-256 alone.
+        let expected = Expected::none();
         named
             .into_iter()
             .map(|(uri, upstream, record)| {
@@ -159,7 +180,7 @@ async fn store_documents(t: &Target<'_>, named: Vec<(String, Url, OaiRecord)>) -
                     true => None,
                     false => Some(store.put(&record.document[..], &expected)?),
                 };
-                Ok(Staged { uri, upstream, record, stored })
+                Ok((uri, upstream, record, stored))
             })
             .collect::<Result<Vec<_>, crate::store::StoreError>>()
     })

@@ -33,7 +33,7 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use self::apply::{Target, apply_page};
+use self::apply::{Staged, Target, apply_page, stage};
 use self::list::{ListArgs, Lister};
 use self::request::{call_ok, verb_url};
 use self::window::refused;
@@ -43,7 +43,7 @@ use crate::harvest::ctx::{Ctx, HarvestError};
 use crate::harvest::oai_error::OaiHarvestError;
 use crate::harvest::report::SourceReport;
 use crate::model::W3cDateTime;
-use crate::model::oai::{Granularity, OaiRecord};
+use crate::model::oai::Granularity;
 use crate::store::{Batch, OaiState, SourceState};
 
 /// Subtracted from the previous `responseDate` for the next `from`: records stamped just
@@ -79,7 +79,13 @@ pub(crate) async fn harvest_oai(
         if os.metadata_namespace.is_empty() { os.metadata_schema.clone() } else { os.metadata_namespace.clone() };
     let target = Target { ctx, source, oai, sets, format_uri: &format_uri };
     let mut report = SourceReport::new(&source.id);
-    let mut seen = full.then(HashSet::new);
+    // What a full list names is collected to delete what it leaves out; a source holding no
+    // record yet (a baseline) has nothing to leave out, so neither the collection nor the scan
+    // of its records afterwards is needed (one harvest of a source runs at a time).
+    let mut seen = match full && holds_records(&target).await? {
+        true => Some(HashSet::new()),
+        false => None,
+    };
     let lists: Vec<Option<String>> =
         if oai.sets.is_empty() { vec![None] } else { oai.sets.iter().cloned().map(Some).collect() };
     let mut first_date = None;
@@ -98,8 +104,10 @@ pub(crate) async fn harvest_oai(
     if report.error.is_none() {
         report.complete = true;
         os.response_date = Some(first_date.unwrap_or_else(|| started.to_string()));
-        if let Some(seen) = seen {
+        if full {
             os.full_list_at = Some(started);
+        }
+        if let Some(seen) = seen {
             deletions(&target, seen, &mut batch).await?;
         }
         state.baselined = true;
@@ -222,13 +230,14 @@ const MAX_GROUP: usize = 2_000;
 /// error ends the poll (the store failed); the inner one ends only the list, and says whether
 /// it came before any page (so concerns the list's range).
 ///
-/// Pages are applied while the next ones are fetched and read: a list is a chain of tokens, so
-/// this overlap is all the concurrency it allows. Each round commits the records in hand as one
-/// batch while fetching pages until that commit is done (and one page after, as a fetch is
-/// never abandoned halfway), or [`MAX_GROUP`] records are waiting; the next round commits
-/// those. Whatever was read before the list ends or fails is applied before this returns, and
-/// every batch is durable when its apply returns, so the caller moves the source's position
-/// only over committed records.
+/// Pages are applied while the next ones are fetched, read and stored: a list is a chain of
+/// tokens, so this overlap is all the concurrency it allows. Each round commits the records in
+/// hand as one batch while fetching pages, and putting their records' documents into the
+/// store (`apply::stage`), until that commit is done (and one page after, as a fetch is never
+/// abandoned halfway), or [`MAX_GROUP`] records are waiting; the next round commits those.
+/// Whatever was read before the list ends or fails is applied before this returns, and every
+/// batch is durable when its apply returns, so the caller moves the source's position only
+/// over committed records.
 async fn read_list(
     t: &Target<'_>,
     args: ListArgs,
@@ -236,7 +245,7 @@ async fn read_list(
     report: &mut SourceReport,
 ) -> Result<Result<Option<String>, (OaiHarvestError, bool)>, HarvestError> {
     let mut lister = Lister::new(t.ctx, t.source, &t.oai.base, args);
-    let mut in_hand: Vec<OaiRecord> = Vec::new();
+    let mut in_hand: Vec<Staged> = Vec::new();
     // Bounded by the lister's request cap: every round fetches at least one page.
     loop {
         if *t.ctx.shutdown.borrow() {
@@ -257,10 +266,12 @@ async fn read_list(
             committed.store(true, Ordering::Release);
             applied
         };
-        let ((records, end), applied) = tokio::join!(fetch, apply);
+        let (fetched, applied) = tokio::join!(fetch, apply);
         applied?;
-        in_hand = records;
-        if let Some(end) = end {
+        let fetched = fetched?;
+        report.skipped += fetched.skipped;
+        in_hand = fetched.staged;
+        if let Some(end) = fetched.end {
             if !in_hand.is_empty() {
                 apply_page(t, in_hand, seen, report).await?;
             }
@@ -272,15 +283,21 @@ async fn read_list(
 /// The end of a list, as [`read_list`] returns it.
 type ListEnd = Result<Option<String>, (OaiHarvestError, bool)>;
 
-/// Fetches pages until `committed` is set (checked after each page), [`MAX_GROUP`] records
-/// are in hand, a shutdown is asked for, or the list ends; their records, and the list's end if
-/// it came.
-async fn fetch_pages(
-    t: &Target<'_>,
-    lister: &mut Lister<'_>,
-    committed: &AtomicBool,
-) -> (Vec<OaiRecord>, Option<ListEnd>) {
-    let mut records = Vec::new();
+/// What one round of [`fetch_pages`] brought.
+struct Fetched {
+    /// The records read, their documents stored, ready to commit.
+    staged: Vec<Staged>,
+    /// Records skipped for want of an identifier.
+    skipped: u64,
+    /// The list's end, if it came.
+    end: Option<ListEnd>,
+}
+
+/// Fetches pages, and stores their records' documents, until `committed` is set (checked
+/// after each page), [`MAX_GROUP`] records are in hand, a shutdown is asked for, or the list
+/// ends. The error is the store's, which ends the poll.
+async fn fetch_pages(t: &Target<'_>, lister: &mut Lister<'_>, committed: &AtomicBool) -> Result<Fetched, HarvestError> {
+    let mut out = Fetched { staged: Vec::new(), skipped: 0, end: None };
     // Bounded by the lister's request cap.
     loop {
         let at_start = lister.at_start();
@@ -290,19 +307,35 @@ async fn fetch_pages(
                     tracing::warn!(source.id = %t.source.id, repaired = page.repaired,
                         "characters XML forbids were repaired in a ListRecords page");
                 }
-                if records.is_empty() {
-                    records = page.records;
+                let staged = stage(t, page.records, &mut out.skipped).await?;
+                if out.staged.is_empty() {
+                    out.staged = staged;
                 } else {
-                    records.extend(page.records);
+                    out.staged.extend(staged);
                 }
             }
-            Ok(None) => return (records, Some(Ok(lister.response_date.take()))),
-            Err(e) => return (records, Some(Err((e, at_start)))),
+            Ok(None) => {
+                out.end = Some(Ok(lister.response_date.take()));
+                return Ok(out);
+            }
+            Err(e) => {
+                out.end = Some(Err((e, at_start)));
+                return Ok(out);
+            }
         }
-        if committed.load(Ordering::Acquire) || records.len() >= MAX_GROUP || *t.ctx.shutdown.borrow() {
-            return (records, None);
+        if committed.load(Ordering::Acquire) || out.staged.len() >= MAX_GROUP || *t.ctx.shutdown.borrow() {
+            return Ok(out);
         }
     }
+}
+
+/// Whether the store holds any record of the source, live or deleted.
+async fn holds_records(t: &Target<'_>) -> Result<bool, HarvestError> {
+    let (store, prefix) = (t.ctx.store.clone(), t.ctx.naming.resource_prefix(&t.source.id));
+    let first = tokio::task::spawn_blocking(move || store.raw_records_in_range(&prefix, "", None).next().transpose())
+        .await
+        .map_err(crate::harvest::ctx::join_error)??;
+    Ok(first.is_some())
 }
 
 /// After a complete full list: the records held but no longer listed, deleted (unless
