@@ -134,6 +134,17 @@ async fn get(agg: &Agg, xmllint: &Tool, query: &str) -> String {
     body
 }
 
+/// POSTs `form` to the endpoint as `application/x-www-form-urlencoded`.
+async fn post_form(agg: &Agg, form: String) -> reqwest::Result<reqwest::Response> {
+    agg.running
+        .client
+        .post(&agg.oai)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form)
+        .send()
+        .await
+}
+
 fn check(xmllint: &Tool, body: &str) {
     let f = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(f.path(), body).unwrap();
@@ -302,15 +313,7 @@ async fn hostile_requests_and_foreign_tokens_get_protocol_errors() {
     let many = format!("verb=Identify{}", "&x=1".repeat(5000));
     assert_eq!(error_code(&get(&agg, &xmllint, &many).await), Some("badArgument"));
     // POST, as a form; a body past the limit is refused, never a 500.
-    let post = agg
-        .running
-        .client
-        .post(&agg.oai)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body("verb=Identify")
-        .send()
-        .await
-        .unwrap();
+    let post = post_form(&agg, "verb=Identify".into()).await.unwrap();
     assert_eq!(post.status(), 200);
     let body = post.text().await.unwrap();
     check(&xmllint, &body);
@@ -319,28 +322,11 @@ async fn hostile_requests_and_foreign_tokens_get_protocol_errors() {
     // 400, or (a race) the pipe closed while it still writes the body. Either way it is
     // refused, and the endpoint answers the next request.
     let huge = format!("verb=Identify&x={}", "a".repeat(1 << 20));
-    let sent = agg
-        .running
-        .client
-        .post(&agg.oai)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(huge)
-        .send()
-        .await;
-    match sent {
+    match post_form(&agg, huge).await {
         Ok(r) => assert_eq!(r.status(), 400),
         Err(e) => assert!(e.is_request() && format!("{e:?}").contains("BodyWrite"), "{e:?}"),
     }
-    let after = agg
-        .running
-        .client
-        .post(&agg.oai)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body("verb=Identify")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(after.status(), 200);
+    assert_eq!(post_form(&agg, "verb=Identify".into()).await.unwrap().status(), 200);
 
     // A huge range is a list like any other, paged.
     let first =
