@@ -145,6 +145,9 @@ pub struct Publisher {
     naming: Naming,
     sets: Vec<SetView>,
     by_id: HashMap<String, usize>,
+    /// Per source id, the ids of the sets that include it, in configuration order (asked per
+    /// record by OAI-PMH headers and per bitstream request).
+    by_source: HashMap<String, Vec<String>>,
     policies: LinkPolicies,
     limits: Limits,
     /// The WebSub hub of the sets' notification channels; `None`: no channels advertised.
@@ -190,7 +193,16 @@ impl Publisher {
                 dump: Mutex::new(dumps::DumpState::default()),
             });
         }
-        Ok(Publisher { store, naming, sets: views, by_id, policies, limits, hub: None })
+        let mut by_source: HashMap<String, Vec<String>> = HashMap::new();
+        for v in &views {
+            for source in &v.config.sources {
+                let sets = by_source.entry(source.clone()).or_default();
+                if sets.last() != Some(&v.config.id) {
+                    sets.push(v.config.id.clone());
+                }
+            }
+        }
+        Ok(Publisher { store, naming, sets: views, by_id, by_source, policies, limits, hub: None })
     }
 
     /// The store read from.
@@ -220,7 +232,7 @@ impl Publisher {
 
     /// Ids of the sets that include `source`, in configuration order.
     pub fn sets_of_source<'a>(&'a self, source: &'a str) -> impl Iterator<Item = &'a str> + 'a {
-        self.sets.iter().filter(move |v| v.config.sources.iter().any(|s| s == source)).map(|v| v.config.id.as_str())
+        self.by_source.get(source).into_iter().flatten().map(String::as_str)
     }
 
     fn view(&self, id: &str) -> Option<&SetView> {

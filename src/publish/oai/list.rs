@@ -149,26 +149,18 @@ impl OaiProvider {
             size: None,
             expires: self.expiry(now),
         };
-        if self.wide(snap, &token, &logs)? {
+        let windows = logs
+            .iter()
+            .zip(&token.ends)
+            .map(|(log, &end)| self.window(snap, &token, log, end))
+            .collect::<Result<Vec<_>, _>>()?;
+        if wide(snap, &logs, &windows)? {
             token.key = Some(String::new());
         }
         if sel.prefix == "oai_dc" {
-            token.size = Some(self.count(snap, &token, &logs)?);
+            token.size = Some(count(snap, &logs, &token.ends, &windows)?);
         }
         Ok((token, logs))
-    }
-
-    /// Whether the list is read in URI order: when its window holds at least a quarter as many
-    /// events as the logs have live resources, a scan of the records costs less than a lookup
-    /// per event.
-    fn wide(&self, snap: &Snapshot, token: &Token, logs: &[String]) -> Result<bool, StoreError> {
-        let (mut events, mut live) = (0u64, 0u64);
-        for (log, &end) in logs.iter().zip(&token.ends) {
-            let (lo, hi) = self.window(snap, token, log, end)?;
-            events += (hi + 1).saturating_sub(lo);
-            live += snap.set_info(log)?.map_or(0, |i| i.live);
-        }
-        Ok(events > 0 && events.saturating_mul(4) >= live)
     }
 
     /// The list a token continues, checked against this repository's logs.
@@ -200,26 +192,6 @@ impl OaiProvider {
             None => end,
         };
         Ok((lo, hi))
-    }
-
-    /// The list's size: per log, the events in the window less those superseded by a later
-    /// event at or before the end (each event has at most one successor, which names it).
-    fn count(&self, snap: &Snapshot, token: &Token, logs: &[String]) -> Result<u64, StoreError> {
-        let mut n = 0;
-        for (log, &end) in logs.iter().zip(&token.ends) {
-            let (lo, hi) = self.window(snap, token, log, end)?;
-            if lo > hi {
-                continue;
-            }
-            n += hi - lo + 1;
-            let mut events = snap.events_range(log, lo + 1, end)?;
-            while let Some(prev) = events.next_prev() {
-                if prev?.is_some_and(|p| (lo..=hi).contains(&p)) {
-                    n -= 1;
-                }
-            }
-        }
-        Ok(n)
     }
 
     /// Writes the page's records from the token's log position; the position of the next
@@ -328,6 +300,37 @@ impl OaiProvider {
         page.pushed()?;
         Ok(Put::Written)
     }
+}
+
+/// Whether a list with these logs and windows is read in URI order: when the windows hold at
+/// least a quarter as many events as the logs have live resources, a scan of the records
+/// costs less than a lookup per event.
+fn wide(snap: &Snapshot, logs: &[String], windows: &[(u64, u64)]) -> Result<bool, StoreError> {
+    let (mut events, mut live) = (0u64, 0u64);
+    for (log, &(lo, hi)) in logs.iter().zip(windows) {
+        events += (hi + 1).saturating_sub(lo);
+        live += snap.set_info(log)?.map_or(0, |i| i.live);
+    }
+    Ok(events > 0 && events.saturating_mul(4) >= live)
+}
+
+/// The list's size: per log, the events in its window less those superseded by a later event
+/// at or before its end (each event has at most one successor, which names it).
+fn count(snap: &Snapshot, logs: &[String], ends: &[u64], windows: &[(u64, u64)]) -> Result<u64, StoreError> {
+    let mut n = 0;
+    for ((log, &end), &(lo, hi)) in logs.iter().zip(ends).zip(windows) {
+        if lo > hi {
+            continue;
+        }
+        n += hi - lo + 1;
+        let mut events = snap.events_range(log, lo + 1, end)?;
+        while let Some(prev) = events.next_prev() {
+            if prev?.is_some_and(|p| (lo..=hi).contains(&p)) {
+                n -= 1;
+            }
+        }
+    }
+    Ok(n)
 }
 
 /// Where the next page starts.

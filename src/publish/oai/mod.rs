@@ -62,9 +62,6 @@ pub struct OaiProvider {
     harvested: HashMap<String, HarvestedFrom>,
     /// Per set id, a sentence for its `setDescription`.
     descriptions: HashMap<String, String>,
-    /// Per source id, the sets that include it (each header's `setSpec`s), worked out once:
-    /// asking the publisher per record costs a pass over every set's sources.
-    set_specs: HashMap<String, Vec<String>>,
     codec: token::Codec,
 }
 
@@ -85,24 +82,7 @@ impl OaiProvider {
     ) -> Result<OaiProvider, PublishError> {
         let key = token_key(publisher.store().path())?;
         let base_url = format!("{}oai", publisher.naming().base());
-        let mut set_specs: HashMap<String, Vec<String>> = HashMap::new();
-        for set in publisher.sets() {
-            for source in &set.sources {
-                let specs = set_specs.entry(source.clone()).or_default();
-                if specs.last() != Some(&set.id) {
-                    specs.push(set.id.clone());
-                }
-            }
-        }
-        Ok(OaiProvider {
-            publisher,
-            settings,
-            base_url,
-            harvested,
-            descriptions,
-            set_specs,
-            codec: token::Codec::new(key),
-        })
+        Ok(OaiProvider { publisher, settings, base_url, harvested, descriptions, codec: token::Codec::new(key) })
     }
 
     /// The endpoint `config` describes, if `[aggregator]` turns it on.

@@ -129,7 +129,7 @@ impl OaiProvider {
                 slow.as_str()
             }
         };
-        let sets = self.set_specs.get(v.source).into_iter().flatten().map(String::as_str);
+        let sets = self.publisher.sets_of_source(v.source);
         if !full {
             write::header(out, identifier, datestamp, sets, ver.deleted);
             return Ok(true);
