@@ -74,7 +74,7 @@ pub use state::{
     SourceStatus,
 };
 pub use subscription::{Lease, PendingRequest, Subscription};
-pub use view::{AttrView, LinkView, RawRecord, RawRecordIter, RecordView, ViaView};
+pub use view::{AttrView, LinkView, RawRecord, RawRecordIter, RecordHead, RecordView, ViaView};
 pub use watch::Listener;
 pub use writer::BlobWriter;
 

@@ -21,7 +21,7 @@ use super::blob::BlobId;
 use super::codec;
 use super::error::StoreError;
 use super::record::{Record, Via};
-use super::view::{LinkView, RecordView, ViaView};
+use super::view::{LinkView, RecordHead, RecordView, ViaView};
 use crate::model::{ForeignAttr, HashAlgorithm, HashList, Link, W3cDateTime};
 
 /// Where a record's md5 is.
@@ -184,6 +184,85 @@ pub(super) fn decode_view<'a>(key: &'a [u8], value: &'a [u8]) -> Result<RecordVi
         media_type: row.media_type,
         lastmod: row.lastmod,
         via,
+        links: row.links,
+        deleted: row.deleted,
+        changed: row.changed,
+        heads: row.heads,
+    })
+}
+
+/// A record as a listing reads it: [`RowIn`]'s fields in its order, those a [`RecordHead`]
+/// leaves out passed over (strings as bytes, with no UTF-8 check; sequences not collected).
+#[derive(Deserialize)]
+struct HeadIn<'a> {
+    source: &'a str,
+    #[serde(borrow)]
+    _sets: Skip<&'a [u8]>,
+    origin: &'a str,
+    upstream: Option<&'a str>,
+    sha256: BlobId,
+    #[serde(borrow)]
+    _md5: Md5<'a>,
+    _length: u64,
+    #[serde(borrow)]
+    _declared: Skip<(&'a [u8], &'a [u8])>,
+    media_type: Option<&'a str>,
+    lastmod: Option<&'a str>,
+    #[serde(borrow)]
+    _via: ViaSkip<'a>,
+    #[serde(borrow)]
+    links: Vec<LinkView<'a>>,
+    deleted: Option<&'a str>,
+    changed: &'a str,
+    #[serde(borrow)]
+    heads: Vec<(&'a str, u64)>,
+}
+
+/// [`ViaIn`], passed over.
+#[derive(Deserialize)]
+struct ViaSkip<'a> {
+    #[serde(borrow)]
+    _modified: Option<Option<&'a [u8]>>,
+    #[serde(borrow)]
+    _hash: Option<Skip<(&'a [u8], &'a [u8])>>,
+    _length: Option<Option<u64>>,
+    #[serde(borrow)]
+    _media_type: Option<Option<&'a [u8]>>,
+}
+
+/// A sequence of `T` read and dropped: postcard is positional, so what is skipped must still
+/// be read, but need not be kept.
+struct Skip<T>(std::marker::PhantomData<T>);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Skip<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Each<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Each<T> {
+            type Value = Skip<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a sequence")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Skip<T>, A::Error> {
+                while seq.next_element::<T>()?.is_some() {}
+                Ok(Skip(std::marker::PhantomData))
+            }
+        }
+        d.deserialize_seq(Each(std::marker::PhantomData))
+    }
+}
+
+/// What a listing shows of the record stored under `key` as `value`, borrowed.
+pub(super) fn decode_head<'a>(key: &'a [u8], value: &'a [u8]) -> Result<RecordHead<'a>, StoreError> {
+    let uri = std::str::from_utf8(key).map_err(|e| StoreError::corrupt("record key", e))?;
+    let row: HeadIn<'a> = codec::decode("record", value)?;
+    Ok(RecordHead {
+        uri,
+        source: row.source,
+        origin: row.origin,
+        upstream: row.upstream.unwrap_or(row.origin),
+        sha256: row.sha256,
+        media_type: row.media_type,
+        lastmod: row.lastmod,
         links: row.links,
         deleted: row.deleted,
         changed: row.changed,
@@ -371,6 +450,36 @@ mod tests {
             (v.upstream.to_owned(), v.md5.map(str::to_owned), v.via.hash.len(), v.via.length, v.via.modified.is_some())
         };
         assert_eq!(v, ("http://o/a".into(), Some("00112233445566778899aabbccddeeff".into()), 2, Some(42), true));
+    }
+
+    /// A head is the view without what it skips, for every elision and every field empty.
+    #[test]
+    fn a_head_reads_what_the_view_does() {
+        for from_origin in [true, false] {
+            let full = record(from_origin);
+            let bare = Record { md5: None, lastmod: None, links: vec![], deleted: None, ..full.clone() };
+            let empty = Record { sets: vec![], declared: HashList::default(), heads: vec![], ..bare.clone() };
+            for rec in [full, bare, empty] {
+                let bytes = encode(&rec).unwrap();
+                let v = decode_view(rec.uri.as_bytes(), &bytes).unwrap();
+                let h = decode_head(rec.uri.as_bytes(), &bytes).unwrap();
+                let want = RecordHead {
+                    uri: v.uri,
+                    source: v.source,
+                    origin: v.origin,
+                    upstream: v.upstream,
+                    sha256: v.sha256,
+                    media_type: v.media_type,
+                    lastmod: v.lastmod,
+                    links: v.links.clone(),
+                    deleted: v.deleted,
+                    changed: v.changed,
+                    heads: v.heads.clone(),
+                };
+                assert_eq!(h, want, "from origin: {from_origin}");
+            }
+        }
+        assert!(decode_head(b"k", &encode(&record(true)).unwrap()[..20]).is_err(), "a short row is corrupt");
     }
 
     #[test]

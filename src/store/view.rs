@@ -115,6 +115,42 @@ impl RecordView<'_> {
     }
 }
 
+/// What a listing of many records shows of each (an OAI-PMH list of a million): a record
+/// read without its sets, md5, declared hashes, length and `via`, which [`RawRecord::head`]
+/// skips over rather than decodes: about a third less work per record than a [`RecordView`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordHead<'a> {
+    /// Tributary's URI.
+    pub uri: &'a str,
+    /// The source id.
+    pub source: &'a str,
+    /// The origin URI.
+    pub origin: &'a str,
+    /// The upstream URI.
+    pub upstream: &'a str,
+    /// The content's sha-256.
+    pub sha256: BlobId,
+    /// Media type.
+    pub media_type: Option<&'a str>,
+    /// The upstream's `lastmod`, as W3C text.
+    pub lastmod: Option<&'a str>,
+    /// Inherited links.
+    pub links: Vec<LinkView<'a>>,
+    /// When deleted, as W3C text.
+    pub deleted: Option<&'a str>,
+    /// When Tributary's copy last changed, as W3C text.
+    pub changed: &'a str,
+    /// Per set, the seq of the resource's latest event there.
+    pub heads: Vec<(&'a str, u64)>,
+}
+
+impl RecordHead<'_> {
+    /// True when the resource has been deleted upstream.
+    pub fn is_deleted(&self) -> bool {
+        self.deleted.is_some()
+    }
+}
+
 /// One stored record's bytes (its key is its URI); [`RawRecord::view`] reads them.
 pub struct RawRecord {
     key: Bytes,
@@ -128,6 +164,14 @@ impl RawRecord {
     /// [`StoreError::Corrupt`] when the bytes are not a record.
     pub fn view(&self) -> Result<RecordView<'_>, StoreError> {
         row::decode_view(&self.key, &self.value)
+    }
+
+    /// What a listing shows of the record, borrowed from these bytes (see [`RecordHead`]).
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] when the bytes are not a record.
+    pub fn head(&self) -> Result<RecordHead<'_>, StoreError> {
+        row::decode_head(&self.key, &self.value)
     }
 
     /// The record, decoded into owned values.

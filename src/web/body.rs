@@ -102,9 +102,21 @@ impl futures_core::Stream for ChunkStream {
 /// client may take no data for at most `stall`.
 /// `what` names the document in the log line of a failure.
 pub(crate) async fn blocking_body<E: std::fmt::Display>(
-    (slots, stall): (&Arc<Semaphore>, Duration),
+    slots: (&Arc<Semaphore>, Duration),
     what: String,
     produce: impl FnOnce(&mut ChannelWriter) -> Result<(), E> + Send + 'static,
+) -> Body {
+    blocking_body_then(slots, what, produce, drop).await
+}
+
+/// As [`blocking_body`], then `then` with what `produce` returned, once the body has ended
+/// (the client has its last byte) and still holding the slot: work the response leads to
+/// that the client must not wait for.
+pub(crate) async fn blocking_body_then<R: Send + 'static, E: std::fmt::Display>(
+    (slots, stall): (&Arc<Semaphore>, Duration),
+    what: String,
+    produce: impl FnOnce(&mut ChannelWriter) -> Result<R, E> + Send + 'static,
+    then: impl FnOnce(R) + Send + 'static,
 ) -> Body {
     let permit = slots.clone().acquire_owned().await;
     let (tx, rx) = mpsc::channel(DEPTH);
@@ -114,12 +126,23 @@ pub(crate) async fn blocking_body<E: std::fmt::Display>(
     tokio::task::spawn_blocking(move || {
         let _permit = permit;
         let mut w = ChannelWriter { tx, buf: Vec::with_capacity(CHUNK), rt, stall };
-        let result = produce(&mut w).map_err(|e| e.to_string()).and_then(|()| w.send().map_err(|e| e.to_string()));
-        match result {
-            Ok(()) => finished.store(true, Ordering::Release),
-            Err(e) => tracing::warn!(document = %what, error = %e, "response stream stopped"),
-        }
+        let result =
+            produce(&mut w).map_err(|e| e.to_string()).and_then(|r| w.send().map(|()| r).map_err(|e| e.to_string()));
+        let result = match result {
+            Ok(r) => {
+                finished.store(true, Ordering::Release);
+                Some(r)
+            }
+            Err(e) => {
+                tracing::warn!(document = %what, error = %e, "response stream stopped");
+                None
+            }
+        };
         // The sender is dropped here, after `done`: the stream then ends, cleanly or not.
+        drop(w);
+        if let Some(r) = result {
+            then(r);
+        }
     });
     Body::from_stream(ChunkStream { rx, done })
 }

@@ -4,12 +4,14 @@
 //! What reaches the provider is bounded here: a query or form body of at most
 //! [`MAX_BODY`] bytes and at most [`MAX_PAIRS`] arguments (no verb takes more than five; a
 //! request with thousands gets `badArgument` after reading the first few). The answer streams
-//! from the blocking pool through the same slots and stall limit as every long document. Off
-//! (404) unless `[aggregator]` names the repository and its administrator.
+//! from the blocking pool through the same slots and stall limit as every long document,
+//! except a list page made ahead, which is sent from memory; once a list page is sent, the
+//! next is made (`publish::oai::ahead`). Off (404) unless `[aggregator]` names the repository
+//! and its administrator.
 
 use std::sync::Arc;
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::{RawQuery, Request, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
@@ -17,7 +19,7 @@ use axum::response::{IntoResponse, Response};
 use super::error::WebError;
 use super::{WebState, body};
 use crate::model::W3cDateTime;
-use crate::publish::oai::{MAX_TOKEN_LEN, OaiProvider};
+use crate::publish::oai::{MAX_TOKEN_LEN, NextPage, OaiProvider};
 
 /// The largest form body read (a resumption token is at most [`MAX_TOKEN_LEN`]).
 const MAX_BODY: usize = MAX_TOKEN_LEN + 4096;
@@ -68,14 +70,47 @@ fn pairs(form: &[u8]) -> Vec<(String, String)> {
 
 async fn respond(st: &WebState, oai: Arc<OaiProvider>, pairs: Vec<(String, String)>) -> Response {
     let now = W3cDateTime::now();
-    let what = format!("OAI-PMH {}", pairs.iter().find(|(k, _)| k == "verb").map_or("", |(_, v)| v.as_str()));
-    let produce = move |w: &mut body::ChannelWriter| oai.respond(&pairs, now, w);
-    let stream: Body = body::blocking_body(st.shared.stream_slots(), what, produce).await;
+    let stream = match made(st, &oai, &pairs, now).await {
+        Some(body) => body,
+        None => streamed(st, oai, pairs, now).await,
+    };
     let mut r = stream.into_response();
     let h = r.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     r
+}
+
+/// The answer to a request for a list page made ahead (`publish::oai::ahead`), sent from
+/// memory as it is; the next page is made meanwhile.
+async fn made(st: &WebState, oai: &Arc<OaiProvider>, pairs: &[(String, String)], now: W3cDateTime) -> Option<Body> {
+    if !pairs.iter().any(|(k, _)| k == "resumptionToken") {
+        return None;
+    }
+    let permit = st.shared.stream_slots().0.clone().acquire_owned().await;
+    let (o, p) = (oai.clone(), pairs.to_vec());
+    // Blocking: it waits for a page being made.
+    let ready = tokio::task::spawn_blocking(move || o.respond_made(&p, &now)).await.ok()??;
+    drop(permit);
+    if let Some(next) = ready.next {
+        let o = oai.clone();
+        tokio::task::spawn_blocking(move || o.make_next(&next));
+    }
+    let parts = ready.parts.into_iter().map(|p| Ok::<_, std::io::Error>(Bytes::from(p)));
+    Some(Body::from_stream(futures_util::stream::iter(parts)))
+}
+
+/// The answer made as it is sent; a list page's next page is made once it is complete.
+async fn streamed(st: &WebState, oai: Arc<OaiProvider>, pairs: Vec<(String, String)>, now: W3cDateTime) -> Body {
+    let what = format!("OAI-PMH {}", pairs.iter().find(|(k, _)| k == "verb").map_or("", |(_, v)| v.as_str()));
+    let ahead = oai.clone();
+    let produce = move |w: &mut body::ChannelWriter| oai.respond(&pairs, now, w);
+    let then = move |next: Option<NextPage>| {
+        if let Some(page) = next {
+            ahead.make_next(&page);
+        }
+    };
+    body::blocking_body_then(st.shared.stream_slots(), what, produce, then).await
 }
 
 #[cfg(test)]

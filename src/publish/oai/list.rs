@@ -31,18 +31,21 @@
 use std::collections::HashMap;
 use std::io::Write;
 
-use super::args::{ListStart, Selection};
+use super::ahead::{Made, MadeResponse, NextPage};
+use super::args::{self, ListStart, Request, Selection};
 use super::record::Version;
 use super::token::{Token, logs_fingerprint};
 use super::write::{self, TokenElement};
 use super::{Answer, Fault, OaiProvider};
 use crate::model::{Change, W3cDateTime};
-use crate::store::{RawRecord, RecordView, Snapshot, StoreError};
+use crate::store::{RawRecord, RecordHead, Snapshot, StoreError};
 
 /// Bytes buffered before they go to the client.
 const FLUSH: usize = 64 * 1024;
 
 impl OaiProvider {
+    /// Writes a page of the list `start` names; the page its resumption token names, if the
+    /// list goes on.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn list(
         &self,
@@ -53,37 +56,62 @@ impl OaiProvider {
         pairs: &[(String, String)],
         buf: &mut Vec<u8>,
         out: &mut dyn Write,
-    ) -> Result<(), Answer> {
+    ) -> Result<Option<NextPage>, Answer> {
         let snap = self.publisher.store().snapshot();
         let (token, logs) = match start {
             ListStart::New(sel) => self.new_list(&snap, records, sel, now)?,
             ListStart::Resume(text) => self.resume(text, records, now)?,
         };
-        let mut page = Page {
-            buf,
-            out,
-            started: false,
-            count: 0,
-            bytes: 0,
-            identifier: String::with_capacity(128),
-            date,
-            base_url: &self.base_url,
-            pairs,
-            records,
-        };
-        let next = match token.key {
-            Some(_) => self.walk_uris(&snap, &token, &logs, &mut page)?,
-            None => self.walk(&snap, &token, &logs, &mut page)?,
-        };
-        if !page.started {
-            let why = match start {
-                ListStart::New(_) => "no records match the request",
-                ListStart::Resume(_) => "the rest of the list is no longer available; start it again",
+        let head = Head { date, base_url: &self.base_url, pairs, records };
+        let mut page = Page::new(buf, out, Some(head));
+        let next = self.walk_any(&snap, &token, &logs, &mut page)?;
+        let count = page.count;
+        self.close(records, matches!(start, ListStart::Resume(_)), &token, count, next, now, buf)
+    }
+
+    /// The response to a request for a page that was made ahead (see `ahead`), waiting while
+    /// it is being made: `None` when it was not, and [`OaiProvider::respond`] makes it. Call it
+    /// where blocking is allowed.
+    pub fn respond_made(&self, pairs: &[(String, String)], now: &W3cDateTime) -> Option<MadeResponse> {
+        let Ok(Request::List { records, start: ListStart::Resume(text) }) = args::parse(pairs) else { return None };
+        let m = self.ahead.take(&NextPage { records, token: text })?;
+        let date = write::datestamp(now);
+        let (mut head, mut tail) = (Vec::new(), Vec::new());
+        Head { date: &date, base_url: &self.base_url, pairs, records }.open(&mut head);
+        match self.close(records, true, &m.token, m.count, m.next, now, &mut tail) {
+            Ok(next) => Some(MadeResponse { parts: [head, m.body, tail], next }),
+            Err(Answer::Fault(f)) => {
+                head.clear();
+                write::error_response(&mut head, &date, &self.base_url, pairs, &f);
+                Some(MadeResponse { parts: [head, Vec::new(), Vec::new()], next: None })
+            }
+            Err(Answer::Failed(_)) => None,
+        }
+    }
+
+    /// Ends a page of `count` records: its resumption token (naming `next`, if the list goes
+    /// on) and the envelope's end; the page that token names.
+    #[allow(clippy::too_many_arguments)]
+    fn close(
+        &self,
+        records: bool,
+        resumed: bool,
+        token: &Token,
+        count: u64,
+        next: Option<Next>,
+        now: &W3cDateTime,
+        buf: &mut Vec<u8>,
+    ) -> Result<Option<NextPage>, Answer> {
+        if count == 0 {
+            let why = if resumed {
+                "the rest of the list is no longer available; start it again"
+            } else {
+                "no records match the request"
             };
             return Err(Fault::new("noRecordsMatch", why).into());
         }
         let value = next.map(|at| {
-            let mut t = Token { cursor: token.cursor + page.count, expires: self.expiry(now), ..token.clone() };
+            let mut t = Token { cursor: token.cursor + count, expires: self.expiry(now), ..token.clone() };
             match at {
                 Next::Log(log, seq) => (t.log, t.next) = (log, seq),
                 Next::Uri(uri) => t.key = Some(uri),
@@ -93,7 +121,7 @@ impl OaiProvider {
         let expires =
             value.as_ref().and_then(|(_, e)| W3cDateTime::from_unix(*e, 0).ok()).map(|t| write::datestamp(&t));
         write::resumption_token(
-            page.buf,
+            buf,
             &TokenElement {
                 value: value.as_ref().map(|(v, _)| v.as_str()),
                 expires: expires.as_deref(),
@@ -101,9 +129,47 @@ impl OaiProvider {
                 cursor: token.cursor,
             },
         );
-        page.buf.extend_from_slice(if records { b"</ListRecords>\n" } else { b"</ListIdentifiers>\n" });
-        write::close(page.buf);
-        Ok(())
+        buf.extend_from_slice(if records { b"</ListRecords>\n" } else { b"</ListIdentifiers>\n" });
+        write::close(buf);
+        Ok(value.map(|(token, _)| NextPage { records, token }))
+    }
+
+    /// Makes the page a response's resumption token names and keeps it a while for the
+    /// client's next request (see `ahead`); call it once that response is complete. Does
+    /// nothing when the page is kept or being made already; a page that cannot be made is
+    /// left to its request, which answers what went wrong.
+    pub fn make_next(&self, page: &NextPage) {
+        if self.ahead.claim(page) {
+            self.ahead.fill(page, self.make(page).ok());
+        }
+    }
+
+    fn make(&self, p: &NextPage) -> Result<Made, Answer> {
+        let (token, logs) = self.resume(&p.token, p.records, &W3cDateTime::now())?;
+        let snap = self.publisher.store().snapshot();
+        // Written straight into the page kept, which is never sent from here; room for a
+        // usual page up front, rather than copied as it grows.
+        let mut body = Vec::with_capacity(self.settings.page_bytes.min(1 << 20));
+        let mut sink = std::io::sink();
+        let mut page = Page::new(&mut body, &mut sink, None);
+        page.flush = usize::MAX;
+        let next = self.walk_any(&snap, &token, &logs, &mut page)?;
+        let count = page.count;
+        Ok(Made { token, body, count, next })
+    }
+
+    /// Writes the page's records in the list's order; where the next page starts.
+    fn walk_any(
+        &self,
+        snap: &Snapshot,
+        token: &Token,
+        logs: &[String],
+        page: &mut Page<'_, '_>,
+    ) -> Result<Option<Next>, Answer> {
+        match token.key {
+            Some(_) => self.walk_uris(snap, token, logs, page),
+            None => self.walk(snap, token, logs, page),
+        }
     }
 
     fn expiry(&self, now: &W3cDateTime) -> i64 {
@@ -211,7 +277,7 @@ impl OaiProvider {
             while let Some(e) = events.next_view() {
                 let e = e?;
                 let Some(raw) = snap.raw_record(e.uri)? else { continue };
-                let v = raw.view()?;
+                let v = raw.head()?;
                 if !emitted(snap, log, &v, e.seq, end)? {
                     continue;
                 }
@@ -242,7 +308,7 @@ impl OaiProvider {
         for prefix in self.prefixes(token.set.as_deref(), logs) {
             for raw in snap.raw_records_in_range(prefix, from, None) {
                 let raw = raw?;
-                let v = raw.view()?;
+                let v = raw.head()?;
                 let log = token.set.as_deref().unwrap_or(v.source);
                 let Some(&end) = ends.get(log) else { continue };
                 let Some(ver) = version_at(snap, log, &v, end)? else { continue };
@@ -279,7 +345,7 @@ impl OaiProvider {
         &self,
         page: &mut Page<'_, '_>,
         raw: &RawRecord,
-        v: &RecordView<'_>,
+        v: &RecordHead<'_>,
         ver: &Version,
         token: &Token,
     ) -> Result<Put, Answer> {
@@ -334,7 +400,8 @@ fn count(snap: &Snapshot, logs: &[String], ends: &[u64], windows: &[(u64, u64)])
 }
 
 /// Where the next page starts.
-enum Next {
+#[derive(Debug)]
+pub(super) enum Next {
     /// A log (by index) and a seq in it.
     Log(u32, u64),
     /// A URI.
@@ -354,7 +421,7 @@ enum Put {
 /// The version of record `v` a list over `log` up to `end` emits, if any: its latest event at
 /// or before `end`. The record's own state when that is its head (the usual case, no read);
 /// else, when it changed after the list started, the event read back along `prev`.
-fn version_at(snap: &Snapshot, log: &str, v: &RecordView<'_>, end: u64) -> Result<Option<Version>, StoreError> {
+fn version_at(snap: &Snapshot, log: &str, v: &RecordHead<'_>, end: u64) -> Result<Option<Version>, StoreError> {
     let Some(&(_, head)) = v.heads.iter().find(|(s, _)| *s == log) else { return Ok(None) };
     if head <= end {
         let datetime = v.changed.parse().map_err(|e| StoreError::corrupt("record", e))?;
@@ -371,7 +438,7 @@ fn version_at(snap: &Snapshot, log: &str, v: &RecordView<'_>, end: u64) -> Resul
 
 /// Whether the list emits the resource `v` at its event `seq`: its latest event at or before
 /// `end` is that one.
-fn emitted(snap: &Snapshot, log: &str, v: &RecordView<'_>, seq: u64, end: u64) -> Result<bool, StoreError> {
+fn emitted(snap: &Snapshot, log: &str, v: &RecordHead<'_>, seq: u64, end: u64) -> Result<bool, StoreError> {
     let Some(&(_, head)) = v.heads.iter().find(|(s, _)| *s == log) else { return Ok(false) };
     Ok(latest_by(snap, log, head, end)? == seq)
 }
@@ -390,37 +457,57 @@ fn latest_by(snap: &Snapshot, log: &str, head: u64, end: u64) -> Result<u64, Sto
     Ok(seq)
 }
 
-/// The response being written: the envelope is opened at the first record, so a list with
-/// none can still be answered `noRecordsMatch`.
-struct Page<'a, 'b> {
-    buf: &'a mut Vec<u8>,
-    out: &'a mut dyn Write,
-    started: bool,
-    /// Records written, and the bytes they took.
-    count: u64,
-    bytes: usize,
-    /// The current record's identifier (reused).
-    identifier: String,
+/// The response's envelope up to the list's element, written before the first record.
+struct Head<'b> {
     date: &'b str,
     base_url: &'b str,
     pairs: &'b [(String, String)],
     records: bool,
 }
 
-impl Page<'_, '_> {
+impl Head<'_> {
+    fn open(&self, buf: &mut Vec<u8>) {
+        write::open(buf, self.date, self.base_url, Some(self.pairs));
+        buf.extend_from_slice(if self.records { b"<ListRecords>" } else { b"<ListIdentifiers>" });
+    }
+}
+
+/// The page being written: the envelope (when there is one: a page made ahead has none) is
+/// opened at the first record, so a list with none can still be answered `noRecordsMatch`.
+struct Page<'a, 'b> {
+    buf: &'a mut Vec<u8>,
+    out: &'a mut dyn Write,
+    head: Option<Head<'b>>,
+    started: bool,
+    /// Records written, and the bytes they took.
+    count: u64,
+    bytes: usize,
+    /// The current record's identifier (reused).
+    identifier: String,
+    /// Bytes buffered before they go to `out`.
+    flush: usize,
+}
+
+impl<'a, 'b> Page<'a, 'b> {
+    fn new(buf: &'a mut Vec<u8>, out: &'a mut dyn Write, head: Option<Head<'b>>) -> Page<'a, 'b> {
+        let identifier = String::with_capacity(128);
+        Page { buf, out, head, started: false, count: 0, bytes: 0, identifier, flush: FLUSH }
+    }
+
     /// Opens the envelope, before the first record.
     fn start(&mut self) {
         if !self.started {
             self.started = true;
-            write::open(self.buf, self.date, self.base_url, Some(self.pairs));
-            self.buf.extend_from_slice(if self.records { b"<ListRecords>" } else { b"<ListIdentifiers>" });
+            if let Some(h) = &self.head {
+                h.open(self.buf);
+            }
         }
     }
 
     /// Counts the record just written, and sends what is buffered once there is enough.
     fn pushed(&mut self) -> Result<(), std::io::Error> {
         self.count += 1;
-        if self.buf.len() >= FLUSH {
+        if self.buf.len() >= self.flush {
             self.out.write_all(self.buf)?;
             self.buf.clear();
         }
@@ -486,12 +573,7 @@ mod tests {
         (headers, next)
     }
 
-    /// A list in both orders, started together and read together while the store changes
-    /// under them: the same headers, each once, as the store was when they started.
-    #[test]
-    fn both_orders_list_the_same_versions_while_harvesting_goes_on() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open_with(&dir.path().join("s"), &StoreOptions::small()).unwrap();
+    fn provider(store: &Store, page_size: u32) -> OaiProvider {
         let naming = Naming::new(&url::Url::parse(BASE).unwrap());
         let sets = SetConfig::all(["a", "b"], [SetConfig::new("ab", ["a", "b"])]);
         let publisher =
@@ -500,11 +582,53 @@ mod tests {
             name: "t".into(),
             admin_email: "t@example.org".into(),
             repository_identifier: "t.test".into(),
-            page_size: 4,
+            page_size,
             page_bytes: 1 << 20,
             token_lifetime: Duration::from_secs(3600),
         };
-        let oai = OaiProvider::new(publisher, settings, Default::default(), Default::default()).unwrap();
+        OaiProvider::new(publisher, settings, Default::default(), Default::default()).unwrap()
+    }
+
+    /// A page made ahead, then served, is byte for byte the page made on request, though the
+    /// store changed in between; it is served once.
+    #[test]
+    fn a_page_made_ahead_is_the_page_made_on_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_with(&dir.path().join("s"), &StoreOptions::small()).unwrap();
+        let oai = provider(&store, 3);
+        for i in 0..10 {
+            upsert(&store, if i % 2 == 0 { "a" } else { "b" }, i, &format!("v1 {i}"));
+        }
+        let now = W3cDateTime::now();
+        let ask = |pairs: &[(&str, &str)]| {
+            let pairs: Vec<(String, String)> = pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+            let mut out = Vec::new();
+            let next = oai.respond(&pairs, now, &mut out).unwrap();
+            (pairs, out, next)
+        };
+        let (_, _, next) = ask(&[("verb", "ListRecords"), ("metadataPrefix", "oai_dc")]);
+        let page = next.expect("the list goes on");
+        let (pairs, fresh, after) = ask(&[("verb", "ListRecords"), ("resumptionToken", &page.token)]);
+        oai.make_next(&page);
+        upsert(&store, "a", 2, "v2 2");
+        delete(&store, "b", 3);
+        upsert(&store, "a", 40, "new");
+        let made = oai.respond_made(&pairs, &now).expect("made ahead");
+        assert_eq!(made.parts.concat(), fresh, "the same page");
+        assert_eq!(made.next, after, "the same next page");
+        assert!(oai.respond_made(&pairs, &now).is_none(), "served once");
+        let other = [("verb".to_owned(), "ListIdentifiers".to_owned()), pairs[1].clone()];
+        oai.make_next(&page);
+        assert!(oai.respond_made(&other, &now).is_none(), "a token is for one verb");
+    }
+
+    /// A list in both orders, started together and read together while the store changes
+    /// under them: the same headers, each once, as the store was when they started.
+    #[test]
+    fn both_orders_list_the_same_versions_while_harvesting_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_with(&dir.path().join("s"), &StoreOptions::small()).unwrap();
+        let oai = provider(&store, 4);
         // Interleaved in the logs, so log order is not URI order; some updated, some deleted.
         for i in (0..20).rev() {
             upsert(&store, if i % 3 == 0 { "b" } else { "a" }, i, &format!("v1 {i}"));

@@ -7,7 +7,8 @@
 //!   ListIdentifiers, defined by change-log positions; `record`: one record's metadata and
 //!   provenance (a record harvested from an OAI-PMH source is read back by
 //!   `model::oai::read_stored`);
-//!   `formats`: the metadata formats, and which one an XML bitstream is.
+//!   `formats`: the metadata formats, and which one an XML bitstream is; `ahead`: a list's
+//!   next page, made while the client reads the current one.
 //!
 //! A record's datestamp is when Tributary's copy last changed (its change-log event, to the
 //! second), so a harvester's `from` finds exactly what changed since its last harvest, and
@@ -18,6 +19,7 @@
 //! settings), never on axum or tokio. `web/oai.rs` parses the HTTP request into argument pairs
 //! and streams what [`OaiProvider::respond`] writes, on the blocking pool.
 
+mod ahead;
 mod args;
 mod formats;
 mod list;
@@ -32,6 +34,7 @@ use std::sync::Arc;
 
 use url::Url;
 
+pub use ahead::{MadeResponse, NextPage};
 pub use args::Fault;
 pub use token::MAX_TOKEN_LEN;
 
@@ -63,6 +66,7 @@ pub struct OaiProvider {
     /// Per set id, a sentence for its `setDescription`.
     descriptions: HashMap<String, String>,
     codec: token::Codec,
+    ahead: ahead::Ahead,
 }
 
 /// The file in the data directory holding the resumption tokens' key.
@@ -82,7 +86,8 @@ impl OaiProvider {
     ) -> Result<OaiProvider, PublishError> {
         let key = token_key(publisher.store().path())?;
         let base_url = format!("{}oai", publisher.naming().base());
-        Ok(OaiProvider { publisher, settings, base_url, harvested, descriptions, codec: token::Codec::new(key) })
+        let (codec, ahead) = (token::Codec::new(key), ahead::Ahead::default());
+        Ok(OaiProvider { publisher, settings, base_url, harvested, descriptions, codec, ahead })
     }
 
     /// The endpoint `config` describes, if `[aggregator]` turns it on.
@@ -122,6 +127,9 @@ impl OaiProvider {
     /// `now`. Protocol errors are answers like any other; only a failure of the store or of
     /// `out` is an error, and then what was written is not a complete response.
     ///
+    /// Returns the page the answer's resumption token names, if it has one: once the response
+    /// is complete, [`OaiProvider::make_next`] makes that page while the client reads this one.
+    ///
     /// # Errors
     /// [`PublishError::Store`] / [`PublishError::Write`].
     pub fn respond(
@@ -129,23 +137,24 @@ impl OaiProvider {
         pairs: &[(String, String)],
         now: W3cDateTime,
         out: &mut dyn Write,
-    ) -> Result<(), PublishError> {
+    ) -> Result<Option<NextPage>, PublishError> {
         let date = write::datestamp(&now);
         let mut buf = Vec::with_capacity(64 * 1024);
         let answered = match args::parse(pairs) {
             Ok(req) => self.answer(&req, pairs, &now, &mut buf, out),
             Err(f) => Err(Answer::Fault(f)),
         };
-        match answered {
-            Ok(()) => {}
+        let next = match answered {
+            Ok(next) => next,
             Err(Answer::Fault(f)) => {
                 buf.clear();
                 error_response(&mut buf, &date, &self.base_url, pairs, &f);
+                None
             }
             Err(Answer::Failed(e)) => return Err(e),
-        }
+        };
         out.write_all(&buf)?;
-        Ok(())
+        Ok(next)
     }
 
     fn answer(
@@ -155,7 +164,7 @@ impl OaiProvider {
         now: &W3cDateTime,
         buf: &mut Vec<u8>,
         out: &mut dyn Write,
-    ) -> Result<(), Answer> {
+    ) -> Result<Option<NextPage>, Answer> {
         let date = write::datestamp(now);
         let open = |buf: &mut Vec<u8>| write::open(buf, &date, &self.base_url, Some(pairs));
         match req {
@@ -194,7 +203,7 @@ impl OaiProvider {
             }
         }
         write::close(buf);
-        Ok(())
+        Ok(None)
     }
 
     fn identify(&self, buf: &mut Vec<u8>, earliest: &str) {

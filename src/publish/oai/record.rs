@@ -20,7 +20,7 @@ use crate::model::oai::{Origin, StoredRecord as Harvested, read_stored};
 use crate::publish::PublishError;
 use crate::publish::feed::feed_item_state;
 use crate::publish::links::inherit_views;
-use crate::store::{BlobId, RawRecord, RecordView, StoreError};
+use crate::store::{BlobId, RawRecord, RecordHead, StoreError};
 
 /// The start tag of an oai_dc record.
 pub(super) const DC_OPEN: &str = "<oai_dc:dc xmlns:oai_dc=\"http://www.openarchives.org/OAI/2.0/oai_dc/\" xmlns:dc=\"http://purl.org/dc/elements/1.1/\" xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" xsi:schemaLocation=\"http://www.openarchives.org/OAI/2.0/oai_dc/ http://www.openarchives.org/OAI/2.0/oai_dc.xsd\">";
@@ -49,7 +49,7 @@ impl OaiProvider {
     /// ListMetadataFormats with `identifier`.
     pub(super) fn formats_of(&self, identifier: &str) -> Result<Vec<Format>, Answer> {
         let (raw, _) = self.lookup(identifier)?;
-        let v = raw.view()?;
+        let v = raw.head()?;
         let ver = latest(&v)?;
         let mut out = vec![formats::by_prefix("oai_dc").expect("oai_dc is known")];
         if let Some(h) = self.harvested.get(v.source) {
@@ -66,7 +66,7 @@ impl OaiProvider {
     /// GetRecord: the `<record>`.
     pub(super) fn get_record(&self, identifier: &str, prefix: &str) -> Result<Vec<u8>, Answer> {
         let (raw, identifier) = self.lookup(identifier)?;
-        let v = raw.view()?;
+        let v = raw.head()?;
         let ver = latest(&v)?;
         let mut out = Vec::new();
         if !self.render(&mut out, &raw, &v, &identifier, &ver, prefix, true)? {
@@ -94,7 +94,7 @@ impl OaiProvider {
         &self,
         out: &mut Vec<u8>,
         raw: &RawRecord,
-        v: &RecordView<'_>,
+        v: &RecordHead<'_>,
         identifier: &str,
         ver: &Version,
         prefix: &str,
@@ -148,7 +148,7 @@ impl OaiProvider {
         &self,
         out: &mut Vec<u8>,
         raw: &RawRecord,
-        v: &RecordView<'_>,
+        v: &RecordHead<'_>,
         ver: &Version,
         content: &Content,
         harvested: Option<&HarvestedFrom>,
@@ -176,7 +176,7 @@ impl OaiProvider {
 
     /// oai_dc made from the record: Tributary's URI, the origin, type, lastmod, the links the
     /// policy keeps, and the title a feed gave.
-    fn dublin_core(&self, out: &mut Vec<u8>, raw: &RawRecord, v: &RecordView<'_>) -> Result<(), PublishError> {
+    fn dublin_core(&self, out: &mut Vec<u8>, raw: &RawRecord, v: &RecordHead<'_>) -> Result<(), PublishError> {
         out.extend_from_slice(b"<metadata>");
         out.extend_from_slice(DC_OPEN.as_bytes());
         if let Some(title) = self.title(raw, v)? {
@@ -200,7 +200,7 @@ impl OaiProvider {
     }
 
     /// The title of an item harvested from a feed (the only sources that give one).
-    fn title(&self, raw: &RawRecord, v: &RecordView<'_>) -> Result<Option<String>, PublishError> {
+    fn title(&self, raw: &RawRecord, v: &RecordHead<'_>) -> Result<Option<String>, PublishError> {
         if !v.upstream.contains("sx-item=") {
             return Ok(None);
         }
@@ -211,7 +211,7 @@ impl OaiProvider {
     /// Reads what dissemination needs of the version's bitstream (`whole`: all of it; else
     /// its first bytes unless it is a harvested record). The version's own bitstream, else
     /// (collected since) the record's current one.
-    fn content(&self, v: &RecordView<'_>, ver: &Version, whole: bool) -> Result<Content, PublishError> {
+    fn content(&self, v: &RecordHead<'_>, ver: &Version, whole: bool) -> Result<Content, PublishError> {
         let harvested = self.harvested.contains_key(v.source);
         if !harvested && !formats::is_xml(v.media_type) {
             return Ok(Content::Other);
@@ -249,7 +249,7 @@ impl OaiProvider {
 }
 
 /// The record's latest state as a version.
-fn latest(v: &RecordView<'_>) -> Result<Version, StoreError> {
+fn latest(v: &RecordHead<'_>) -> Result<Version, StoreError> {
     let datetime: W3cDateTime = v.changed.parse().map_err(|e| StoreError::corrupt("record", e))?;
     Ok(Version { deleted: v.is_deleted(), datetime, sha256: v.sha256 })
 }
