@@ -67,6 +67,7 @@ pub struct OaiProvider {
     descriptions: HashMap<String, String>,
     codec: token::Codec,
     ahead: ahead::Ahead,
+    superseding: list::Superseding,
 }
 
 /// The file in the data directory holding the resumption tokens' key.
@@ -87,7 +88,8 @@ impl OaiProvider {
         let key = token_key(publisher.store().path())?;
         let base_url = format!("{}oai", publisher.naming().base());
         let (codec, ahead) = (token::Codec::new(key), ahead::Ahead::default());
-        Ok(OaiProvider { publisher, settings, base_url, harvested, descriptions, codec, ahead })
+        let superseding = list::Superseding::default();
+        Ok(OaiProvider { publisher, settings, base_url, harvested, descriptions, codec, ahead, superseding })
     }
 
     /// The endpoint `config` describes, if `[aggregator]` turns it on.
