@@ -18,7 +18,6 @@
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::list::Next;
 use super::token::Token;
 
 /// Pages kept at once (made, or being made).
@@ -56,13 +55,23 @@ pub(super) struct Made {
     pub(super) body: Vec<u8>,
     /// Records in `body`.
     pub(super) count: u64,
-    /// Where the page after this one starts, if the list goes on.
-    pub(super) next: Option<Next>,
+    /// The token of the page after this one, if the list goes on: made with the page, so that
+    /// the page after it can be made before this one is sent.
+    pub(super) next: Option<NextToken>,
+}
+
+/// A resumption token as sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct NextToken {
+    pub(super) text: String,
+    /// Its `expirationDate` (Unix seconds).
+    pub(super) expires: i64,
 }
 
 #[derive(Debug)]
 enum Slot {
-    Making,
+    /// Being made; `true` once a request waits for it.
+    Making(bool),
     Made(Box<Made>, Instant),
 }
 
@@ -89,6 +98,7 @@ impl Ahead {
                 let (_, Slot::Made(made, at)) = slots.swap_remove(i) else { unreachable!("matched above") };
                 return (at.elapsed() < KEEP).then_some(*made);
             }
+            slots[i].1 = Slot::Making(true);
             let left = deadline.checked_duration_since(Instant::now())?;
             slots = self.changed.wait_timeout(slots, left).unwrap_or_else(std::sync::PoisonError::into_inner).0;
         }
@@ -109,20 +119,23 @@ impl Ahead {
                 .enumerate()
                 .filter_map(|(i, (_, s))| match s {
                     Slot::Made(_, at) => Some((i, *at)),
-                    Slot::Making => None,
+                    Slot::Making(_) => None,
                 })
                 .min_by_key(|(_, at)| *at);
             let Some((i, _)) = oldest else { return false };
             slots.swap_remove(i);
         }
-        slots.push((page.clone(), Slot::Making));
+        slots.push((page.clone(), Slot::Making(false)));
         true
     }
 
-    /// Ends the making of `page`: keeps it when it was made, forgets it when not.
-    pub(super) fn fill(&self, page: &NextPage, made: Option<Made>) {
+    /// Ends the making of `page`: keeps it when it was made, forgets it when not. Whether a
+    /// request was waiting for it.
+    pub(super) fn fill(&self, page: &NextPage, made: Option<Made>) -> bool {
         let mut slots = self.lock();
-        if let Some(i) = slots.iter().position(|(p, s)| p == page && matches!(s, Slot::Making)) {
+        let mut waited = false;
+        if let Some(i) = slots.iter().position(|(p, s)| p == page && matches!(s, Slot::Making(_))) {
+            waited = matches!(slots[i].1, Slot::Making(true));
             match made {
                 Some(m) => slots[i].1 = Slot::Made(Box::new(m), Instant::now()),
                 None => {
@@ -132,6 +145,7 @@ impl Ahead {
         }
         drop(slots);
         self.changed.notify_all();
+        waited
     }
 }
 
@@ -184,12 +198,20 @@ mod tests {
         let maker = {
             let a = a.clone();
             std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(50));
-                a.fill(&page("t"), Some(made(7)));
+                // Bounded: the request below starts waiting at once.
+                for _ in 0..5000 {
+                    if matches!(a.lock().first(), Some((_, Slot::Making(true)))) {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                a.fill(&page("t"), Some(made(7)))
             })
         };
         assert_eq!(a.take(&page("t")).map(|m| m.count), Some(7));
-        maker.join().unwrap();
+        assert!(maker.join().unwrap(), "the maker learns that a request was waiting");
+        assert!(a.claim(&page("u")));
+        assert!(!a.fill(&page("u"), Some(made(1))), "no request was waiting");
     }
 
     #[test]

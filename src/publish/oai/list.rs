@@ -32,7 +32,7 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::sync::Mutex;
 
-use super::ahead::{Made, MadeResponse, NextPage};
+use super::ahead::{Made, MadeResponse, NextPage, NextToken};
 use super::args::{self, ListStart, Request, Selection};
 use super::record::Version;
 use super::token::{Token, logs_fingerprint};
@@ -67,7 +67,8 @@ impl OaiProvider {
         let mut page = Page::new(buf, out, Some(head));
         let next = self.walk_any(&snap, &token, &logs, &mut page)?;
         let count = page.count;
-        self.close(records, matches!(start, ListStart::Resume(_)), &token, count, next, now, buf)
+        let next = self.next_token(&token, count, next, now);
+        self.close(records, matches!(start, ListStart::Resume(_)), &token, count, next, buf)
     }
 
     /// The response to a request for a page that was made ahead (see `ahead`), waiting while
@@ -79,7 +80,7 @@ impl OaiProvider {
         let date = write::datestamp(now);
         let (mut head, mut tail) = (Vec::new(), Vec::new());
         Head { date: &date, base_url: &self.base_url, pairs, records }.open(&mut head);
-        match self.close(records, true, &m.token, m.count, m.next, now, &mut tail) {
+        match self.close(records, true, &m.token, m.count, m.next, &mut tail) {
             Ok(next) => Some(MadeResponse { parts: [head, m.body, tail], next }),
             Err(Answer::Fault(f)) => {
                 head.clear();
@@ -99,8 +100,7 @@ impl OaiProvider {
         resumed: bool,
         token: &Token,
         count: u64,
-        next: Option<Next>,
-        now: &W3cDateTime,
+        next: Option<NextToken>,
         buf: &mut Vec<u8>,
     ) -> Result<Option<NextPage>, Answer> {
         if count == 0 {
@@ -111,20 +111,12 @@ impl OaiProvider {
             };
             return Err(Fault::new("noRecordsMatch", why).into());
         }
-        let value = next.map(|at| {
-            let mut t = Token { cursor: token.cursor + count, expires: self.expiry(now), ..token.clone() };
-            match at {
-                Next::Log(log, seq) => (t.log, t.next) = (log, seq),
-                Next::Uri(uri) => t.key = Some(uri),
-            }
-            (self.codec.encode(&t), t.expires)
-        });
         let expires =
-            value.as_ref().and_then(|(_, e)| W3cDateTime::from_unix(*e, 0).ok()).map(|t| write::datestamp(&t));
+            next.as_ref().and_then(|n| W3cDateTime::from_unix(n.expires, 0).ok()).map(|t| write::datestamp(&t));
         write::resumption_token(
             buf,
             &TokenElement {
-                value: value.as_ref().map(|(v, _)| v.as_str()),
+                value: next.as_ref().map(|n| n.text.as_str()),
                 expires: expires.as_deref(),
                 size: token.size,
                 cursor: token.cursor,
@@ -132,21 +124,46 @@ impl OaiProvider {
         );
         buf.extend_from_slice(if records { b"</ListRecords>\n" } else { b"</ListIdentifiers>\n" });
         write::close(buf);
-        Ok(value.map(|(token, _)| NextPage { records, token }))
+        Ok(next.map(|n| NextPage { records, token: n.text }))
+    }
+
+    /// The token of the page after one of `count` records, which starts at `next`.
+    fn next_token(&self, token: &Token, count: u64, next: Option<Next>, now: &W3cDateTime) -> Option<NextToken> {
+        next.map(|at| {
+            let mut t = Token { cursor: token.cursor + count, expires: self.expiry(now), ..token.clone() };
+            match at {
+                Next::Log(log, seq) => (t.log, t.next) = (log, seq),
+                Next::Uri(uri) => t.key = Some(uri),
+            }
+            NextToken { text: self.codec.encode(&t), expires: t.expires }
+        })
     }
 
     /// Makes the page a response's resumption token names and keeps it a while for the
     /// client's next request (see `ahead`); call it once that response is complete. Does
     /// nothing when the page is kept or being made already; a page that cannot be made is
-    /// left to its request, which answers what went wrong.
+    /// left to its request, which answers what went wrong. While the client is already
+    /// waiting for the page made, the one after it is made next, without a pause.
     pub fn make_next(&self, page: &NextPage) {
-        if self.ahead.claim(page) {
-            self.ahead.fill(page, self.make(page).ok());
+        let mut page = page.clone();
+        // Bounded: each turn makes a later page of a finite list.
+        while self.ahead.claim(&page) {
+            let made = self.make(&page).ok();
+            let after = made
+                .as_ref()
+                .and_then(|m| m.next.as_ref())
+                .map(|n| NextPage { records: page.records, token: n.text.clone() });
+            let waited = self.ahead.fill(&page, made);
+            match after {
+                Some(a) if waited => page = a,
+                _ => break,
+            }
         }
     }
 
     fn make(&self, p: &NextPage) -> Result<Made, Answer> {
-        let (token, logs) = self.resume(&p.token, p.records, &W3cDateTime::now())?;
+        let now = W3cDateTime::now();
+        let (token, logs) = self.resume(&p.token, p.records, &now)?;
         let snap = self.publisher.store().snapshot();
         // Written straight into the page kept, which is never sent from here; room for a
         // usual page up front, rather than copied as it grows.
@@ -156,6 +173,7 @@ impl OaiProvider {
         page.flush = usize::MAX;
         let next = self.walk_any(&snap, &token, &logs, &mut page)?;
         let count = page.count;
+        let next = self.next_token(&token, count, next, &now);
         Ok(Made { token, body, count, next })
     }
 
