@@ -17,6 +17,7 @@ use super::error::StoreError;
 use super::failure::{self, NewFailure};
 use super::feeds;
 use super::log::{ChunkBuf, Counters, EventRef, event_key};
+use super::pack::TakenRows;
 use super::record::{NewRecord, Record, keys};
 use super::row;
 use super::state::{self, SourceState};
@@ -215,31 +216,18 @@ impl Store {
         // The rows of blobs put into the pack since the last commit join this batch, their
         // bytes synced first, so a record never refers to a blob whose row could be lost (see
         // `pack`), and the upserts below read them from the overlay instead of the database.
-        let taken = inner.take_pending()?;
+        let taken = inner.take_pending_unsynced()?;
         let writes = inner.write_lock();
-        let t = &inner.trees;
-        // Up to five rows per op: the record, two index entries (or a blob row) and their
-        // removal on an update; chunks and counters are per set, blob rows per blob.
-        let w = Overlay::with_capacity(batch.ops.len() * 2 + 8);
-        // The pending rows join as rows, not encoded bytes: the upserts naming them (most of
-        // a harvest's) set their referrer in place, and each is encoded once, at the end.
-        let mut blobs = FastMap::with_capacity_and_hasher(taken.len(), Default::default());
-        blobs.extend(taken.iter().map(|(id, row)| (*id, TxBlob { row: row.clone(), write: true })));
-        let mut tx = Tx { t, w, counters: HashMap::new(), chunks: HashMap::new(), blobs, now: inner.stamp() };
-        let applied = tx.run(&batch.ops)?;
-        tx.failures(&batch.failures)?;
-        for (source, item, state) in &batch.feed_items {
-            let k = feeds::key(source, item);
-            match state {
-                Some(v) => tx.w.insert(&t.feed_items, &k, v.clone()),
-                None => tx.w.remove(&t.feed_items, &k),
-            }
-        }
-        if let Some((id, s)) = &batch.state {
-            tx.w.insert(&t.sources, id.as_bytes(), state::encode(s)?);
-        }
-        let logged = tx.write_counters()?;
-        tx.write_blob_rows()?;
+        // The pack's sync (waiting on the disk) runs on its own thread while this one reads
+        // and encodes the batch, and is done before anything commits.
+        let (built, synced) = std::thread::scope(|s| {
+            let syncing = taken.needs_sync().then(|| s.spawn(|| inner.sync_taken(&taken)));
+            let built = build(inner, batch, &taken);
+            let synced = syncing.map_or(Ok(()), |h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+            (built, synced)
+        });
+        synced?;
+        let (tx, applied, logged) = built?;
         inner.db.commit(tx.w)?;
         inner.committed(taken, tx.blobs.iter().filter(|(_, b)| b.write).map(|(id, b)| (id, &b.row)));
         drop(writes);
@@ -249,6 +237,35 @@ impl Store {
         }
         Ok(applied)
     }
+}
+
+/// Reads what `batch` changes and encodes its rows, `taken` among them: the transaction to
+/// commit, what it did, and whether it logged any event.
+fn build<'a>(inner: &'a Inner, batch: &Batch, taken: &TakenRows<'_>) -> Result<(Tx<'a>, Applied, bool), StoreError> {
+    let t = &inner.trees;
+    // Up to five rows per op: the record, two index entries (or a blob row) and their
+    // removal on an update; chunks and counters are per set, blob rows per blob.
+    let w = Overlay::with_capacity(batch.ops.len() * 2 + 8);
+    // The pending rows join as rows, not encoded bytes: the upserts naming them (most of
+    // a harvest's) set their referrer in place, and each is encoded once, at the end.
+    let mut blobs = FastMap::with_capacity_and_hasher(taken.len(), Default::default());
+    blobs.extend(taken.iter().map(|(id, row)| (*id, TxBlob { row: row.clone(), write: true })));
+    let mut tx = Tx { t, w, counters: HashMap::new(), chunks: HashMap::new(), blobs, now: inner.stamp() };
+    let applied = tx.run(&batch.ops)?;
+    tx.failures(&batch.failures)?;
+    for (source, item, state) in &batch.feed_items {
+        let k = feeds::key(source, item);
+        match state {
+            Some(v) => tx.w.insert(&t.feed_items, &k, v.clone()),
+            None => tx.w.remove(&t.feed_items, &k),
+        }
+    }
+    if let Some((id, s)) = &batch.state {
+        tx.w.insert(&t.sources, id.as_bytes(), state::encode(s)?);
+    }
+    let logged = tx.write_counters()?;
+    tx.write_blob_rows()?;
+    Ok((tx, applied, logged))
 }
 
 impl Inner {
