@@ -87,11 +87,18 @@ async fn made(st: &WebState, oai: &Arc<OaiProvider>, pairs: &[(String, String)],
     if !pairs.iter().any(|(k, _)| k == "resumptionToken") {
         return None;
     }
-    let permit = st.shared.stream_slots().0.clone().acquire_owned().await;
-    let (o, p) = (oai.clone(), pairs.to_vec());
-    // Blocking: it waits for a page being made.
-    let ready = tokio::task::spawn_blocking(move || o.respond_made(&p, &now)).await.ok()??;
-    drop(permit);
+    // A page made already is answered here: no blocking, nothing to wait for.
+    let ready = match oai.respond_made(pairs, &now, false) {
+        Some(r) => r,
+        None => {
+            let permit = st.shared.stream_slots().0.clone().acquire_owned().await;
+            let (o, p) = (oai.clone(), pairs.to_vec());
+            // Blocking: it waits for a page being made.
+            let r = tokio::task::spawn_blocking(move || o.respond_made(&p, &now, true)).await.ok()??;
+            drop(permit);
+            r
+        }
+    };
     if let Some(next) = ready.next {
         let o = oai.clone();
         tokio::task::spawn_blocking(move || o.make_next(&next));

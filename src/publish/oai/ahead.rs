@@ -89,8 +89,9 @@ impl Ahead {
         self.slots.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Takes the page `page` if it was made ahead, waiting while it is being made.
-    pub(super) fn take(&self, page: &NextPage) -> Option<Made> {
+    /// Takes the page `page` if it was made ahead; while it is being made, waits for it
+    /// (`wait`) or leaves it.
+    pub(super) fn take(&self, page: &NextPage, wait: bool) -> Option<Made> {
         let deadline = Instant::now() + WAIT;
         let mut slots = self.lock();
         loop {
@@ -98,6 +99,9 @@ impl Ahead {
             if let Slot::Made(..) = slots[i].1 {
                 let (_, Slot::Made(made, at)) = slots.swap_remove(i) else { unreachable!("matched above") };
                 return (at.elapsed() < KEEP).then_some(*made);
+            }
+            if !wait {
+                return None;
             }
             slots[i].1 = Slot::Making(true);
             let left = deadline.checked_duration_since(Instant::now())?;
@@ -184,12 +188,12 @@ mod tests {
         assert!(!a.claim(&page("t1")), "already being made");
         a.fill(&page("t1"), Some(made(3)));
         assert!(!a.claim(&page("t1")), "already made");
-        assert!(a.take(&NextPage { records: false, token: "t1".into() }).is_none(), "another verb");
-        assert_eq!(a.take(&page("t1")).map(|m| m.count), Some(3));
-        assert!(a.take(&page("t1")).is_none(), "taken");
+        assert!(a.take(&NextPage { records: false, token: "t1".into() }, true).is_none(), "another verb");
+        assert_eq!(a.take(&page("t1"), true).map(|m| m.count), Some(3));
+        assert!(a.take(&page("t1"), true).is_none(), "taken");
         assert!(a.claim(&page("t2")));
         a.fill(&page("t2"), None);
-        assert!(a.take(&page("t2")).is_none(), "a page that could not be made is not kept");
+        assert!(a.take(&page("t2"), true).is_none(), "a page that could not be made is not kept");
     }
 
     #[test]
@@ -209,7 +213,8 @@ mod tests {
                 a.fill(&page("t"), Some(made(7)))
             })
         };
-        assert_eq!(a.take(&page("t")).map(|m| m.count), Some(7));
+        assert!(a.take(&page("t"), false).is_none(), "not made yet, and not waited for");
+        assert_eq!(a.take(&page("t"), true).map(|m| m.count), Some(7));
         assert!(maker.join().unwrap(), "the maker learns that a request was waiting");
         assert!(a.claim(&page("u")));
         assert!(!a.fill(&page("u"), Some(made(1))), "no request was waiting");
@@ -225,8 +230,8 @@ mod tests {
         a.fill(&page("0"), Some(made(0)));
         a.fill(&page("1"), Some(made(1)));
         assert!(a.claim(&page("x")), "room made by dropping a made page");
-        assert!(a.take(&page("0")).is_none(), "the oldest made page went");
-        assert!(a.take(&page("1")).is_some());
+        assert!(a.take(&page("0"), true).is_none(), "the oldest made page went");
+        assert!(a.take(&page("1"), true).is_some());
         assert_eq!(a.lock().len(), PAGES - 1);
     }
 }

@@ -71,12 +71,12 @@ impl OaiProvider {
         self.close(records, matches!(start, ListStart::Resume(_)), &token, count, next, buf)
     }
 
-    /// The response to a request for a page that was made ahead (see `ahead`), waiting while
-    /// it is being made: `None` when it was not, and [`OaiProvider::respond`] makes it. Call it
-    /// where blocking is allowed.
-    pub fn respond_made(&self, pairs: &[(String, String)], now: &W3cDateTime) -> Option<MadeResponse> {
+    /// The response to a request for a page that was made ahead (see `ahead`): `None` when it
+    /// was not, and [`OaiProvider::respond`] makes it. While it is being made, waits for it
+    /// (`wait`: call it where blocking is allowed) or answers `None` at once.
+    pub fn respond_made(&self, pairs: &[(String, String)], now: &W3cDateTime, wait: bool) -> Option<MadeResponse> {
         let Ok(Request::List { records, start: ListStart::Resume(text) }) = args::parse(pairs) else { return None };
-        let m = self.ahead.take(&NextPage { records, token: text })?;
+        let m = self.ahead.take(&NextPage { records, token: text }, wait)?;
         let date = write::datestamp(now);
         let (mut head, mut tail) = (Vec::new(), Vec::new());
         Head { date: &date, base_url: &self.base_url, pairs, records }.open(&mut head);
@@ -670,13 +670,13 @@ mod tests {
         upsert(&store, "a", 2, "v2 2");
         delete(&store, "b", 3);
         upsert(&store, "a", 40, "new");
-        let made = oai.respond_made(&pairs, &now).expect("made ahead");
+        let made = oai.respond_made(&pairs, &now, true).expect("made ahead");
         assert_eq!(made.parts.concat(), fresh, "the same page");
         assert_eq!(made.next, after, "the same next page");
-        assert!(oai.respond_made(&pairs, &now).is_none(), "served once");
+        assert!(oai.respond_made(&pairs, &now, true).is_none(), "served once");
         let other = [("verb".to_owned(), "ListIdentifiers".to_owned()), pairs[1].clone()];
         oai.make_next(&page);
-        assert!(oai.respond_made(&other, &now).is_none(), "a token is for one verb");
+        assert!(oai.respond_made(&other, &now, true).is_none(), "a token is for one verb");
     }
 
     /// `completeListSize` of a whole list, counted from what was added since the last count,
