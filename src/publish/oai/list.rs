@@ -93,7 +93,6 @@ impl OaiProvider {
 
     /// Ends a page of `count` records: its resumption token (naming `next`, if the list goes
     /// on) and the envelope's end; the page that token names.
-    #[allow(clippy::too_many_arguments)]
     fn close(
         &self,
         records: bool,

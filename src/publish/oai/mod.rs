@@ -17,7 +17,8 @@
 //! # Architecture
 //! Part of `publish`: depends on `store`, `model`, `naming` and `config` (the endpoint's
 //! settings), never on axum or tokio. `web/oai.rs` parses the HTTP request into argument pairs
-//! and streams what [`OaiProvider::respond`] writes, on the blocking pool.
+//! and streams what [`OaiProvider::respond`] writes, on the blocking pool, or sends a list page
+//! made ahead ([`OaiProvider::respond_made`]) from memory.
 
 mod ahead;
 mod args;
