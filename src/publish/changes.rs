@@ -9,12 +9,13 @@
 //! requests and restarts, and can be cached for a year. The boundaries found so far are
 //! remembered per set (they only ever grow), so finding the open list costs a few point reads.
 //!
-//! `from`/`until` are Tributary's times (§14.8): list 1 starts at its first event; a list
-//! closed by its period ends at the period's end, one closed by count at its last event; each
-//! list starts where the previous one ended. A period may end with no later event to prove
-//! it: the list is then closed only once the clock is past the period's end *and* the store
-//! holds no unflushed events for the set (any event written later is stamped later still, see
-//! `docs/STORE.md`), so no event can later appear inside a list already declared closed.
+//! `from`/`until` are Tributary's times (§14.8): list 1 starts when the publisher first saw
+//! the set empty (see [`Layout`]), or else at its first event; a list closed by its period
+//! ends at the period's end, one closed by count at its last event; each list starts where the
+//! previous one ended. A period may end with no later event to prove it: the list is then
+//! closed only once the clock is past the period's end *and* the store holds no unflushed
+//! events for the set (any event written later is stamped later still, see `docs/STORE.md`),
+//! so no event can later appear inside a list already declared closed.
 
 use std::io::Write;
 use std::time::Duration;
@@ -23,7 +24,7 @@ use super::entries::change_entry;
 use super::resources::lock;
 use super::{PublishError, Publisher, SetView};
 use crate::model::{Capability, DocumentWriter, Entry, Header, Link, Md, RootFormat, W3cDateTime};
-use crate::store::{Event, Snapshot, StoreError};
+use crate::store::{Event, Snapshot, Store, StoreError};
 
 /// The most entries a sitemap document may hold.
 const MAX_ENTRIES: u64 = 50_000;
@@ -37,10 +38,55 @@ pub(super) struct Closed {
     pub(super) until: W3cDateTime,
 }
 
-/// The closed lists of one set found so far (append-only).
+/// The closed lists of one set found so far (append-only), and where its log starts.
 #[derive(Debug, Default)]
 pub(crate) struct Layout {
     closed: Vec<Closed>,
+    /// When the publisher first started with the set still empty: its log is complete from
+    /// then on, so list 1 starts there rather than at its first event. Otherwise a Destination
+    /// that baselined from the empty set's Resource List (its `at` before the first event)
+    /// would find the Change Lists starting after its baseline, a gap, and re-baseline.
+    start: Option<W3cDateTime>,
+}
+
+impl Layout {
+    /// The layout of `set` as the publisher starts. A set with no events gets its start now,
+    /// saved so that list 1's `from` stays the same across restarts; a set with events keeps
+    /// the start saved before, or none (list 1 then starts at its first event).
+    pub(super) fn starting(store: &Store, set: &str) -> Result<Layout, StoreError> {
+        let key = format!("log-start/{set}");
+        let saved = store.publisher_state(&key)?.and_then(|b| String::from_utf8(b).ok()).and_then(|s| s.parse().ok());
+        let start = match saved {
+            Some(t) => Some(t),
+            None => seen_empty(store, set, &key)?,
+        };
+        Ok(Layout { closed: Vec::new(), start })
+    }
+
+    /// Where list 1 starts, given the set's first event (if any) and the moment asked.
+    fn first_from(&self, first: Option<W3cDateTime>, now: W3cDateTime) -> W3cDateTime {
+        match (self.start, first) {
+            (Some(s), Some(f)) => s.min(f),
+            (Some(s), None) => s,
+            (None, Some(f)) => f,
+            (None, None) => now,
+        }
+    }
+}
+
+/// Now, saved under `key` as the start of `set`'s log, if the set has no events yet.
+fn seen_empty(store: &Store, set: &str, key: &str) -> Result<Option<W3cDateTime>, StoreError> {
+    // Events written after this snapshot are stamped after its moment.
+    let snap = store.snapshot();
+    if snap.set_info(set)?.is_some_and(|i| i.events > 0) {
+        return Ok(None);
+    }
+    let at = snap.at();
+    if let Err(e) = store.save_publisher_state(key, at.to_string().as_bytes()) {
+        tracing::warn!(set, error = %crate::error::chain(&e), "could not save where the set's change log starts; its first Change List will start at its first event");
+        return Ok(None);
+    }
+    Ok(Some(at))
 }
 
 /// What `changelist-{n}.xml` is.
@@ -179,13 +225,13 @@ impl Publisher {
         loop {
             let s = layout.closed.last().map_or(1, |c| c.last + 1);
             let Some(first) = (s <= visible).then(|| event_at(&snap, set, s)).transpose()?.flatten() else { break };
-            let from = layout.closed.last().map_or(first.datetime, |c| c.until);
+            let from = layout.closed.last().map_or_else(|| layout.first_from(Some(first.datetime), now), |c| c.until);
             let Some((last, until)) = self.close_point(&snap, set, s, &first, visible, now)? else { break };
             layout.closed.push(Closed { first: s, last, from, until });
         }
         let open_from = match layout.closed.last() {
             Some(c) => c.until,
-            None => event_at(&snap, set, 1)?.map_or(now, |e| e.datetime),
+            None => layout.first_from(event_at(&snap, set, 1)?.map(|e| e.datetime), now),
         };
         Ok(State { closed: layout.closed.clone(), open_from, visible })
     }
@@ -232,6 +278,73 @@ fn period_end(t: W3cDateTime, period: Duration) -> Option<W3cDateTime> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::{HashList, ReadOptions, read_document};
+    use crate::naming::Naming;
+    use crate::publish::{Limits, LinkPolicies, SetConfig};
+    use crate::store::{Batch, Expected, Listing, NewRecord, StoreOptions, Via};
+
+    fn naming() -> Naming {
+        Naming::new(&url::Url::parse("http://t.test/").unwrap())
+    }
+
+    fn publisher(store: &Store) -> Publisher {
+        Publisher::new(
+            store.clone(),
+            naming(),
+            vec![SetConfig::source("a")],
+            LinkPolicies::default(),
+            Limits::default(),
+        )
+        .unwrap()
+    }
+
+    fn add(store: &Store, i: usize) {
+        let info = store.put(format!("content {i}").as_bytes(), &Expected::none()).unwrap();
+        let upstream = format!("http://up.test/{i}");
+        let listing = Listing {
+            origin: upstream.clone(),
+            declared: HashList::default(),
+            length: None,
+            media_type: None,
+            lastmod: None,
+            via: Via::default(),
+            links: Vec::new(),
+        };
+        let uri = naming().resource("a", &upstream).unwrap();
+        let mut batch = Batch::new();
+        batch.upsert(&["a"], NewRecord { uri, source: "a".into(), upstream, sha256: info.id, listing });
+        store.apply(&batch).unwrap();
+    }
+
+    fn index_from(p: &Publisher) -> W3cDateTime {
+        let bytes = p.change_list_index("a").unwrap();
+        read_document(&bytes, ReadOptions::named("index")).unwrap().0.header.md.unwrap().from.unwrap()
+    }
+
+    /// A Destination that baselined from the empty set's Resource List (its `at`) must find
+    /// the Change Lists starting no later, before and after the first event and a restart.
+    #[test]
+    fn the_log_of_a_set_served_empty_starts_before_its_first_event() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_with(&dir.path().join("s"), &StoreOptions::small()).unwrap();
+        let p = publisher(&store);
+        let baseline_at = p.store.snapshot().at();
+        let empty_from = index_from(&p);
+        assert!(empty_from <= baseline_at, "{empty_from} > {baseline_at}");
+        add(&store, 1);
+        let first = store.events_after("a", 0).unwrap().next().unwrap().unwrap().datetime;
+        assert!(first > baseline_at);
+        assert_eq!(index_from(&p), empty_from, "list 1 keeps starting where the empty set was first seen");
+        let restarted = publisher(&store);
+        assert_eq!(index_from(&restarted), empty_from);
+        // A set first served with events (as in a store older than this rule) starts at its
+        // first event, as before.
+        let other = tempfile::tempdir().unwrap();
+        let store = Store::open_with(&other.path().join("s"), &StoreOptions::small()).unwrap();
+        add(&store, 1);
+        let first = store.events_after("a", 0).unwrap().next().unwrap().unwrap().datetime;
+        assert_eq!(index_from(&publisher(&store)), first);
+    }
 
     #[test]
     fn periods_align_to_the_epoch() {

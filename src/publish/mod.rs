@@ -183,13 +183,14 @@ impl Publisher {
             // A saved partition keeps the part numbers Destinations hold valid across restarts.
             let saved = store.publisher_state(&resources::plan_key(&config.id))?;
             let plan = saved.and_then(|b| plan::Plan::from_bytes(&b)).unwrap_or_default();
+            let changes = changes::Layout::starting(&store, &config.id)?;
             views.push(SetView {
                 config,
                 prefixes,
                 plan: Mutex::new(plan),
                 plan_scan: Mutex::new(()),
                 upstreams: Mutex::new(None),
-                changes: Mutex::new(changes::Layout::default()),
+                changes: Mutex::new(changes),
                 dump: Mutex::new(dumps::DumpState::default()),
             });
         }
