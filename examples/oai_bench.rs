@@ -4,9 +4,10 @@
 //! ```text
 //! oai_bench <store dir> <base URL> <listen addr> <page size>
 //! ```
-//! Serves until stdin closes. `CACHE_MB` sets the store's page cache (default 128). With
-//! `CACHE_STAT` set to a path, the bytes the store's block cache holds are written there
-//! every 100 ms (the script tells the bounded cache filling from other growth).
+//! Serves until stdin closes. `CACHE_MB` sets the store's block cache (default 16, as
+//! `tributary`'s). With `CACHE_STAT` set to a path, the bytes the store's block cache holds
+//! are written there every 100 ms (the script tells the bounded cache filling from other
+//! growth).
 
 /// The allocator the `tributary` binary uses, so the server measured here is the shipped one.
 #[global_allocator]

@@ -6,8 +6,8 @@
 //! ```
 //! `fill` writes resources into the set `bench` as the harvester would (1,000 per batch, so
 //! the change log holds one `created` event each); `serve` publishes that store with the given
-//! limits until stdin closes. Environment: `CACHE_MB` sets the store's page cache (default
-//! 128, as `tributary`'s), `NO_LINKS=1` republishes no inherited links.
+//! limits until stdin closes. Environment: `CACHE_MB` sets the store's block cache (default
+//! 16, as `tributary`'s), `NO_LINKS=1` republishes no inherited links.
 
 /// The allocator the `tributary` binary uses, so the server measured here is the shipped one.
 #[global_allocator]

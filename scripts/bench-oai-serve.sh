@@ -7,7 +7,7 @@
 #   scripts/bench-oai-serve.sh [RECORDS] [RUNS]
 #
 # Environment: PAGE (records per page, default 500, the endpoint's default), PORT (18090),
-# PROFILE (cargo profile of the server, default release), CACHE_MB (store cache, default 128).
+# PROFILE (cargo profile of the server, default release), CACHE_MB (store block cache, default 16).
 # The store is filled once per invocation (examples/publish_bench.rs `fill`: 2 KiB bitstreams,
 # one `created` event each, as the harvester writes them) in a temporary directory; the first
 # Tributary run saves its pages for nginx. The RSS growth of each run is shown with how much of

@@ -10,7 +10,7 @@
 #
 #   scripts/bench-publish.sh [RESOURCES] [RUNS]
 #
-# Environment: CACHE_MB (the store's page cache, default 128), NO_LINKS=1 (republish no inherited
+# Environment: CACHE_MB (the store's block cache, default 16), NO_LINKS=1 (republish no inherited
 # links), EVENTS (Change List size, default 1000), WALK_ONLY=1 (skip wrk), PORT (18080),
 # BENCH_BIN (the publish_bench binary; default: built from this tree — point it at another
 # build's target/release/examples/publish_bench to measure that build, e.g. before a change).

@@ -73,8 +73,8 @@ pub struct Aggregator {
     pub data_dir: PathBuf,
     /// Sent with every request; contains a contact URL or e-mail address.
     pub user_agent: String,
-    /// The database's block cache in MiB (`store_cache_mb`; 1–65536, default 128); walks of
-    /// large lists run faster with more.
+    /// The database's block cache in MiB (`store_cache_mb`; 1–65536, default 16): decompressed
+    /// blocks of the store's tables, which the kernel's page cache holds compressed anyway.
     pub store_cache_mb: u32,
     /// Sources harvested at the same time (`max_concurrent_sources`; 1–256, default 8), by
     /// one pass and by the service alike: each source's own fetches are already capped per

@@ -542,7 +542,7 @@ const MAX_CONCURRENT_SOURCES: u32 = 256;
 /// The database's block cache by default: it holds the blocks of recently read records,
 /// blob rows and index entries; walks of large Resource Lists gain from more (see
 /// docs/STORE.md, "Sizing").
-const DEFAULT_STORE_CACHE_MB: u32 = 128;
+const DEFAULT_STORE_CACHE_MB: u32 = 16;
 
 const USER_AGENT_HELP: &str = "[aggregator] needs user_agent with a contact URL or e-mail address, e.g. \
      \"Tributary/0.1 (+mailto:ops@example.org)\": upstream operators must be able to reach whoever runs this harvester";

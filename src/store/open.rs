@@ -50,7 +50,7 @@ impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions {
             create: true,
-            cache_capacity: 128 * 1024 * 1024,
+            cache_capacity: 16 * 1024 * 1024,
             pack_bytes: 64 * 1024 * 1024,
             blobs: None,
             memtable_bytes: None,
