@@ -16,7 +16,7 @@
 #
 #   scripts/bench-oai-harvest.sh [RUNS]
 #
-# Environment: N, PER_PAGE, CHANGED, TRIBUTARY (binary; default $CARGO_TARGET_DIR/release/
+# Environment: N, PER_PAGE, CHANGED, CACHE_MB (store_cache_mb; default the binary's), TRIBUTARY (binary; default $CARGO_TARGET_DIR/release/
 # tributary, built with --release when missing), PYTHON (default: .ci/venv/bin/python3 when
 # present, else python3; it must import sickle, which .ci/setup installs).
 set -euo pipefail
@@ -52,6 +52,7 @@ cat >"$work/bench.toml" <<TOML
 base_url = "http://127.0.0.1:8080/"
 data_dir = "store"
 user_agent = "TributaryBench/0.1 (+mailto:ops@example.org)"
+${CACHE_MB:+store_cache_mb = $CACHE_MB}
 
 [defaults]
 rate = "unlimited"
