@@ -539,8 +539,8 @@ const DEFAULT_CONCURRENT_SOURCES: usize = 8;
 /// connections and commit queue, so a slip of the keyboard must not ask for thousands.
 const MAX_CONCURRENT_SOURCES: u32 = 256;
 
-/// The database's block cache by default: it holds the blocks of recently read records,
-/// blob rows and index entries; walks of large Resource Lists gain from more (see
+/// The database's block cache by default: decompressed blocks of recently read records, blob
+/// rows and index entries. Small, since the kernel's page cache holds the tables already (see
 /// docs/STORE.md, "Sizing").
 const DEFAULT_STORE_CACHE_MB: u32 = 16;
 
