@@ -12,9 +12,10 @@
 //! made on request. The envelope (`responseDate`, the request) is written when it is sent; its
 //! own resumption token is made with it, so that when a request is already waiting for it (the
 //! client is ahead of the store), the page after it is made next, without a pause. A request
-//! that arrives while its page is being made waits for it, a bounded time. Pages are kept for [`KEEP`] at most, and
-//! [`PAGES`] of them at once: a client that never comes back, or one that asks for pages out
-//! of order, costs at most the making of pages nobody takes, never memory that grows.
+//! that arrives while its page is being made waits for it, a bounded time. Pages are kept for
+//! [`KEEP`] at most, and [`PAGES`] of them at once: a client that never comes back, or one that
+//! asks for pages out of order, costs at most the making of pages nobody takes, never memory
+//! that grows.
 
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
