@@ -64,7 +64,7 @@ pub(crate) async fn baseline(
     }
     let held = load_held(&ctx.store, &ctx.naming.resource_prefix(&source.id)).await?;
     let failing = load_failing(&ctx.store, &source.id).await?;
-    let (tx, committer) = commit::spawn(ctx.store.clone(), source.id.clone(), sets.to_vec());
+    let (tx, committer) = commit::spawn(ctx.store.clone(), ctx.stage(&source.id), sets.to_vec());
     let mut pass = Pass {
         ctx,
         source,
@@ -85,6 +85,7 @@ pub(crate) async fn baseline(
     let complete = matches!(end, End::Complete);
     let AfterWalk { deletes, unlisted } = after_walk(complete, source.settings.deletes, &held, &failing, &seen);
     report.complete = complete;
+    report.listed_all = complete;
     report.interrupted = matches!(end, End::Interrupted);
     report.error = match end {
         End::Incomplete(e) => Some(e),
@@ -98,6 +99,8 @@ pub(crate) async fn baseline(
     report.created = tally.created;
     report.updated = tally.updated;
     report.deleted = tally.deleted;
+    report.staged = tally.staged;
+    report.taken_down = tally.taken_down;
     Ok(report)
 }
 

@@ -42,7 +42,7 @@ pub(crate) async fn baseline_from_dump(
     let held = load_held(&ctx.store, &ctx.naming.resource_prefix(id)).await?;
     let options = DumpOptions::new(&source.settings, Some(&source.url));
     let mut walker = DumpWalker::new(&ctx.fetcher, &ctx.store, url.clone(), &source.settings, options);
-    let (tx, committer) = commit::spawn(ctx.store.clone(), id.clone(), sets.to_vec());
+    let (tx, committer) = commit::spawn(ctx.store.clone(), ctx.stage(&id), sets.to_vec());
     let mut seen = HashSet::new();
     let walked = read_packages(ctx, source, (url, &mut walker), &tx, &mut seen, &mut report).await;
     if let Ok(at) = walked
@@ -54,6 +54,7 @@ pub(crate) async fn baseline_from_dump(
             false => Vec::new(),
         };
         baselined_at(&mut state, at);
+        report.listed_all = true;
         let _ = tx.send(Msg::Finish { deletes, unlisted: Vec::new(), state: Box::new(state) }).await;
     }
     drop(tx);
@@ -65,6 +66,8 @@ pub(crate) async fn baseline_from_dump(
     report.created = tally.created;
     report.updated = tally.updated;
     report.deleted = tally.deleted;
+    report.staged = tally.staged;
+    report.taken_down = tally.taken_down;
     report.complete = !report.interrupted;
     tracing::info!(source.id = %id, dump = %url, stored = report.fetched, "baselined from the Resource Dump");
     Ok(report)
