@@ -957,7 +957,8 @@ fn run_provenance(args: ProvenanceArgs, global: &Global) -> anyhow::Result<ExitC
     }
     let store = open_existing(&config.aggregator.data_dir, config.aggregator.blobs.clone())?;
     let naming = tributary::naming::Naming::new(&config.aggregator.base_url);
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    // A runtime whose own threads drive its I/O: the checks are run with `Handle::block_on`.
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
     let checker = match args.verify {
         true => Some(tributary::provenance::OriginChecker::for_config(Fetcher::from_config(&config)?, &config)),
         false => None,

@@ -131,8 +131,9 @@ async fn digest_body(mut resp: FetchResponse, mut out: Fetched) -> Fetched {
 
 /// `tributary provenance <URI|sha-256:…> [--verify] [--json]`: the answer as text (or JSON)
 /// and whether anything matched (the command exits 1 when not). With a `checker`, each origin
-/// is fetched once, politely, with its source's settings, on `rt` (call this from a thread
-/// outside that runtime: the command line's, or a control command's).
+/// is fetched once, politely, with its source's settings, on `rt`: a multi-thread runtime
+/// (whose workers drive its I/O), called from a thread outside it — the command line's, or a
+/// control command's.
 ///
 /// # Errors
 /// [`ProvenanceError::Query`] for a malformed query, [`ProvenanceError::Store`].

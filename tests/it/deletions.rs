@@ -372,3 +372,118 @@ async fn a_downstream_tributary_sees_no_held_deletion_and_sees_a_takedown() {
     assert!(out.contains("deleted 1"), "the takedown's deletion reaches downstream: {out}");
     assert_eq!(s.terminate().await.code(), Some(0));
 }
+
+// ---------------------------------------------------------------------------------------------
+// The other ways a deletion enters, through the harvester in process (the same pass `run`
+// makes) against a real upstream.
+
+mod paths {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use serde_json::json;
+
+    use crate::support::feeds::{self, entry, feed_source};
+    use crate::support::harness::{Harness, UNLIMITED, config_text};
+    use crate::support::oai::{Hostile, PyOai, Script, envelope, formats, identify, ok, record};
+
+    fn oai_source(base: &str, extra: &str) -> Harness {
+        Harness::new(|dir| {
+            format!(
+                "{}[[source]]\nid = \"a\"\noai = \"{base}\"\nallow_private = true\n{extra}\n",
+                config_text(dir, "", UNLIMITED, &[])
+            )
+        })
+    }
+
+    fn now() -> String {
+        let t = tributary::model::W3cDateTime::now().to_string();
+        format!("{}Z", &t[..19])
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn oai_deleted_headers_are_held_then_applied() {
+        let old = "2020-01-01T00:00:00Z";
+        let recs = |deleted: usize, stamp: &str| {
+            let r: Vec<serde_json::Value> = (0..80)
+                .map(|i| {
+                    let d = i < deleted;
+                    json!({"id": format!("oai:d:{i}"), "datestamp": if d { stamp } else { old }, "sets": [], "title": format!("R{i}"), "deleted": d})
+                })
+                .collect();
+            json!({"records": r})
+        };
+        let Some(repo) = PyOai::start("oai_deleted_headers_are_held_then_applied", &recs(0, old), 50) else { return };
+        let h = oai_source(&repo.base, "");
+        assert!(h.pass_one().await.error.is_none());
+        assert_eq!(h.live("a").len(), 80);
+        repo.set(&recs(60, &now()));
+        let r = h.pass_one().await;
+        assert_eq!((r.deleted, r.held), (0, 60), "{r:?}");
+        assert_eq!(h.live("a").len(), 80, "held: the records stay live");
+        assert_eq!(h.store.apply_held("a").unwrap(), 60);
+        assert_eq!(h.live("a").len(), 20);
+        assert_eq!(h.events("a").iter().filter(|(c, _)| c == "deleted").count(), 60);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_oai_list_shorter_than_its_complete_list_size_is_partial_and_deletes_nothing() {
+        // A repository that keeps no deletions is listed in full at every poll (oai_relist):
+        // six records, then a list that ends after three while declaring six.
+        let lists = Arc::new(AtomicUsize::new(0));
+        let l = lists.clone();
+        let script: Script =
+            Arc::new(move |args: &HashMap<String, String>, _| match args.get("verb").map(String::as_str) {
+                Some("Identify") => ok(identify("YYYY-MM-DDThh:mm:ssZ", "no")),
+                Some("ListMetadataFormats") => ok(formats()),
+                _ => {
+                    let n = if l.fetch_add(1, Ordering::SeqCst) == 0 { 6 } else { 3 };
+                    let records: Vec<String> = (0..n).map(|i| record(&format!("oai:s:{i}"), "t")).collect();
+                    ok(envelope(&format!(
+                        "<ListRecords>{}<resumptionToken completeListSize=\"6\" cursor=\"0\"/></ListRecords>",
+                        records.concat()
+                    )))
+                }
+            });
+        let up = Hostile::start(script).await;
+        let h = oai_source(&up.base, "oai_relist = \"1s\"");
+        let first = h.pass_one().await;
+        assert!(first.error.is_none(), "{first:?}");
+        assert_eq!(h.live("a").len(), 6);
+        tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+        let r = h.pass_one().await;
+        let e = r.error.clone().expect("a short list is an error");
+        assert!(e.contains("ended after 3 records") && e.contains("completeListSize 6"), "{e}");
+        assert!(r.partial() || r.unchanged > 0, "kept as a partial pass: {r:?}");
+        assert_eq!(h.live("a").len(), 6, "nothing deleted");
+        assert_eq!(r.deleted + r.held, 0, "{r:?}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_complete_feed_that_lost_most_items_has_the_deletions_held() {
+        let site = feeds::Site::default();
+        let up = feeds::serve(&site).await;
+        let url = up.url("/all.atom").to_string();
+        let items = |n: usize| {
+            (0..n)
+                .map(|i| {
+                    entry(&format!("item{i}"), &format!("Item {i}"), 1, false, &[(1, "2026-01-01T00:00:00Z", "ep")])
+                })
+                .collect::<Vec<_>>()
+        };
+        feeds::set(&site, "/all.atom", feeds::atom(&url, Some(&url), Some(("1", "5")), &items(70)));
+        let h = feed_source("a", &url, "");
+        assert!(h.pass_one().await.error.is_none());
+        assert_eq!(h.live("a").len(), 70);
+        feeds::set(&site, "/all.atom", feeds::atom(&url, Some(&url), Some(("1", "6")), &items(5)));
+        let r = h.pass_one().await;
+        assert_eq!((r.deleted, r.held), (0, 65), "{r:?}");
+        assert_eq!(h.live("a").len(), 70);
+        // The feed comes back whole: the listing cancels every held deletion.
+        feeds::set(&site, "/all.atom", feeds::atom(&url, Some(&url), Some(("1", "7")), &items(70)));
+        let r = h.pass_one().await;
+        assert_eq!((r.deleted, r.held), (0, 0), "{r:?}");
+        assert!(h.store.held_deletions(Some("a")).unwrap().is_empty());
+    }
+}
