@@ -44,7 +44,8 @@ enum FailureOp {
 
 #[derive(Debug, Clone)]
 enum Op {
-    Upsert { sets: Vec<String>, record: Box<NewRecord> },
+    /// `new`: the caller knows the store holds no record of the URI (see [`Batch::create`]).
+    Upsert { sets: Vec<String>, record: Box<NewRecord>, new: bool },
     Delete { sets: Vec<String>, uri: String },
 }
 
@@ -57,7 +58,17 @@ impl Batch {
     /// Creates or updates a record; `sets` are the ids of every set that includes its
     /// source, and the change event goes to each of them.
     pub fn upsert(&mut self, sets: &[&str], record: NewRecord) -> &mut Self {
-        self.ops.push(Op::Upsert { sets: own_sets(sets), record: Box::new(record) });
+        self.ops.push(Op::Upsert { sets: own_sets(sets), record: Box::new(record), new: false });
+        self
+    }
+
+    /// Creates a record the caller knows the store does not hold, live or deleted: a source's
+    /// first baseline, which found no record under the source's prefix when it began and
+    /// names each URI once. The store then skips the read of the old record an upsert makes
+    /// (only this batch's own earlier writes are looked at). Used for anything the store may
+    /// hold, it would lose that record's history and miscount its sets: use [`Batch::upsert`].
+    pub fn create(&mut self, sets: &[&str], record: NewRecord) -> &mut Self {
+        self.ops.push(Op::Upsert { sets: own_sets(sets), record: Box::new(record), new: true });
         self
     }
 
@@ -107,7 +118,7 @@ impl Batch {
     fn validate(&self) -> Result<(), StoreError> {
         for op in &self.ops {
             let (sets, uri) = match op {
-                Op::Upsert { sets, record } => (sets, &record.uri),
+                Op::Upsert { sets, record, .. } => (sets, &record.uri),
                 Op::Delete { sets, uri } => (sets, uri),
             };
             check_key("resource URI", uri)?;
@@ -285,7 +296,7 @@ impl Tx<'_> {
         let mut applied = Applied { ops: Vec::with_capacity(ops.len()) };
         for op in ops {
             applied.ops.push(match op {
-                Op::Upsert { sets, record } => self.upsert(sets, record)?,
+                Op::Upsert { sets, record, new } => self.upsert(sets, record, *new)?,
                 Op::Delete { sets, uri } => self.delete(sets, uri)?,
             });
         }
@@ -313,6 +324,12 @@ impl Tx<'_> {
         self.w.get(&self.t.records, uri.as_bytes())?.map(|v| row::decode(uri.as_bytes(), &v)).transpose()
     }
 
+    /// The old record of a URI the caller says is new: only a write of this batch can hold it.
+    fn written_record(&self, uri: &str) -> Result<Option<Record>, StoreError> {
+        let written = self.w.written(&self.t.records, uri.as_bytes()).flatten();
+        written.map(|v| row::decode(uri.as_bytes(), &v)).transpose()
+    }
+
     /// The blob's row as this batch leaves it so far, taken into `blobs` (where a change to
     /// it is written from) when it was only in the store.
     fn blob_row(&mut self, sha: &BlobId) -> Result<Option<&mut TxBlob>, StoreError> {
@@ -323,13 +340,13 @@ impl Tx<'_> {
         Ok(self.blobs.get_mut(sha))
     }
 
-    fn upsert(&mut self, sets: &[String], new: &NewRecord) -> Result<OpResult, StoreError> {
+    fn upsert(&mut self, sets: &[String], new: &NewRecord, known_new: bool) -> Result<OpResult, StoreError> {
         let Some(head) = self.blob_row(&new.sha256)? else {
             return Err(StoreError::MissingBlob { uri: new.uri.clone(), sha256: new.sha256.to_hex() });
         };
         let (md5, length) = (head.row.md5.map(hex::encode), head.row.length);
         // A deleted record still heads its history, which a re-creation continues.
-        let old = self.old_record(&new.uri)?;
+        let old = if known_new { self.written_record(&new.uri)? } else { self.old_record(&new.uri)? };
         let mut rec = Record {
             uri: new.uri.clone(),
             source: new.source.clone(),

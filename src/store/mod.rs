@@ -28,6 +28,7 @@ mod error;
 mod export;
 mod failure;
 mod feeds;
+mod filter;
 mod history;
 mod hub_subscribers;
 mod import;
@@ -166,6 +167,8 @@ struct Inner {
     /// The bucket holding bitstreams larger than `INLINE_MAX`, when the store is configured
     /// with one (`[aggregator] blobs = "s3://…"`); `None`: local files under `blobs/`.
     remote: Option<Arc<remote::Remote>>,
+    /// Which blob ids the store certainly does not hold (see [`filter`]).
+    filter: Arc<filter::BlobFilter>,
 }
 
 impl Inner {
@@ -287,6 +290,7 @@ impl Snapshot {
 impl Drop for Inner {
     /// A store closed cleanly keeps the blobs put since the last batch.
     fn drop(&mut self) {
+        self.filter.stop();
         if self.db.broken().is_none()
             && let Err(e) = self.commit_pending()
         {
