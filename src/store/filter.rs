@@ -175,3 +175,45 @@ impl BlobFilter {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Expected, Store, StoreOptions};
+
+    /// A new store's filter is complete at once; a reopened store's is filled by its scan once
+    /// puts have asked enough, and until then every put asks the table. Either way content the
+    /// store holds is found, and new content is not mistaken for it.
+    #[test]
+    fn a_reopened_store_scans_its_blob_ids_once_asked_enough_and_finds_them_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store");
+        let content = |i: u32| format!("content {i}").into_bytes();
+        {
+            let store = Store::open_with(&path, &StoreOptions::small()).unwrap();
+            assert!(store.inner.filter.is_ready(), "a new store holds no blob");
+            for i in 0..100 {
+                assert!(!store.put(&content(i)[..], &Expected::none()).unwrap().deduplicated);
+            }
+            store.flush().unwrap();
+        }
+        let store = Store::open_with(&path, &StoreOptions::small()).unwrap();
+        assert!(!store.inner.filter.is_ready());
+        for i in 0..100 {
+            assert!(store.put(&content(i)[..], &Expected::none()).unwrap().deduplicated, "blob {i}");
+        }
+        for i in 100..100 + SCAN_AFTER + 1 {
+            assert!(!store.put(&content(i)[..], &Expected::none()).unwrap().deduplicated, "blob {i}");
+        }
+        let waited = std::time::Instant::now();
+        while !store.inner.filter.is_ready() {
+            assert!(waited.elapsed() < std::time::Duration::from_secs(30), "the scan did not finish");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        for i in (0..100).chain(100..100 + SCAN_AFTER + 1) {
+            assert!(store.put(&content(i)[..], &Expected::none()).unwrap().deduplicated, "blob {i}");
+        }
+        assert!(!store.put(&b"new"[..], &Expected::none()).unwrap().deduplicated);
+        assert!(store.verify().unwrap().is_clean());
+    }
+}
