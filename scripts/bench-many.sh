@@ -144,17 +144,14 @@ for run in $(seq "$RUNS"); do
     fetched=$(grep -o 'fetched [0-9]*' "$WORK/summary.txt" | awk '{s += $2} END {print s + 0}')
     # Per origin: requests in each second of the clock (by when each began), and the shortest
     # gap between two consecutive requests.
-    read -r requests busiest gap bad < <(awk '
-        { start = $1 - $2; n++; sec[$3 " " int(start)]++; t[$3] = t[$3] " " start; if ($4 >= 400 && $4 != 404) bad++ }
-        END {
-            for (k in sec) if (sec[k] > max) max = sec[k]
-            gap = 1e9
-            for (o in t) {
-                c = split(t[o], a, " "); asort(a)
-                for (i = 2; i <= c; i++) if (a[i] - a[i-1] < gap) gap = a[i] - a[i-1]
-            }
-            printf "%d %d %.3f %d\n", n, max, gap, bad
-        }' "$WORK/access.log")
+    # Only the pass's requests: the log's buffer may still hold the readiness check's.
+    read -r requests busiest gap bad < <(awk -v t0="$start" '$1 - $2 >= t0 {printf "%s %.3f %s\n", $3, $1 - $2, $4}' "$WORK/access.log" |
+        sort -k1,1 -k2,2g | awk '
+        BEGIN { gap = 1e9 }
+        { n++; sec[$1 " " int($2)]++; if ($3 >= 400 && $3 != 404) bad++ }
+        $1 == origin && $2 - last < gap { gap = $2 - last }
+        { origin = $1; last = $2 }
+        END { for (k in sec) if (sec[k] > max) max = sec[k]; printf "%d %d %.3f %d\n", n, max, gap, bad }')
     echo "run $run: $fetched of $((N * M)) resources fetched, $requests requests ($bad failed), wall ${wall} s," \
         "floor ${floor} s ($rounds rounds of $(((M + 4))) requests at $RATE/s): $(awk -v w="$wall" -v f="$floor" 'BEGIN {printf "%.3f", w / f}')x the floor"
     echo "       peak RSS ${rss} MiB, CPU ${cpu} s; busiest origin-second: $busiest requests (rate $RATE/s);" \
