@@ -45,8 +45,15 @@ enum FailureOp {
 #[derive(Debug, Clone)]
 enum Op {
     /// `new`: the caller knows the store holds no record of the URI (see [`Batch::create`]).
-    Upsert { sets: Vec<String>, record: Box<NewRecord>, new: bool },
-    Delete { sets: Vec<String>, uri: String },
+    Upsert {
+        sets: Vec<String>,
+        record: Box<NewRecord>,
+        new: bool,
+    },
+    Delete {
+        sets: Vec<String>,
+        uri: String,
+    },
 }
 
 impl Batch {

@@ -458,7 +458,13 @@ impl Remote {
 
     /// [`Remote::store_file`] by looking first: a HEAD of the key and of its tombstone, then an
     /// upload (of new content, with the marker) or the path of present content.
-    fn look_and_store(&self, id: &BlobId, file: &FsPath, len: u64, media_type: Option<&str>) -> Result<Stored, StoreError> {
+    fn look_and_store(
+        &self,
+        id: &BlobId,
+        file: &FsPath,
+        len: u64,
+        media_type: Option<&str>,
+    ) -> Result<Stored, StoreError> {
         let (s3, key, tomb) = (Arc::clone(&self.s3), self.object_key(id), self.tombstone_key(id));
         let (first, tombstone) = self.block(async move { tokio::join!(s3.head(&key), s3.head(&tomb)) })?;
         let no_tombstone = matches!(tombstone, Err(object_store::Error::NotFound { .. }));
