@@ -334,7 +334,7 @@ impl Tx<'_> {
     /// The old record of a URI the caller says is new: only a write of this batch can hold it.
     fn written_record(&self, uri: &str) -> Result<Option<Record>, StoreError> {
         let written = self.w.written(&self.t.records, uri.as_bytes()).flatten();
-        written.map(|v| row::decode(uri.as_bytes(), &v)).transpose()
+        written.map(|v| row::decode(uri.as_bytes(), v)).transpose()
     }
 
     /// The blob's row as this batch leaves it so far, taken into `blobs` (where a change to
