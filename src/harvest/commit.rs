@@ -38,6 +38,9 @@ const LINGER: Duration = Duration::from_millis(200);
 pub(crate) enum Msg {
     /// A verified record (or a metadata update of a held one).
     Upsert(Box<NewRecord>),
+    /// A verified record the store certainly does not hold: a first baseline's, each URI once
+    /// (see [`crate::store::Batch::create`]).
+    Create(Box<NewRecord>),
     /// A resource that could not be stored (see [`crate::store::Failure`]).
     Failed(Box<NewFailure>),
     /// A resource recorded as failing that is now stored, or held as listed: its row goes.
@@ -86,6 +89,10 @@ async fn run(
         let finish = match msg {
             Some(Msg::Upsert(r)) => {
                 batch.upsert(&set_refs(), *r);
+                false
+            }
+            Some(Msg::Create(r)) => {
+                batch.create(&set_refs(), *r);
                 false
             }
             Some(Msg::Failed(f)) => {

@@ -54,9 +54,21 @@ enum FailureOp {
 
 #[derive(Debug, Clone)]
 enum Op {
-    Upsert { sets: Vec<String>, record: Box<NewRecord> },
-    Delete { sets: Vec<String>, uri: String },
-    Stage { sets: Vec<String>, uri: String, stage: Box<super::guard::Stage> },
+    /// `new`: the caller knows the store holds no record of the URI (see [`Batch::create`]).
+    Upsert {
+        sets: Vec<String>,
+        record: Box<NewRecord>,
+        new: bool,
+    },
+    Delete {
+        sets: Vec<String>,
+        uri: String,
+    },
+    Stage {
+        sets: Vec<String>,
+        uri: String,
+        stage: Box<super::guard::Stage>,
+    },
 }
 
 impl Batch {
@@ -68,7 +80,17 @@ impl Batch {
     /// Creates or updates a record; `sets` are the ids of every set that includes its
     /// source, and the change event goes to each of them.
     pub fn upsert(&mut self, sets: &[&str], record: NewRecord) -> &mut Self {
-        self.ops.push(Op::Upsert { sets: own_sets(sets), record: Box::new(record) });
+        self.ops.push(Op::Upsert { sets: own_sets(sets), record: Box::new(record), new: false });
+        self
+    }
+
+    /// Creates a record the caller knows the store does not hold, live or deleted: a source's
+    /// first baseline, which found no record under the source's prefix when it began and
+    /// names each URI once. The store then skips the read of the old record an upsert makes
+    /// (only this batch's own earlier writes are looked at). Used for anything the store may
+    /// hold, it would lose that record's history and miscount its sets: use [`Batch::upsert`].
+    pub fn create(&mut self, sets: &[&str], record: NewRecord) -> &mut Self {
+        self.ops.push(Op::Upsert { sets: own_sets(sets), record: Box::new(record), new: true });
         self
     }
 
@@ -153,7 +175,7 @@ impl Batch {
     fn validate(&self) -> Result<(), StoreError> {
         for op in &self.ops {
             let (sets, uri) = match op {
-                Op::Upsert { sets, record } => (sets, &record.uri),
+                Op::Upsert { sets, record, .. } => (sets, &record.uri),
                 Op::Delete { sets, uri } => (sets, uri),
                 Op::Stage { sets, uri, stage } => {
                     check_key("source id", &stage.source)?;
@@ -370,7 +392,7 @@ impl Tx<'_> {
         let mut applied = Applied { ops: Vec::with_capacity(ops.len()) };
         for op in ops {
             applied.ops.push(match op {
-                Op::Upsert { sets, record } => self.upsert(sets, record)?,
+                Op::Upsert { sets, record, new } => self.upsert(sets, record, *new)?,
                 Op::Delete { sets, uri } => self.delete(sets, uri)?,
                 Op::Stage { sets, uri, stage } => self.stage(sets, uri, stage)?,
             });
@@ -442,6 +464,12 @@ impl Tx<'_> {
         self.w.get(&self.t.records, uri.as_bytes())?.map(|v| row::decode(uri.as_bytes(), &v)).transpose()
     }
 
+    /// The old record of a URI the caller says is new: only a write of this batch can hold it.
+    fn written_record(&self, uri: &str) -> Result<Option<Record>, StoreError> {
+        let written = self.w.written(&self.t.records, uri.as_bytes()).flatten();
+        written.map(|v| row::decode(uri.as_bytes(), v)).transpose()
+    }
+
     /// The blob's row as this batch leaves it so far, taken into `blobs` (where a change to
     /// it is written from) when it was only in the store.
     fn blob_row(&mut self, sha: &BlobId) -> Result<Option<&mut TxBlob>, StoreError> {
@@ -452,13 +480,13 @@ impl Tx<'_> {
         Ok(self.blobs.get_mut(sha))
     }
 
-    fn upsert(&mut self, sets: &[String], new: &NewRecord) -> Result<OpResult, StoreError> {
+    fn upsert(&mut self, sets: &[String], new: &NewRecord, known_new: bool) -> Result<OpResult, StoreError> {
         if let Some(target) = self.taken_down(new) {
             tracing::debug!(resource.uri = %new.uri, takedown = %target, "refused: taken down");
             return Ok(OpResult { uri: new.uri.clone(), outcome: Outcome::TakenDown, events: Vec::new() });
         }
         // Seen again: a deletion staged or held for it no longer stands.
-        if self.held_any {
+        if self.held_any && !known_new {
             let key = super::guard::held_key(&new.source, &new.uri);
             if self.w.get(&self.t.held, &key)?.is_some() {
                 self.w.remove(&self.t.held, &key);
@@ -469,7 +497,7 @@ impl Tx<'_> {
         };
         let (md5, length) = (head.row.md5.map(hex::encode), head.row.length);
         // A deleted record still heads its history, which a re-creation continues.
-        let old = self.old_record(&new.uri)?;
+        let old = if known_new { self.written_record(&new.uri)? } else { self.old_record(&new.uri)? };
         let mut rec = Record {
             uri: new.uri.clone(),
             source: new.source.clone(),

@@ -29,6 +29,7 @@ mod export;
 mod failure;
 mod feeds;
 mod guard;
+mod filter;
 mod history;
 mod hub_subscribers;
 mod import;
@@ -178,6 +179,8 @@ struct Inner {
     /// cancel (a harvest's upserts read nothing more while none is held). Set when one is
     /// written; cleared at open when the table is empty.
     held_any: std::sync::atomic::AtomicBool,
+    /// Which blob ids the store certainly does not hold (see [`filter`]).
+    filter: Arc<filter::BlobFilter>,
 }
 
 impl Inner {
@@ -299,6 +302,7 @@ impl Snapshot {
 impl Drop for Inner {
     /// A store closed cleanly keeps the blobs put since the last batch.
     fn drop(&mut self) {
+        self.filter.stop();
         if self.db.broken().is_none()
             && let Err(e) = self.commit_pending()
         {

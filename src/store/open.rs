@@ -145,6 +145,7 @@ pub(super) fn open(path: &Path, options: &StoreOptions) -> Result<Inner, StoreEr
     let remote = open_remote(&root, &trees.meta, options.blobs.as_ref())?;
     let (takedowns, held) = super::guard::load(&trees)?;
     let packs = super::pack::Packs::open(&root.join("packs"), options.pack_bytes)?;
+    let filter = blob_filter(&trees.blobs)?;
     Ok(Inner {
         root,
         db,
@@ -160,7 +161,15 @@ pub(super) fn open(path: &Path, options: &StoreOptions) -> Result<Inner, StoreEr
         remote,
         takedowns: RwLock::new(takedowns),
         held_any: std::sync::atomic::AtomicBool::new(held > 0),
+        filter,
     })
+}
+
+/// The blob filter of a store whose `blobs` table is as it is now: complete at once when the
+/// table is empty (a new store), else filled by a scan once puts ask enough questions.
+fn blob_filter(blobs: &Table) -> Result<Arc<super::filter::BlobFilter>, StoreError> {
+    let ks = blobs.keyspace();
+    Ok(Arc::new(super::filter::BlobFilter::new(ks.approximate_len(), ks.is_empty()?)))
 }
 
 /// Creates a new store in `root` (which exists, holding nothing of value): the database with
