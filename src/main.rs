@@ -823,7 +823,7 @@ fn run_service(global: &Global) -> anyhow::Result<ExitCode> {
         let listener = tokio::net::TcpListener::bind(config.aggregator.listen)
             .await
             .with_context(|| format!("cannot listen on {}", config.aggregator.listen))?;
-        let control = control::ControlSocket::bind(&config.aggregator.data_dir)?;
+        let control = control_socket(&config);
         let simulators = start_simulators(&config).await?;
         let (harvester, runner) =
             harvest::Harvester::start(&config, &store, &fetcher, Some(&subscriber), stopped(stop.clone())).await?;
@@ -837,13 +837,13 @@ fn run_service(global: &Global) -> anyhow::Result<ExitCode> {
             reload_from(global),
         ));
         reload_on_hangup(service.clone())?;
-        tracing::info!(url = %config.aggregator.base_url, control = %control.path().display(), "serving the aggregate; the dashboard is at this URL");
+        tracing::info!(url = %config.aggregator.base_url, "serving the aggregate; the dashboard is at this URL");
         // One signal listener for all, so a Ctrl-C is received and logged once.
         let (server, harvester, notifier, ()) = tokio::join!(
             tributary::web::serve_with(listener, web, subscriber.router(), stopped(stop.clone())),
             runner.run(),
             notify(notifications, stopped(stop.clone())),
-            control.serve(service, stopped(stop)),
+            serve_control(control, service, stopped(stop)),
         );
         // Upstreams stop last: the harvester may still be finishing a fetch from them.
         simulators.stop().await;
@@ -853,6 +853,33 @@ fn run_service(global: &Global) -> anyhow::Result<ExitCode> {
         anyhow::Ok(())
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The control socket in the data directory. A file system that cannot hold one (some FUSE
+/// and network file systems) does not stop the service: it runs without, and says so, and the
+/// commands then find the store in use.
+fn control_socket(config: &tributary::config::Config) -> Option<control::ControlSocket> {
+    match control::ControlSocket::bind(&config.aggregator.data_dir) {
+        Ok(socket) => {
+            tracing::info!(path = %socket.path().display(), "control socket: the CLI's commands reach this service");
+            Some(socket)
+        }
+        Err(e) => {
+            tracing::error!(error = %tributary::error::chain(&e), "no control socket: running without; poll, pause, resume, reload and the store's commands cannot reach this service (SIGHUP still reloads)");
+            None
+        }
+    }
+}
+
+/// Serves the control socket, when there is one, until `shutdown`.
+async fn serve_control(
+    socket: Option<control::ControlSocket>,
+    service: Arc<control::Service>,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) {
+    if let Some(socket) = socket {
+        socket.serve(service, shutdown).await;
+    }
 }
 
 /// Where a reload reads the configuration again: the file, `--data-dir` and `--shard` the
@@ -932,16 +959,16 @@ fn run_serve(global: &Global) -> anyhow::Result<ExitCode> {
         let listener = tokio::net::TcpListener::bind(config.aggregator.listen)
             .await
             .with_context(|| format!("cannot listen on {}", config.aggregator.listen))?;
-        let control = control::ControlSocket::bind(&config.aggregator.data_dir)?;
+        let control = control_socket(&config);
         let handle = tokio::runtime::Handle::current();
         let service =
             Arc::new(control::Service::new(&config, &store, &fetcher, &web, None, handle, reload_from(global)));
         reload_on_hangup(service.clone())?;
-        tracing::info!(url = %config.aggregator.base_url, control = %control.path().display(), "serving the aggregate");
+        tracing::info!(url = %config.aggregator.base_url, "serving the aggregate");
         let (server, notifier, ()) = tokio::join!(
             tributary::web::serve(listener, web, stopped(stop.clone())),
             notify(push, stopped(stop.clone())),
-            control.serve(service, stopped(stop)),
+            serve_control(control, service, stopped(stop)),
         );
         notifier.context("change notifications")?;
         server.context("web server")

@@ -231,12 +231,16 @@ pub struct Counts {
     pub subscriptions: u64,
     /// `publisher` lines.
     pub publisher_rows: u64,
-    /// `held` lines (held deletions); 0 in exports of earlier builds.
-    #[serde(default)]
+    /// `held` lines (held deletions); not written when 0, as by earlier builds.
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub held: u64,
-    /// `takedown` lines; 0 in exports of earlier builds.
-    #[serde(default)]
+    /// `takedown` lines; not written when 0, as by earlier builds.
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub takedowns: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl std::fmt::Display for Counts {
@@ -249,8 +253,12 @@ impl std::fmt::Display for Counts {
         writeln!(f, "feed item states  {}", self.feed_items)?;
         writeln!(f, "hub subscribers   {}", self.hub_subscribers)?;
         writeln!(f, "subscriptions     {}", self.subscriptions)?;
-        writeln!(f, "held deletions    {}", self.held)?;
-        writeln!(f, "takedowns         {}", self.takedowns)?;
+        if self.held > 0 {
+            writeln!(f, "held deletions    {}", self.held)?;
+        }
+        if self.takedowns > 0 {
+            writeln!(f, "takedowns         {}", self.takedowns)?;
+        }
         write!(f, "publisher rows    {}", self.publisher_rows)
     }
 }

@@ -292,11 +292,14 @@ impl Store {
         }
         let now = W3cDateTime::now();
         let live = self.set_info(settle.source)?.map_or(0, |i| i.live);
+        // A pass that read the whole inventory staged again everything still missing: any
+        // other row names a resource it found listed, and is cancelled.
+        let (rows, listed): (Vec<_>, Vec<_>) =
+            rows.into_iter().partition(|r| !settle.listed_all || r.last_pass == settle.pass);
         // This pass's deletions: what it staged, what it found again, and what a pass that
         // stopped before judging left staged.
         let (judged, rest): (Vec<_>, Vec<_>) = rows.into_iter().partition(|r| !r.held || r.last_pass == settle.pass);
         let hold = settle.limit.holds(judged.len() as u64, live);
-        let (listed, rest): (Vec<_>, Vec<_>) = rest.into_iter().partition(|_| settle.listed_all);
         let mut release = Vec::new();
         let mut keep = Vec::new();
         for mut row in judged.into_iter().chain(rest) {

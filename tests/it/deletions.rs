@@ -424,7 +424,7 @@ mod paths {
         assert_eq!(h.live("a").len(), 80, "held: the records stay live");
         assert_eq!(h.store.apply_held("a").unwrap(), 60);
         assert_eq!(h.live("a").len(), 20);
-        assert_eq!(h.events("a").iter().filter(|(c, _)| c == "deleted").count(), 60);
+        assert_eq!(h.events("a").iter().filter(|(c, _)| c == "Deleted").count(), 60);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
