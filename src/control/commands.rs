@@ -367,12 +367,15 @@ pub fn takedown(
 }
 
 /// The takedown of `target` and the live records it deletes (with their sets).
+/// The sets a record is in and its URI: what a takedown deletes.
+type Holding = (Vec<String>, String);
+
 fn takedown_of(
     store: &Store,
     naming: &Naming,
     target: &str,
     reason: &str,
-) -> Result<(crate::store::Takedown, Vec<(Vec<String>, String)>), CommandError> {
+) -> Result<(crate::store::Takedown, Vec<Holding>), CommandError> {
     let query = crate::publish::provenance::Query::parse(target).map_err(CommandError::Refused)?;
     let found = crate::publish::provenance::lookup(store, naming, &query)?;
     let mut keys = vec![match target.strip_prefix("sha-256:") {

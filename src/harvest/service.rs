@@ -474,11 +474,14 @@ fn unknown(config: &Config, id: &str) -> ConfigError {
     ConfigError::UnknownSource { id: id.to_owned(), known: config.sources.iter().map(|s| s.id.clone()).collect() }
 }
 
+/// A `tributary poll` caller: its id, the sources it watches and where their progress goes.
+type Watcher = (u64, Vec<String>, Arc<dyn Progress>);
+
 /// The service's [`Progress`]: passes of the service report to nobody, except to the callers
 /// of `tributary poll` watching their sources.
 #[derive(Default)]
 struct Relay {
-    watchers: std::sync::RwLock<Vec<(u64, Vec<String>, Arc<dyn Progress>)>>,
+    watchers: std::sync::RwLock<Vec<Watcher>>,
     next: std::sync::atomic::AtomicU64,
 }
 

@@ -189,7 +189,7 @@ impl Publisher {
         let source_index: HashMap<&str, u32> =
             view.config.sources.iter().zip(0..).map(|(s, i)| (s.as_str(), i)).collect();
         let mut upstreams = UpstreamFilter::default();
-        let uris = self.raw_records(&snap, &view, &all).filter_map(|raw| {
+        let uris = self.raw_records(&snap, view, &all).filter_map(|raw| {
             let uri = raw.and_then(|raw| {
                 let v = raw.view()?;
                 if v.is_deleted() {

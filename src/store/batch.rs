@@ -350,7 +350,7 @@ fn build<'a>(
         t,
         w,
         counters: HashMap::new(),
-        takedowns: (!takedowns.is_empty()).then_some(&*takedowns),
+        takedowns: (!takedowns.is_empty()).then_some(takedowns),
         held_any: inner.held_any.load(std::sync::atomic::Ordering::Acquire),
         holds: false,
         chunks: HashMap::new(),

@@ -44,7 +44,7 @@ pub(crate) async fn baseline_from_dump(
     let first = held.is_empty() && holds_none(&ctx.store, &prefix).await?;
     let options = DumpOptions::new(&source.settings, Some(&source.url));
     let mut walker = DumpWalker::new(&ctx.fetcher, &ctx.store, url.clone(), &source.settings, options);
-    let (tx, committer) = commit::spawn(ctx.store.clone(), ctx.stage(&id), sets.to_vec());
+    let (tx, committer) = commit::spawn(ctx.store.clone(), ctx.stage(id), sets.to_vec());
     let mut seen = HashSet::new();
     let walked = read_packages(ctx, source, (url, &mut walker), &tx, (&mut seen, first), &mut report).await;
     if let Ok(at) = walked
