@@ -158,7 +158,8 @@ pub(crate) async fn track(State(base_path): State<Arc<str>>, req: Request, next:
 }
 
 /// A bounded name for a route's pattern (as registered, e.g. `/agg/sets/{set}/{doc}`), so the
-/// label's values stay few; the names are the README's, which dashboards and alerts rely on.
+/// label's values stay few; the names are those docs/OPERATIONS.md lists ("Watching it"),
+/// which dashboards and alerts rely on.
 fn route_name(base_path: &str, pattern: &str) -> &'static str {
     if pattern == "/robots.txt" {
         return "robots";
