@@ -48,7 +48,7 @@
     const rows = sources.map((s) =>
       el("tr", { "data-source": s.id },
         el("th", { scope: "row" }, el("a", { href: s.set_page }, s.id)),
-        el("td", {}, el("span", { class: "state state-" + s.state }, s.state.replace("_", " "))),
+        el("td", {}, el("span", { class: "state state-" + s.state }, s.state.replace("_", " ")), ...notes(s)),
         el("td", {}, ago(s.last_success)),
         el("td", {}, ago(s.next_attempt)),
         el("td", { "data-field": "push" }, s.oai ? oaiCell(s.oai) : pushCell(s.push)),
@@ -61,6 +61,22 @@
           : fmt(0)),
         el("td", { class: "err" }, s.last_error || "")));
     replaceRows($("sources-body"), rows.length ? rows : [el("tr", {}, el("td", { colspan: 11 }, "No sources configured."))]);
+  }
+
+  // What the operator must know beside the harvest state: paused, no longer configured,
+  // deletions held for a decision.
+  function notes(s) {
+    const out = [];
+    if (s.paused) out.push(el("span", { class: "note note-paused", title: "since " + s.paused }, "paused"));
+    if (s.configured === false) {
+      out.push(el("span", { class: "note note-removed", title: "`tributary source forget " + s.id + "` deletes its records" },
+        "no longer configured"));
+    }
+    if (s.held_deletions) {
+      out.push(el("span", { class: "note note-held", title: "since " + (s.held_since || "?") + ": `tributary deletions --source " + s.id + "`" },
+        fmt(s.held_deletions) + " deletions held"));
+    }
+    return out;
   }
 
   // An OAI-PMH source is polled; what its repository's Identify said is in the cell's title.

@@ -95,7 +95,11 @@ fn refresh(p: &Publisher) -> Result<(), StoreError> {
     let store = p.store();
     metrics::gauge!("tributary_store_read_only").set(if store.read_only().is_some() { 1.0 } else { 0.0 });
     for id in super::dashboard::source_ids(p) {
-        let status = store.source_state(&id)?.unwrap_or_default().status;
+        let state = store.source_state(&id)?.unwrap_or_default();
+        let on = |b: bool| if b { 1.0 } else { 0.0 };
+        metrics::gauge!("tributary_source_paused", "source" => id.clone()).set(on(state.paused.is_some()));
+        let status = state.status;
+        metrics::gauge!("tributary_source_deletions_held", "source" => id.clone()).set(status.held_deletions as f64);
         let own = store.set_info(&id)?;
         let (live, events) = own.as_ref().map_or((0, 0), |i| (i.live, i.events));
         metrics::gauge!("tributary_source_resources", "source" => id.clone()).set(live as f64);
