@@ -1,6 +1,7 @@
 //! `[server]`: what the web server allows one client before it cuts it off — how long it may
 //! take to send a request head or sit idle between requests, how many connections may be open
-//! at once, and how long a streamed response may wait for a client that reads nothing.
+//! at once (in all and from one address), and how long a streamed response may wait for a
+//! client that reads nothing.
 //! Defaults suit a public deployment behind a reverse proxy (docs/SECURITY.md gives the reason
 //! for each); tests set them small.
 
@@ -23,6 +24,10 @@ pub struct ServerSettings {
     /// Connections open at once (`max_connections`, 1–100,000, default 1,024); beyond, a new
     /// connection is answered `503` and closed.
     pub max_connections: usize,
+    /// Connections one client address may hold at once (`max_connections_per_client`, default a
+    /// tenth of `max_connections`, at least 1), so that no one client can take the whole cap;
+    /// beyond, a new connection from that address is answered `503` and closed.
+    pub max_connections_per_client: usize,
     /// Streamed responses producing at once (`max_streams`, 1–4,096, default 64): each holds a
     /// blocking-pool thread.
     pub max_streams: usize,
@@ -38,6 +43,7 @@ impl Default for ServerSettings {
         ServerSettings {
             header_timeout: Duration::from_secs(20),
             max_connections: 1_024,
+            max_connections_per_client: per_client_default(1_024),
             max_streams: 64,
             stream_stall: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(20),
@@ -50,6 +56,7 @@ impl Default for ServerSettings {
 pub(super) struct RawServer {
     header_timeout: Option<Spanned<String>>,
     max_connections: Option<Spanned<i64>>,
+    max_connections_per_client: Option<Spanned<i64>>,
     max_streams: Option<Spanned<i64>>,
     stream_stall: Option<Spanned<String>>,
     shutdown_grace: Option<Spanned<String>>,
@@ -68,6 +75,15 @@ impl RawServer {
         if let Some(v) = &self.max_connections {
             s.max_connections = at.int(v, "max_connections", 1, 100_000)? as usize;
         }
+        s.max_connections_per_client = per_client_default(s.max_connections);
+        if let Some(v) = &self.max_connections_per_client {
+            let key = "max_connections_per_client";
+            s.max_connections_per_client = at.int(v, key, 1, 100_000)? as usize;
+            if s.max_connections_per_client > s.max_connections {
+                let message = format!("{} is more than max_connections ({})", v.get_ref(), s.max_connections);
+                return Err(at.error(v.span(), key, message));
+            }
+        }
         if let Some(v) = &self.max_streams {
             s.max_streams = at.int(v, "max_streams", 1, 4_096)? as usize;
         }
@@ -79,4 +95,10 @@ impl RawServer {
         }
         Ok(s)
     }
+}
+
+/// A tenth of the cap: room for several Destinations behind one NAT, while filling the cap takes
+/// ten addresses.
+fn per_client_default(max_connections: usize) -> usize {
+    (max_connections / 10).max(1)
 }

@@ -71,6 +71,11 @@ fn describe() {
     describe_gauge!("tributary_set_resources", "Live resources in the set");
     describe_gauge!("tributary_set_changelog_length", "Events in the set's change log");
     describe_counter!("tributary_http_requests_total", "HTTP requests answered, by route, method and status");
+    describe_counter!(
+        "tributary_http_connections_refused_total",
+        "Connections answered 503 and closed at once, by reason: server_full (max_connections), \
+         client_full (max_connections_per_client)"
+    );
     describe_histogram!(
         "tributary_http_request_duration_seconds",
         Unit::Seconds,

@@ -263,6 +263,23 @@ fn max_concurrent_sources_defaults_to_eight_and_is_bounded() {
 }
 
 #[test]
+fn max_connections_per_client_defaults_to_a_tenth_of_the_cap() {
+    let per_client =
+        |server: &str| parse(&format!("{HEAD}[server]\n{server}")).unwrap().server.max_connections_per_client;
+    assert_eq!(per_client(""), 102);
+    assert_eq!(per_client("max_connections = 50\n"), 5);
+    assert_eq!(per_client("max_connections = 9\n"), 1);
+    assert_eq!(per_client("max_connections = 50\nmax_connections_per_client = 50\n"), 50);
+    assert_eq!(per_client("max_connections_per_client = 1\nmax_connections = 3\n"), 1);
+    let text = format!("{HEAD}[server]\nmax_connections = 50\nmax_connections_per_client = 51\n");
+    assert_invalid(&text, 8, "max_connections_per_client", "more than max_connections (50)");
+    for bad in ["0", "-1", "100001"] {
+        let text = format!("{HEAD}[server]\nmax_connections_per_client = {bad}\n");
+        assert_invalid(&text, 7, "max_connections_per_client", "out of range");
+    }
+}
+
+#[test]
 fn feed_sources_take_feed_instead_of_url() {
     let text = format!(
         "{HEAD}[[source]]\nid = \"news\"\nfeed = \"https://news.example.org/feed.atom\"\nfeed_content = \"enclosure\"\n\

@@ -4,7 +4,7 @@
 //! | defect | module: trial |
 //! | --- | --- |
 //! | 1 stored XSS through republished feeds | `feeds`: a feed with script in XHTML and escaped HTML, opened in Chromium, and a page showing it |
-//! | 2 no connection timeouts | `server`: slowloris, an idle keep-alive socket, a connection flood, a reader that stalls a streamed body |
+//! | 2 no connection timeouts (and issue 51) | `server`: silent, slowloris and HTTP/2-preface-only connections, an idle keep-alive socket, floods from one address and from many, a reader that stalls a streamed body |
 //! | 3 one client can fill the hub | `hub`: 25 subscriptions on one host, unsubscribing past the limits, a dead callback |
 //! | 4 callback URLs published | `hub`: the status API and the dashboard; `push`: a forged denial |
 //! | 5 push outside the authority | `push`: a foreign topic and pushed entries for another site |

@@ -1,7 +1,7 @@
 //! Defect 2: clients that hold the web server's connections and streams.
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -9,7 +9,10 @@ use axum::routing::get;
 
 use super::{LIMIT, config, start};
 use crate::support::net::{free_port, listen};
-use crate::support::service::Service;
+use crate::support::service::{Service, parse_metrics, value};
+
+/// What an HTTP/2 client with prior knowledge sends first.
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// Reads from `sock` until EOF or error; true if the server closed it within `limit`.
 fn closed_within(sock: &mut TcpStream, limit: Duration) -> bool {
@@ -27,44 +30,128 @@ fn closed_within(sock: &mut TcpStream, limit: Duration) -> bool {
     false
 }
 
+/// A connection to `server` from `client` (any 127.x address: Linux routes 127/8 to `lo`), with
+/// `first` sent on it.
+async fn connect_from(client: &str, server: SocketAddr, first: &[u8]) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(SocketAddr::new(client.parse().unwrap(), 0)).unwrap();
+    let mut c = socket.connect(server).await.unwrap().into_std().unwrap();
+    c.set_nonblocking(false).unwrap();
+    c.write_all(first).unwrap();
+    c
+}
+
+/// Sends one byte of a request head that never ends every 3 s, at most 10 times; true if the
+/// server closed the connection meanwhile.
+fn trickle_closed(sock: &mut TcpStream) -> bool {
+    let head = b"GET /api/status HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaa";
+    head.iter().take(10).any(|b| sock.write_all(&[*b]).is_err() || closed_within(sock, Duration::from_secs(3)))
+}
+
+/// Defect 2 and issue 51: a connection is closed once it has waited `header_timeout` for a
+/// request head, the first one included, whatever the client sends meanwhile — nothing, a byte
+/// that picks HTTP/1, half a head, a head trickled a byte at a time, part of the HTTP/2
+/// preface, the whole preface and no frame — and a keep-alive connection left idle after a
+/// request.
 #[tokio::test]
-async fn slowloris_idle_and_flooding_connections_are_cut_off() {
-    let (_dir, s) = start("[server]\nheader_timeout = \"2s\"\nmax_connections = 6\n").await;
-    let addr = s.base.trim_start_matches("http://").trim_end_matches('/').to_owned();
-    let result = tokio::task::spawn_blocking(move || {
-        // Half a request head, never finished.
-        let mut half = TcpStream::connect(&addr).unwrap();
-        half.write_all(b"GET /api/status HTTP/1.1\r\nHost: x\r\nX-Slow: ").unwrap();
-        let half_closed = closed_within(&mut half, Duration::from_secs(30));
-        // A keep-alive connection left idle after one request.
-        let mut idle = TcpStream::connect(&addr).unwrap();
-        idle.write_all(b"GET /robots.txt HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-        let idle_closed = closed_within(&mut idle, Duration::from_secs(30));
-        // A flood: connections held open until one is refused.
-        let mut held = Vec::new();
-        let mut refused = None;
-        for _ in 0..20 {
-            let mut c = TcpStream::connect(&addr).unwrap();
-            c.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
-            let mut buf = [0u8; 256];
-            if let Ok(n) = c.read(&mut buf)
-                && n > 0
-            {
-                refused = Some(String::from_utf8_lossy(&buf[..n]).into_owned());
-                break;
-            }
-            held.push(c);
+async fn silent_slow_and_idle_connections_are_closed() {
+    let (_dir, s) = start("[server]\nheader_timeout = \"2s\"\n").await;
+    let addr: SocketAddr = s.base.trim_start_matches("http://").trim_end_matches('/').parse().unwrap();
+    let firsts: [(&str, &[u8]); 7] = [
+        ("a silent connection", b""),
+        ("a connection that sent one byte", b"G"),
+        ("half a head", b"GET /api/status HTTP/1.1\r\nHost: x\r\nX-Slow: "),
+        ("a trickled head", b""),
+        ("part of the HTTP/2 preface", &H2_PREFACE[..16]),
+        ("the HTTP/2 preface and no frame", H2_PREFACE),
+        ("a keep-alive connection idle after a request", b"GET /robots.txt HTTP/1.1\r\nHost: x\r\n\r\n"),
+    ];
+    let mut trials = Vec::new();
+    for (what, first) in firsts {
+        let mut sock = connect_from("127.0.0.1", addr, first).await;
+        trials.push(tokio::task::spawn_blocking(move || {
+            let closed = if what == "a trickled head" {
+                trickle_closed(&mut sock)
+            } else {
+                closed_within(&mut sock, Duration::from_secs(30))
+            };
+            (what, closed)
+        }));
+    }
+    let mut open = Vec::new();
+    for trial in trials {
+        let (what, closed) = trial.await.unwrap();
+        if !closed {
+            open.push(what);
         }
-        drop(held);
-        (half_closed, idle_closed, refused)
-    })
-    .await
-    .unwrap();
-    assert!(result.0, "a half-sent head was not cut off within 30 s (header_timeout 2 s)");
-    assert!(result.1, "an idle keep-alive connection was not closed within 30 s");
-    let refused = result.2.expect("past max_connections a connection is answered");
-    assert!(refused.starts_with("HTTP/1.1 503") && refused.contains("too many connections"), "{refused}");
-    // Once the flood is gone the server answers again.
+    }
+    assert!(open.is_empty(), "not closed within 30 s (header_timeout 2 s): {open:?}");
+    assert_eq!(s.get("api/status").await.0, 200);
+}
+
+/// Reads what the server says first on `sock`, waiting at most `wait`.
+fn first_answer(sock: &mut TcpStream, wait: Duration) -> String {
+    sock.set_read_timeout(Some(wait)).unwrap();
+    let mut buf = [0u8; 512];
+    let n = sock.read(&mut buf).unwrap_or(0);
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+/// Issue 51 and defect 2: one address opening as many silent connections as the whole server
+/// allows, over HTTP/1 or HTTP/2, holds only its share (`max_connections_per_client`); the rest
+/// are refused at once, and another client is still answered, over either protocol. A flood
+/// from many addresses fills `max_connections` and is refused past it, and the server answers
+/// again once it is gone.
+#[tokio::test]
+async fn floods_are_refused_and_one_address_locks_no_one_else_out() {
+    // A long header_timeout, so that every held connection is still held when the others ask.
+    let server = "[server]\nheader_timeout = \"10m\"\nmax_connections = 12\nmax_connections_per_client = 3\n";
+    let (_dir, s) = start(server).await;
+    let addr: SocketAddr = s.base.trim_start_matches("http://").trim_end_matches('/').parse().unwrap();
+    let mut held = Vec::new();
+    // 127.0.0.3 over HTTP/1 (sending nothing), 127.0.0.4 over HTTP/2 (the preface and no frame,
+    // or part of it).
+    for (client, firsts) in [("127.0.0.3", [&b""[..]; 3]), ("127.0.0.4", [H2_PREFACE, H2_PREFACE, &H2_PREFACE[..10]])] {
+        for first in firsts {
+            held.push(connect_from(client, addr, first).await);
+        }
+        let mut flood = Vec::new();
+        for _ in 0..12 {
+            flood.push(connect_from(client, addr, b"").await);
+        }
+        let answers =
+            tokio::task::spawn_blocking(move || flood.iter_mut().map(|c| first_answer(c, LIMIT)).collect::<Vec<_>>());
+        for answer in answers.await.unwrap() {
+            assert!(answer.starts_with("HTTP/1.1 503") && answer.contains("from your address"), "{client}: {answer}");
+        }
+    }
+    let other: IpAddr = "127.0.0.2".parse().unwrap();
+    for h2 in [false, true] {
+        let client = reqwest::Client::builder().local_address(other).timeout(LIMIT);
+        let client = if h2 { client.http2_prior_knowledge() } else { client.http1_only() };
+        let r = client.build().unwrap().get(format!("{}api/status", s.base)).send().await.unwrap();
+        assert_eq!(r.status(), 200, "HTTP/2: {h2}");
+    }
+    let metrics = s.get("metrics").await.2;
+    let refused =
+        value(&parse_metrics(&metrics), "tributary_http_connections_refused_total", &[("reason", "client_full")]);
+    assert_eq!(refused, Some(24.0), "{metrics}");
+
+    // A flood from one address per connection: held until one is refused.
+    let mut refused = None;
+    for i in 1..=20 {
+        let mut c = connect_from(&format!("127.0.1.{i}"), addr, b"").await;
+        let (answer, c) =
+            tokio::task::spawn_blocking(move || (first_answer(&mut c, Duration::from_millis(500)), c)).await.unwrap();
+        if !answer.is_empty() {
+            refused = Some(answer);
+            break;
+        }
+        held.push(c);
+    }
+    let refused = refused.expect("past max_connections a connection is answered");
+    assert!(refused.starts_with("HTTP/1.1 503") && refused.contains("too many connections open; try"), "{refused}");
+    drop(held);
     s.wait_until("the server answers again", LIMIT, |s| async move { s.get("api/status").await.0 == 200 }).await;
 }
 
