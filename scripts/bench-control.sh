@@ -39,11 +39,11 @@ id = "bench"
 url = "http://127.0.0.1:9/"
 TOML
 t() { "$bin/tributary" --config "$work/sources.toml" "$@"; }
-uri=$(t store export - 2>/dev/null | grep -m1 '"kind":"record"' | python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["uri"])')
+uri=$({ t store export - 2>/dev/null || true; } | grep -m1 '"kind":"record"' | python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["uri"])')
 secs() { local s e; s=$(date +%s.%N); "$@" >/dev/null 2>&1 || true; e=$(date +%s.%N); python3 -c "print(round($e - $s, 4))"; }
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 start_serve() {
-  t serve 2>"$work/serve.log" & server=$!
+  "$bin/tributary" --config "$work/sources.toml" serve 2>"$work/serve.log" & server=$!
   for _ in $(seq 600); do [ -S "$work/store/control.sock" ] && return; sleep 0.1; done
   echo "serve did not start"; cat "$work/serve.log"; exit 1
 }
@@ -110,7 +110,7 @@ TOML
 }
 live() { curl -sf "http://127.0.0.1:$port/api/status" | python3 -c "import json,sys; print(next((s['resources'] for s in json.load(sys.stdin)['sources'] if s['id']=='$1'), 0))"; }
 config ""
-t run 2>"$work/run.log" & server=$!
+"$bin/tributary" --config "$work/sources.toml" run 2>"$work/run.log" & server=$!
 for _ in $(seq 600); do [ -S "$work/store/control.sock" ] && break; sleep 0.1; done
 harvest_rate() {  # $1: source id, $2: quiet|export
   config "$1"; t reload >/dev/null
