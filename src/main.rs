@@ -539,7 +539,9 @@ fn run_serve(global: &Global) -> anyhow::Result<ExitCode> {
     let stop = shutdown_requests(&rt)?;
     let config = load_config(global, &[])?;
     let store = open_store(&config)?;
-    let web = tributary::web::WebState::from_config(&config, &store, &Fetcher::from_config(&config)?)?;
+    let fetcher = Fetcher::from_config(&config)?;
+    harvest::honour_parks(&store, &fetcher)?;
+    let web = tributary::web::WebState::from_config(&config, &store, &fetcher)?;
     log_oai(&web);
     let (web, push) = with_push(web, &config)?;
     rt.block_on(async {
@@ -560,7 +562,11 @@ fn run_provenance(args: ProvenanceArgs, global: &Global) -> anyhow::Result<ExitC
     let store = open_existing(&config.aggregator.data_dir, config.aggregator.blobs.clone())?;
     let naming = tributary::naming::Naming::new(&config.aggregator.base_url);
     let checker = match args.verify {
-        true => Some(tributary::provenance::OriginChecker::for_config(Fetcher::from_config(&config)?, &config)),
+        true => {
+            let fetcher = Fetcher::from_config(&config)?;
+            harvest::honour_parks(&store, &fetcher)?;
+            Some(tributary::provenance::OriginChecker::for_config(fetcher, &config))
+        }
         false => None,
     };
     let (text, found) =

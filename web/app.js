@@ -59,8 +59,18 @@
         el("td", { class: "num", "data-field": "failing" }, s.failing
           ? el("a", { href: "api/failures?source=" + encodeURIComponent(s.id) }, fmt(s.failing))
           : fmt(0)),
-        el("td", { class: "err" }, s.last_error || "")));
+        el("td", { class: "err" }, s.last_error || "", ...notes(s))));
     replaceRows($("sources-body"), rows.length ? rows : [el("tr", {}, el("td", { colspan: 11 }, "No sources configured."))]);
+  }
+
+  // What an operator must act on or wait for, one plain line each: a parked origin, a move.
+  function notes(s) {
+    const parked = s.parked
+      ? [el("div", { "data-field": "parked" }, "parked until " + s.parked.until + ": " + s.parked.origin + " asked us to wait")]
+      : [];
+    const moved = (s.moved || []).map((m) =>
+      el("div", { "data-field": "moved" }, m.from + " moved to ", uriLink(m.to), " — update sources.toml"));
+    return parked.concat(moved);
   }
 
   // An OAI-PMH source is polled; what its repository's Identify said is in the cell's title.

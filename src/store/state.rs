@@ -163,6 +163,24 @@ pub struct SourceStatus {
     pub next_attempt: Option<W3cDateTime>,
     /// Counts of the last completed attempt.
     pub last_pass: PassCounts,
+    /// The origin the source needs that asked (`Retry-After`) not to be contacted before a
+    /// time, when the last attempt met it; not written when `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parked: Option<ParkedOrigin>,
+    /// Configured URLs that answered a permanent redirect (301, 308), each with where it led:
+    /// `sources.toml` should be updated. Not written when empty.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub moved: BTreeMap<String, String>,
+}
+
+/// An origin parked until a time, as a source's status shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParkedOrigin {
+    /// `scheme://host[:port]`.
+    pub origin: String,
+    /// Nothing is sent to it before this time.
+    #[serde(with = "super::codec::w3c")]
+    pub until: W3cDateTime,
 }
 
 /// What a source is doing, for the dashboard.

@@ -8,9 +8,12 @@
 //! right after a restart, when in-process counters start again from zero.
 //!
 //! The exporter is process-global (the facade allows one recorder); [`handle`] installs it
-//! once. Labels are source and set ids and a fixed set of route names, never URLs.
+//! once. Labels are source and set ids and a fixed set of route names, never URLs — but for
+//! `to` of `tributary_source_moved`, the one URL an operator must copy into `sources.toml`
+//! (one series per moved configured URL).
 
-use std::sync::{Arc, OnceLock};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
@@ -21,6 +24,7 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use super::WebState;
 use super::error::WebError;
+use crate::model::W3cDateTime;
 use crate::publish::Publisher;
 use crate::store::{HarvestState, StoreError};
 
@@ -65,6 +69,19 @@ fn describe() {
     describe_gauge!("tributary_source_consecutive_failures", "Failed passes in a row");
     describe_gauge!("tributary_source_last_success_timestamp_seconds", "Unix time of the last successful pass");
     describe_gauge!(
+        "tributary_source_last_change_timestamp_seconds",
+        "Unix time Tributary applied the source's newest change (from the store)"
+    );
+    describe_gauge!(
+        "tributary_source_parked_until_seconds",
+        "Unix time until which an origin the source needs asked (Retry-After) not to be contacted; 0 when none"
+    );
+    describe_gauge!(
+        "tributary_source_moved",
+        "1 while a configured URL of the source answers a permanent redirect to `to`: update sources.toml"
+    );
+    describe_gauge!("tributary_origins_parked", "Origins parked now: asked (Retry-After) not to be contacted yet");
+    describe_gauge!(
         "tributary_store_read_only",
         "1 when the store accepts no writes since a write or sync failed (see the dashboard for why)"
     );
@@ -88,11 +105,22 @@ const STATES: [(HarvestState, &str); 4] = [
 /// Reads the scrape-time series from the store into the recorder.
 fn refresh(p: &Publisher) -> Result<(), StoreError> {
     let store = p.store();
+    let now = W3cDateTime::now();
     metrics::gauge!("tributary_store_read_only").set(if store.read_only().is_some() { 1.0 } else { 0.0 });
+    let parked = store.parked_origins()?.into_iter().filter(|(_, until)| *until > now).count();
+    metrics::gauge!("tributary_origins_parked").set(parked as f64);
     for id in super::dashboard::source_ids(p) {
         let status = store.source_state(&id)?.unwrap_or_default().status;
         let own = store.set_info(&id)?;
         let (live, events) = own.as_ref().map_or((0, 0), |i| (i.live, i.events));
+        if let Some(t) = own.as_ref().and_then(|i| i.last_change) {
+            metrics::gauge!("tributary_source_last_change_timestamp_seconds", "source" => id.clone())
+                .set(t.unix_timestamp() as f64);
+        }
+        let parked_until = status.parked.as_ref().map(|p| p.until).filter(|t| *t > now);
+        metrics::gauge!("tributary_source_parked_until_seconds", "source" => id.clone())
+            .set(parked_until.map_or(0.0, |t| t.unix_timestamp() as f64));
+        moved(&id, status.moved.values());
         metrics::gauge!("tributary_source_resources", "source" => id.clone()).set(live as f64);
         metrics::counter!("tributary_source_changes_applied_total", "source" => id.clone()).absolute(events);
         for (state, name) in STATES {
@@ -118,6 +146,22 @@ fn refresh(p: &Publisher) -> Result<(), StoreError> {
         metrics::gauge!("tributary_set_changelog_length", "set" => s.id.clone()).set(events as f64);
     }
     Ok(())
+}
+
+/// `tributary_source_moved{source, to}`: 1 for each place the source's URLs moved to, and 0
+/// for one it no longer moves to (a series, once exported, stays until the process ends).
+fn moved<'a>(source: &str, to: impl Iterator<Item = &'a String>) {
+    static EXPORTED: Mutex<BTreeMap<String, BTreeSet<String>>> = Mutex::new(BTreeMap::new());
+    let now: BTreeSet<String> = to.cloned().collect();
+    let mut exported = EXPORTED.lock().unwrap_or_else(|e| e.into_inner());
+    let before = exported.entry(source.to_owned()).or_default();
+    for gone in before.difference(&now) {
+        metrics::gauge!("tributary_source_moved", "source" => source.to_owned(), "to" => gone.clone()).set(0.0);
+    }
+    for to in &now {
+        metrics::gauge!("tributary_source_moved", "source" => source.to_owned(), "to" => to.clone()).set(1.0);
+    }
+    before.extend(now);
 }
 
 /// `GET /metrics`.

@@ -35,6 +35,7 @@ mod harvest_hosts;
 mod harvest_oai;
 mod harvest_resource_dump;
 mod harvest_resume;
+mod harvest_wild;
 mod hostile;
 mod interop_resync;
 mod model_hostile;
