@@ -106,6 +106,7 @@ fn state(s: usize, held: u64) -> SourceState {
             consecutive_failures: if failing { 3 } else { 0 },
             next_attempt: Some(now),
             last_pass: PassCounts { fetched: held, ..PassCounts::default() },
+            ..SourceStatus::default()
         },
         ..SourceState::default()
     }

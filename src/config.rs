@@ -159,7 +159,7 @@ impl Default for Publishing {
 }
 
 /// One upstream Source.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Source {
     /// Unique id (also the id of its implicit set).
     pub id: String,
@@ -345,6 +345,13 @@ pub struct Settings {
     pub feed_max_history: usize,
     /// Most versions in one item's `sx:conflicts` (`feed_max_conflicts`).
     pub feed_max_conflicts: usize,
+    /// How many deletions one pass may apply before they are held for the operator
+    /// (`max_deletions`: a count, a percentage of the source's live resources, or
+    /// `"unlimited"`; default: more than 50 *and* more than 10% are held).
+    pub max_deletions: crate::store::DeletionLimit,
+    /// Release a held deletion once this many passes in a row, each at least `poll` apart,
+    /// found it (`confirm_deletions`; `None`, the default: only the operator releases them).
+    pub confirm_deletions: Option<u32>,
 }
 
 impl Default for Settings {
@@ -388,6 +395,8 @@ impl Default for Settings {
             push_secret_grace: s(300),
             feed_max_history: crate::model::feed::MAX_HISTORY,
             feed_max_conflicts: crate::model::feed::MAX_CONFLICTS,
+            max_deletions: crate::store::DeletionLimit::default(),
+            confirm_deletions: None,
         }
     }
 }

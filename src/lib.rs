@@ -16,12 +16,15 @@
 //!   inherited-link policy, the provenance lookup. No axum, tokio or reqwest.
 //! - [`web`]: the axum router for all of it; [`provenance`]: the command and live origin
 //!   check; [`check`]: the `tributary check` command.
+//! - [`control`]: the control channel that steers a running service (every command of the
+//!   command line works through it while the service holds the store).
 //! - [`simulate`]: simulated Sources for the offline demo, tests and benchmarks.
 //! - [`error`]: printing an error with its causes, once.
 //! - [`websub`]: the HMAC signature of WebSub deliveries (no I/O), for both directions of push.
 
 pub mod check;
 pub mod config;
+pub mod control;
 pub mod error;
 pub mod fetch;
 pub mod harvest;

@@ -1,12 +1,15 @@
 //! The `tributary` command line: parses arguments, sets up logging, and hands each subcommand
 //! to the library. Nothing else lives here.
 
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use tributary::check::{self, CheckReport};
+use tributary::control::{self, wire};
 use tributary::fetch::Fetcher;
 use tributary::harvest;
 use tributary::model::ReadOptions;
@@ -72,8 +75,101 @@ enum Command {
     /// print a summary.
     Harvest(HarvestArgs),
     /// The long-running service: harvest every Source on its poll schedule until SIGINT or
-    /// SIGTERM.
+    /// SIGTERM; SIGHUP re-reads the configuration.
     Run,
+    /// Make the running service poll sources now, whatever their schedule, and wait for the
+    /// passes; prints the summary `harvest` prints and exits as it does.
+    Poll(HarvestArgs),
+    /// Stop a source's polls and push processing in the running service, until `resume` (its
+    /// records stay published; kept across restarts).
+    Pause(SourceArg),
+    /// Start a paused source again (and poll it now).
+    Resume(SourceArg),
+    /// Make the running service read its configuration file again (as SIGHUP does): sources
+    /// and sets added, changed and removed without a restart.
+    Reload,
+    /// Sources that are no longer configured.
+    #[command(subcommand)]
+    Source(SourceCommand),
+    /// The deletions held because a pass would have deleted more than `max_deletions`: list
+    /// them (exit 1 when there are any), `apply` them, or `keep` the resources.
+    Deletions(DeletionsArgs),
+    /// Take resources down and keep them down (a rights holder's request, personal data):
+    /// by upstream URI, Tributary URI or `sha-256:` digest; `list` and `lift` them.
+    Takedown(TakedownArgs),
+}
+
+#[derive(Debug, Args)]
+struct DeletionsArgs {
+    #[command(subcommand)]
+    action: Option<DeletionsCommand>,
+    /// Only this source (repeatable); default: every source holding deletions.
+    #[arg(long = "source", value_name = "ID")]
+    sources: Vec<String>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum DeletionsCommand {
+    /// Apply the held deletions and publish them.
+    Apply(RequiredSources),
+    /// Drop the held deletions and keep the resources.
+    Keep(RequiredSources),
+}
+
+#[derive(Debug, Args)]
+struct RequiredSources {
+    /// The source (repeatable).
+    #[arg(long = "source", value_name = "ID", required = true)]
+    sources: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+struct TakedownArgs {
+    #[command(subcommand)]
+    action: Option<TakedownCommand>,
+    /// What to take down: upstream URIs, Tributary URIs or `sha-256:<hex>` digests.
+    #[arg(value_name = "URI", required = true)]
+    targets: Vec<String>,
+    /// Why (kept for operators, never served).
+    #[arg(long, required = true)]
+    reason: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+enum TakedownCommand {
+    /// Every takedown, with its reason and time.
+    List {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Lift takedowns: the resources come back at their sources' next poll.
+    Lift {
+        /// As given to `takedown`.
+        #[arg(value_name = "URI", required = true)]
+        targets: Vec<String>,
+    },
+}
+
+#[derive(Debug, Args)]
+struct SourceArg {
+    /// The source.
+    #[arg(long = "source", value_name = "ID")]
+    source: String,
+}
+
+#[derive(Debug, Subcommand)]
+enum SourceCommand {
+    /// Delete the records of a source removed from the configuration, publishing the
+    /// deletions; until then they stay published.
+    Forget {
+        /// The source id.
+        id: String,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -198,10 +294,153 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Provenance(args) => run_provenance(args, &cli.global),
         Command::Store(cmd) => run_store(cmd, data_dir(&cli.global)?),
         Command::Verify => run_store(StoreCommand::Verify, data_dir(&cli.global)?),
+
         Command::Simulate(args) => run_simulate(*args),
         Command::Harvest(args) => run_harvest(&cli.global, args),
         Command::Run => run_service(&cli.global),
+        Command::Poll(args) => run_poll(&cli.global, args),
+        Command::Pause(a) => online(&cli.global, wire::Command::Pause { source: a.source }),
+        Command::Resume(a) => online(&cli.global, wire::Command::Resume { source: a.source }),
+        Command::Reload => online(&cli.global, wire::Command::Reload),
+        Command::Source(SourceCommand::Forget { id }) => run_forget(&cli.global, id),
+        Command::Deletions(args) => run_deletions(&cli.global, args),
+        Command::Takedown(args) => run_takedown(&cli.global, args),
     }
+}
+
+fn run_deletions(global: &Global, args: DeletionsArgs) -> anyhow::Result<ExitCode> {
+    let (action, sources) = match args.action {
+        None => (wire::DeletionAction::List, args.sources),
+        Some(DeletionsCommand::Apply(s)) => (wire::DeletionAction::Apply, s.sources),
+        Some(DeletionsCommand::Keep(s)) => (wire::DeletionAction::Keep, s.sources),
+    };
+    let config = load_config(global, &[])?;
+    let command = wire::Command::Deletions { sources: sources.clone(), action, json: args.json };
+    if let Some(code) = through_service(&config.aggregator.data_dir, command)? {
+        return Ok(code);
+    }
+    let store = open_existing(&config.aggregator.data_dir, config.aggregator.blobs.clone())?;
+    let code = control::commands::deletions(&config, &store, &sources, action, args.json, &mut control::Console)?;
+    exit_durably(&store, i32::from(code))
+}
+
+fn run_takedown(global: &Global, args: TakedownArgs) -> anyhow::Result<ExitCode> {
+    let action = match args.action {
+        Some(TakedownCommand::List { json }) => wire::TakedownAction::List { json },
+        Some(TakedownCommand::Lift { targets }) => wire::TakedownAction::Lift { targets },
+        None => wire::TakedownAction::Add { targets: args.targets, reason: args.reason.unwrap_or_default() },
+    };
+    let config = load_config(global, &[])?;
+    if let Some(code) =
+        through_service(&config.aggregator.data_dir, wire::Command::Takedown { action: action.clone() })?
+    {
+        return Ok(code);
+    }
+    let store = open_existing(&config.aggregator.data_dir, config.aggregator.blobs.clone())?;
+    let code = control::commands::takedown(&config, &store, &action, &mut control::Console)?;
+    exit_durably(&store, i32::from(code))
+}
+
+/// Sends `command` to the service running on `dir`; `None` when no service runs there.
+fn through_service(dir: &Path, command: wire::Command) -> anyhow::Result<Option<ExitCode>> {
+    let Some(connection) = control::client::connect(dir)? else { return Ok(None) };
+    let mut sink = Forward::default();
+    let outcome = connection.call(command, &mut sink)?;
+    sink.finish();
+    Ok(Some(exit_with(outcome)))
+}
+
+/// The exit of a command the service ran: its status, or its error as this process would
+/// print it.
+fn exit_with(outcome: control::client::Outcome) -> ExitCode {
+    match outcome {
+        control::client::Outcome::Exit(code) => ExitCode::from(code),
+        control::client::Outcome::Error(text) => {
+            eprintln!("error: {text}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// A command that needs the running service (`poll`, `pause`, `resume`, `reload`): exit 2 with
+/// a plain message when none runs.
+fn online(global: &Global, command: wire::Command) -> anyhow::Result<ExitCode> {
+    let config = load_config(global, &[])?;
+    let dir = &config.aggregator.data_dir;
+    match through_service(dir, command)? {
+        Some(code) => Ok(code),
+        None => {
+            eprintln!("error: no tributary service is running on {} (start it with `tributary run`)", dir.display());
+            Ok(ExitCode::from(2))
+        }
+    }
+}
+
+/// Relays a command's answer to this process's output: its text as is, and its progress to a
+/// bar on a terminal, as the command would show it here.
+#[derive(Default)]
+struct Forward {
+    bar: Option<Arc<progress::Display>>,
+    value: Option<serde_json::Value>,
+}
+
+impl Forward {
+    fn with_progress() -> Forward {
+        Forward { bar: Some(progress::for_terminal()), value: None }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish();
+        }
+    }
+}
+
+impl control::client::Sink for Forward {
+    fn stdout(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        use std::io::Write as _;
+        std::io::stdout().lock().write_all(bytes)
+    }
+
+    fn stderr(&mut self, bytes: &[u8]) {
+        use std::io::Write as _;
+        let _ = std::io::stderr().lock().write_all(bytes);
+    }
+
+    fn progress(&mut self, p: &wire::Progress) {
+        if let Some(bar) = &self.bar {
+            bar.show(p);
+        }
+    }
+
+    fn value(&mut self, value: serde_json::Value) {
+        self.value = Some(value);
+    }
+}
+
+fn run_poll(global: &Global, args: HarvestArgs) -> anyhow::Result<ExitCode> {
+    let config = load_config(global, &args.sources)?;
+    let dir = &config.aggregator.data_dir;
+    let Some(connection) = control::client::connect(dir)? else {
+        eprintln!(
+            "error: no tributary service is running on {} (`tributary harvest` polls without one)",
+            dir.display()
+        );
+        return Ok(ExitCode::from(2));
+    };
+    let mut sink = Forward::with_progress();
+    let outcome = connection.call(wire::Command::Poll { sources: args.sources }, &mut sink);
+    sink.finish();
+    Ok(exit_with(outcome?))
+}
+
+fn run_forget(global: &Global, id: String) -> anyhow::Result<ExitCode> {
+    let config = load_config(global, &[])?;
+    if let Some(code) = through_service(&config.aggregator.data_dir, wire::Command::Forget { source: id.clone() })? {
+        return Ok(code);
+    }
+    let store = open_existing(&config.aggregator.data_dir, config.aggregator.blobs.clone())?;
+    Ok(ExitCode::from(control::commands::forget(&config, &store, &id, &mut control::Console)?))
 }
 
 /// The data directory — `--data-dir`, else `data_dir` from the configuration — and where its
@@ -270,36 +509,71 @@ fn print_report(report: &CheckReport, quiet: bool) {
     let _ = writeln!(std::io::stdout().lock(), "{}", report.render(!quiet));
 }
 
-/// Writes the export to `file` (stdout for `-`), gzipped when its name ends in `.gz`. A file is
-/// written beside its final name and renamed into place once complete and synced, so an
+/// Where an export is written: stdout for `-`, else a file written beside its final name
+/// (gzipped when the name ends in `.gz`) and renamed into place once complete and synced, so an
 /// interrupted export never leaves a file that looks whole (the import also checks its `end`
-/// line).
-fn export_store(
-    store: &tributary::store::Store,
-    file: &std::path::Path,
-) -> anyhow::Result<tributary::store::ExportCounts> {
-    use anyhow::Context as _;
-    if file == std::path::Path::new("-") {
-        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-        return Ok(store.export(&mut out, file)?);
+/// line). Dropped without [`ExportFile::commit`], it removes what it wrote.
+struct ExportFile {
+    target: Target,
+    tmp: PathBuf,
+    file: PathBuf,
+}
+
+enum Target {
+    Stdout(std::io::BufWriter<std::io::Stdout>),
+    Plain(std::io::BufWriter<std::fs::File>),
+    Gzip(flate2::write::GzEncoder<std::io::BufWriter<std::fs::File>>),
+    Done,
+}
+
+impl ExportFile {
+    fn create(file: &Path) -> anyhow::Result<ExportFile> {
+        if file == Path::new("-") {
+            let target = Target::Stdout(std::io::BufWriter::with_capacity(1 << 20, std::io::stdout()));
+            return Ok(ExportFile { target, tmp: PathBuf::new(), file: file.to_path_buf() });
+        }
+        let name = file.file_name().context("the export file needs a name")?.to_string_lossy().into_owned();
+        let tmp = file.with_file_name(format!(".{name}.partial"));
+        let created = std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+        let buffered = std::io::BufWriter::with_capacity(1 << 20, created);
+        let target = match name.ends_with(".gz") {
+            true => Target::Gzip(flate2::write::GzEncoder::new(buffered, flate2::Compression::fast())),
+            false => Target::Plain(buffered),
+        };
+        Ok(ExportFile { target, tmp, file: file.to_path_buf() })
     }
-    let name = file.file_name().context("the export file needs a name")?.to_string_lossy();
-    let tmp = file.with_file_name(format!(".{name}.partial"));
-    let written = std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
-    let mut buffered = std::io::BufWriter::with_capacity(1 << 20, written);
-    let counts = if name.ends_with(".gz") {
-        let mut gz = flate2::write::GzEncoder::new(&mut buffered, flate2::Compression::fast());
-        let counts = store.export(&mut gz, file)?;
-        gz.finish().with_context(|| format!("cannot write {}", tmp.display()))?;
-        counts
-    } else {
-        store.export(&mut buffered, file)?
-    };
-    let written =
-        buffered.into_inner().map_err(|e| e.into_error()).with_context(|| format!("cannot write {}", tmp.display()))?;
-    written.sync_all().with_context(|| format!("cannot sync {}", tmp.display()))?;
-    std::fs::rename(&tmp, file).with_context(|| format!("cannot rename {} to {}", tmp.display(), file.display()))?;
-    Ok(counts)
+
+    fn writer(&mut self) -> &mut dyn Write {
+        match &mut self.target {
+            Target::Stdout(w) => w,
+            Target::Plain(w) => w,
+            Target::Gzip(w) => w,
+            Target::Done => unreachable!("written after commit"),
+        }
+    }
+
+    /// Flushes, syncs and renames the file into place.
+    fn commit(mut self) -> anyhow::Result<()> {
+        let cannot = |what: &str| format!("cannot {what} {}", self.tmp.display());
+        let buffered = match std::mem::replace(&mut self.target, Target::Done) {
+            Target::Stdout(mut w) => return w.flush().context("cannot write the export to stdout"),
+            Target::Plain(w) => w,
+            Target::Gzip(gz) => gz.finish().with_context(|| cannot("write"))?,
+            Target::Done => return Ok(()),
+        };
+        let written = buffered.into_inner().map_err(|e| e.into_error()).with_context(|| cannot("write"))?;
+        written.sync_all().with_context(|| cannot("sync"))?;
+        std::fs::rename(&self.tmp, &self.file)
+            .with_context(|| format!("cannot rename {} to {}", self.tmp.display(), self.file.display()))
+    }
+}
+
+impl Drop for ExportFile {
+    fn drop(&mut self) {
+        if matches!(self.target, Target::Plain(_) | Target::Gzip(_)) {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
 }
 
 /// Rebuilds the store at `dir` from the export `file` (stdin for `-`; gzip when it ends in `.gz`).
@@ -332,61 +606,132 @@ fn run_simulate(args: tributary::simulate::cli::SimulateArgs) -> anyhow::Result<
 
 fn run_audit(args: AuditArgs, global: &Global) -> anyhow::Result<ExitCode> {
     let config = load_config(global, &args.sources)?;
+    let command = wire::Command::Audit { sources: args.sources.clone(), fetch: args.fetch, json: args.json };
+    if let Some(code) = through_service(&config.aggregator.data_dir, command)? {
+        return Ok(code);
+    }
     let store = open_existing(&config.aggregator.data_dir, config.aggregator.blobs.clone())?;
     let rt = tokio::runtime::Runtime::new()?;
-    let reports = rt.block_on(tributary::harvest::audit::audit_sources(&config, &store, &args.sources, args.fetch))?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&reports)?);
-    } else {
-        for report in &reports {
-            println!("{report}");
-        }
-    }
-    Ok(if reports.iter().all(|r| r.is_in_sync()) { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    let code = control::commands::audit(
+        &config,
+        &store,
+        &args.sources,
+        args.fetch,
+        args.json,
+        rt.handle(),
+        &mut control::Console,
+    )?;
+    Ok(ExitCode::from(code))
 }
 
 fn run_failures(args: FailuresArgs, global: &Global) -> anyhow::Result<ExitCode> {
     let config = load_config(global, &args.sources)?;
-    let store = open_existing(&config.aggregator.data_dir, config.aggregator.blobs.clone())?;
-    let reports = config
-        .select(&args.sources)?
-        .into_iter()
-        .map(|s| store.failure_report(&s.id, args.limit))
-        .collect::<Result<Vec<_>, _>>()?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&reports)?);
-    } else {
-        reports.iter().for_each(|r| println!("{r}"));
+    let command = wire::Command::Failures { sources: args.sources.clone(), limit: args.limit, json: args.json };
+    if let Some(code) = through_service(&config.aggregator.data_dir, command)? {
+        return Ok(code);
     }
-    Ok(if reports.iter().all(|r| r.failing == 0) { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    let store = open_existing(&config.aggregator.data_dir, config.aggregator.blobs.clone())?;
+    let code =
+        control::commands::failures(&config, &store, &args.sources, args.limit, args.json, &mut control::Console)?;
+    Ok(ExitCode::from(code))
 }
 
 fn run_store(
     cmd: StoreCommand,
     (dir, blobs): (PathBuf, Option<tributary::store::RemoteBlobs>),
 ) -> anyhow::Result<ExitCode> {
+    let online = match &cmd {
+        StoreCommand::Stats => Some(wire::Command::Stats),
+        StoreCommand::Verify => Some(wire::Command::Verify),
+        StoreCommand::Export { file } => return export(&dir, blobs, file),
+        StoreCommand::Gc | StoreCommand::Import { .. } => {
+            refuse_while_running(&dir, &cmd)?;
+            None
+        }
+    };
+    if let Some(code) = online.map(|c| through_service(&dir, c)).transpose()?.flatten() {
+        return Ok(code);
+    }
     if let StoreCommand::Import { file } = &cmd {
         return import_store(&dir, file);
     }
     // Read-only maintenance never creates a store: a mistyped path is an error, not an empty store.
     let store = open_existing(&dir, blobs)?;
-    match cmd {
-        StoreCommand::Stats => println!("{}", store.stats()?),
-        StoreCommand::Verify => {
-            let report = store.verify()?;
-            println!("{report}");
-            if !report.is_clean() {
-                return Ok(ExitCode::from(1));
+    let out = &mut control::Console;
+    let code = match cmd {
+        StoreCommand::Stats => control::commands::stats(&store, out)?,
+        StoreCommand::Verify => control::commands::verify(&store, out)?,
+        StoreCommand::Gc => {
+            println!("{}", store.gc()?);
+            0
+        }
+        StoreCommand::Export { .. } | StoreCommand::Import { .. } => unreachable!("handled above"),
+    };
+    Ok(ExitCode::from(code))
+}
+
+/// `store gc` and `store import` rewrite the store under everything that reads it: they need
+/// the service stopped, and say so rather than wait for the lock.
+fn refuse_while_running(dir: &Path, cmd: &StoreCommand) -> anyhow::Result<()> {
+    let Some(connection) = control::client::connect(dir)? else { return Ok(()) };
+    drop(connection);
+    let (what, why) = match cmd {
+        StoreCommand::Gc => {
+            ("store gc", "it rewrites packs and deletes blobs while the service may be serving or storing them")
+        }
+        _ => ("store import", "it replaces the metadata the service has open"),
+    };
+    anyhow::bail!(
+        "a tributary service is running on {}: `tributary {what}` needs it stopped ({why}); stop the service, run the command, start the service again",
+        dir.display()
+    )
+}
+
+/// `store export FILE`: through the running service (one snapshot, while it harvests), or
+/// from the stopped store.
+fn export(dir: &Path, blobs: Option<tributary::store::RemoteBlobs>, file: &Path) -> anyhow::Result<ExitCode> {
+    if let Some(connection) = control::client::connect(dir)? {
+        let mut target = ExportFile::create(file)?;
+        let mut sink = ExportSink { out: &mut target, value: None };
+        let outcome = connection.call(wire::Command::Export, &mut sink);
+        let value = sink.value.take();
+        match outcome? {
+            control::client::Outcome::Exit(0) => {
+                let counts: tributary::store::ExportCounts =
+                    serde_json::from_value(value.context("the service sent no export counts")?)?;
+                target.commit()?;
+                eprintln!("exported {} to {}:\n{counts}", dir.display(), file.display());
+                return Ok(ExitCode::SUCCESS);
             }
+            other => return Ok(exit_with(other)),
         }
-        StoreCommand::Gc => println!("{}", store.gc()?),
-        StoreCommand::Export { file } => {
-            let counts = export_store(&store, &file)?;
-            eprintln!("exported {} to {}:\n{counts}", dir.display(), file.display());
-        }
-        StoreCommand::Import { .. } => unreachable!("handled before the store is opened"),
     }
+    let store = open_existing(dir, blobs)?;
+    let mut target = ExportFile::create(file)?;
+    let counts = store.export(target.writer(), file)?;
+    target.commit()?;
+    eprintln!("exported {} to {}:\n{counts}", dir.display(), file.display());
     Ok(ExitCode::SUCCESS)
+}
+
+/// The bytes of an export through the service, into its file.
+struct ExportSink<'a> {
+    out: &'a mut ExportFile,
+    value: Option<serde_json::Value>,
+}
+
+impl control::client::Sink for ExportSink<'_> {
+    fn stdout(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.out.writer().write_all(bytes)
+    }
+
+    fn stderr(&mut self, bytes: &[u8]) {
+        let _ = std::io::stderr().lock().write_all(bytes);
+    }
+
+    fn value(&mut self, value: serde_json::Value) {
+        self.value = Some(value);
+    }
 }
 
 /// Loads and validates `sources.toml` and checks the `--source` ids against it: a bad file or
@@ -478,13 +823,27 @@ fn run_service(global: &Global) -> anyhow::Result<ExitCode> {
         let listener = tokio::net::TcpListener::bind(config.aggregator.listen)
             .await
             .with_context(|| format!("cannot listen on {}", config.aggregator.listen))?;
+        let control = control_socket(&config);
         let simulators = start_simulators(&config).await?;
+        let (harvester, runner) =
+            harvest::Harvester::start(&config, &store, &fetcher, Some(&subscriber), stopped(stop.clone())).await?;
+        let service = Arc::new(control::Service::new(
+            &config,
+            &store,
+            &fetcher,
+            &web,
+            Some(harvester),
+            tokio::runtime::Handle::current(),
+            reload_from(global),
+        ));
+        reload_on_hangup(service.clone())?;
         tracing::info!(url = %config.aggregator.base_url, "serving the aggregate; the dashboard is at this URL");
         // One signal listener for all, so a Ctrl-C is received and logged once.
-        let (server, harvester, notifier) = tokio::join!(
+        let (server, harvester, notifier, ()) = tokio::join!(
             tributary::web::serve_with(listener, web, subscriber.router(), stopped(stop.clone())),
-            harvest::run_with_push(&config, &store, &fetcher, Some(&subscriber), stopped(stop.clone())),
-            notify(notifications, stopped(stop)),
+            runner.run(),
+            notify(notifications, stopped(stop.clone())),
+            serve_control(control, service, stopped(stop)),
         );
         // Upstreams stop last: the harvester may still be finishing a fetch from them.
         simulators.stop().await;
@@ -494,6 +853,59 @@ fn run_service(global: &Global) -> anyhow::Result<ExitCode> {
         anyhow::Ok(())
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The control socket in the data directory. A file system that cannot hold one (some FUSE
+/// and network file systems) does not stop the service: it runs without, and says so, and the
+/// commands then find the store in use.
+fn control_socket(config: &tributary::config::Config) -> Option<control::ControlSocket> {
+    match control::ControlSocket::bind(&config.aggregator.data_dir) {
+        Ok(socket) => {
+            tracing::info!(path = %socket.path().display(), "control socket: the CLI's commands reach this service");
+            Some(socket)
+        }
+        Err(e) => {
+            tracing::error!(error = %tributary::error::chain(&e), "no control socket: running without; poll, pause, resume, reload and the store's commands cannot reach this service (SIGHUP still reloads)");
+            None
+        }
+    }
+}
+
+/// Serves the control socket, when there is one, until `shutdown`.
+async fn serve_control(
+    socket: Option<control::ControlSocket>,
+    service: Arc<control::Service>,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) {
+    if let Some(socket) = socket {
+        socket.serve(service, shutdown).await;
+    }
+}
+
+/// Where a reload reads the configuration again: the file, `--data-dir` and `--shard` the
+/// service started with.
+fn reload_from(global: &Global) -> control::ReloadFrom {
+    control::ReloadFrom { path: global.config.clone(), data_dir: global.data_dir.clone(), shard: global.shard.clone() }
+}
+
+/// SIGHUP reloads the configuration, as `tributary reload` does; the outcome is logged.
+fn reload_on_hangup(service: Arc<control::Service>) -> std::io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hup = signal(SignalKind::hangup())?;
+    tokio::spawn(async move {
+        // Ends with the runtime; each turn is one SIGHUP.
+        while hup.recv().await.is_some() {
+            let service = service.clone();
+            match tokio::task::spawn_blocking(move || service.reload()).await {
+                Ok(Ok(report)) => tracing::info!(report = %report, "SIGHUP: configuration reloaded"),
+                Ok(Err(e)) => {
+                    tracing::error!(error = %tributary::error::chain(&e), "SIGHUP: the configuration was not reloaded; the one in force stays")
+                }
+                Err(e) => tracing::error!(error = %e, "SIGHUP: the reload failed"),
+            }
+        }
+    });
+    Ok(())
 }
 
 /// The web state with change notifications, unless `[hub] enabled = false`.
@@ -548,9 +960,17 @@ fn run_serve(global: &Global) -> anyhow::Result<ExitCode> {
         let listener = tokio::net::TcpListener::bind(config.aggregator.listen)
             .await
             .with_context(|| format!("cannot listen on {}", config.aggregator.listen))?;
+        let control = control_socket(&config);
+        let handle = tokio::runtime::Handle::current();
+        let service =
+            Arc::new(control::Service::new(&config, &store, &fetcher, &web, None, handle, reload_from(global)));
+        reload_on_hangup(service.clone())?;
         tracing::info!(url = %config.aggregator.base_url, "serving the aggregate");
-        let (server, notifier) =
-            tokio::join!(tributary::web::serve(listener, web, stopped(stop.clone())), notify(push, stopped(stop)));
+        let (server, notifier, ()) = tokio::join!(
+            tributary::web::serve(listener, web, stopped(stop.clone())),
+            notify(push, stopped(stop.clone())),
+            serve_control(control, service, stopped(stop)),
+        );
         notifier.context("change notifications")?;
         server.context("web server")
     })?;
@@ -559,8 +979,14 @@ fn run_serve(global: &Global) -> anyhow::Result<ExitCode> {
 
 fn run_provenance(args: ProvenanceArgs, global: &Global) -> anyhow::Result<ExitCode> {
     let config = load_config(global, &[])?;
+    let command = wire::Command::Provenance { query: args.query.clone(), verify: args.verify, json: args.json };
+    if let Some(code) = through_service(&config.aggregator.data_dir, command)? {
+        return Ok(code);
+    }
     let store = open_existing(&config.aggregator.data_dir, config.aggregator.blobs.clone())?;
     let naming = tributary::naming::Naming::new(&config.aggregator.base_url);
+    // A runtime whose own threads drive its I/O: the checks are run with `Handle::block_on`.
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
     let checker = match args.verify {
         true => {
             let fetcher = Fetcher::from_config(&config)?;
@@ -569,10 +995,9 @@ fn run_provenance(args: ProvenanceArgs, global: &Global) -> anyhow::Result<ExitC
         }
         false => None,
     };
-    let (text, found) =
-        tributary::provenance::provenance_cli(&store, &naming, &args.query, checker.as_ref(), args.json)?;
-    println!("{text}");
-    Ok(if found { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    let checker = checker.as_ref().map(|c| (c, rt.handle()));
+    let code = control::commands::provenance(&store, &naming, &args.query, checker, args.json, &mut control::Console)?;
+    Ok(ExitCode::from(code))
 }
 
 /// The harvester's runtime. Blocking threads (store writes) are capped: each one costs a

@@ -32,6 +32,19 @@ impl Display {
     }
 }
 
+impl Display {
+    /// Shows the totals a running service sent for a command it runs.
+    pub(crate) fn show(&self, p: &tributary::control::wire::Progress) {
+        if let Some(bar) = &self.bar {
+            bar.set_length(p.listed);
+            bar.set_position(p.done);
+            if let Some(m) = &p.message {
+                bar.set_message(m.clone());
+            }
+        }
+    }
+}
+
 impl Progress for Display {
     fn listed(&self, _source: &str) {
         if let Some(bar) = &self.bar {

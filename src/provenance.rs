@@ -35,9 +35,6 @@ pub enum ProvenanceError {
     /// The store could not be read.
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// The HTTP client or runtime could not be set up.
-    #[error("cannot set up the origin check: {0}")]
-    Setup(String),
 }
 
 /// Fetches origins for the live check. Cheap to clone.
@@ -65,6 +62,11 @@ impl OriginChecker {
     pub fn for_config(fetcher: Fetcher, config: &Config) -> Self {
         let per_source = config.sources.iter().map(|s| (s.id.clone(), s.settings.clone())).collect();
         OriginChecker { fetcher, defaults: Arc::new(config.defaults.clone()), per_source: Arc::new(per_source) }
+    }
+
+    /// The fetcher the checks go through.
+    pub fn fetcher(&self) -> &Fetcher {
+        &self.fetcher
     }
 
     /// Fetches `url` on behalf of `source` and digests the body; never fails, reporting
@@ -123,28 +125,23 @@ async fn digest_body(mut resp: FetchResponse, mut out: Fetched) -> Fetched {
 
 /// `tributary provenance <URI|sha-256:…> [--verify] [--json]`: the answer as text (or JSON)
 /// and whether anything matched (the command exits 1 when not). With a `checker`, each origin
-/// is fetched once, politely, with its source's settings.
-///
-/// Call it from synchronous code: with a checker it runs its own small tokio runtime.
+/// is fetched once, politely, with its source's settings, on `rt`: a multi-thread runtime
+/// (whose workers drive its I/O), called from a thread outside it — the command line's, or a
+/// control command's.
 ///
 /// # Errors
-/// [`ProvenanceError::Query`] for a malformed query, [`ProvenanceError::Store`],
-/// [`ProvenanceError::Setup`].
+/// [`ProvenanceError::Query`] for a malformed query, [`ProvenanceError::Store`].
 pub fn provenance_cli(
     store: &Store,
     naming: &Naming,
     query: &str,
-    checker: Option<&OriginChecker>,
+    checker: Option<(&OriginChecker, &tokio::runtime::Handle)>,
     json: bool,
 ) -> Result<(String, bool), ProvenanceError> {
     let query = Query::parse(query).map_err(ProvenanceError::Query)?;
     let mut answer = lookup(store, naming, &query)?;
     let found = !answer.resources.is_empty();
-    if let Some(checker) = checker.filter(|_| found) {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| ProvenanceError::Setup(e.to_string()))?;
+    if let Some((checker, rt)) = checker.filter(|_| found) {
         rt.block_on(checker.verify(&mut answer));
     }
     let text = if json { to_json(&answer) } else { answer.to_string() };

@@ -48,7 +48,7 @@
     const rows = sources.map((s) =>
       el("tr", { "data-source": s.id },
         el("th", { scope: "row" }, el("a", { href: s.set_page }, s.id)),
-        el("td", {}, el("span", { class: "state state-" + s.state }, s.state.replace("_", " "))),
+        el("td", {}, el("span", { class: "state state-" + s.state }, s.state.replace("_", " ")), ...notes(s)),
         el("td", {}, ago(s.last_success)),
         el("td", {}, ago(s.next_attempt)),
         el("td", { "data-field": "push" }, s.oai ? oaiCell(s.oai) : pushCell(s.push)),
@@ -59,18 +59,31 @@
         el("td", { class: "num", "data-field": "failing" }, s.failing
           ? el("a", { href: "api/failures?source=" + encodeURIComponent(s.id) }, fmt(s.failing))
           : fmt(0)),
-        el("td", { class: "err" }, s.last_error || "", ...notes(s))));
+        el("td", { class: "err" }, s.last_error || "")));
     replaceRows($("sources-body"), rows.length ? rows : [el("tr", {}, el("td", { colspan: 11 }, "No sources configured."))]);
   }
 
-  // What an operator must act on or wait for, one plain line each: a parked origin, a move.
+  // What the operator must know beside the harvest state: paused, no longer configured,
+  // deletions held for a decision, an origin that asked us to wait, a configured URL that moved.
   function notes(s) {
-    const parked = s.parked
-      ? [el("div", { "data-field": "parked" }, "parked until " + s.parked.until + ": " + s.parked.origin + " asked us to wait")]
-      : [];
-    const moved = (s.moved || []).map((m) =>
-      el("div", { "data-field": "moved" }, m.from + " moved to ", uriLink(m.to), " — update sources.toml"));
-    return parked.concat(moved);
+    const out = [];
+    if (s.paused) out.push(el("span", { class: "note note-paused", title: "since " + s.paused }, "paused"));
+    if (s.configured === false) {
+      out.push(el("span", { class: "note note-removed", title: "`tributary source forget " + s.id + "` deletes its records" },
+        "no longer configured"));
+    }
+    if (s.held_deletions) {
+      out.push(el("span", { class: "note note-held", title: "since " + (s.held_since || "?") + ": `tributary deletions --source " + s.id + "`" },
+        fmt(s.held_deletions) + " deletions held"));
+    }
+    if (s.parked) {
+      out.push(el("div", { class: "note note-parked", "data-field": "parked", title: "Retry-After: nothing is sent there before then" },
+        "parked until " + s.parked.until + ": " + s.parked.origin + " asked us to wait"));
+    }
+    for (const m of s.moved || []) {
+      out.push(el("div", { class: "note note-moved", "data-field": "moved" }, m.from + " moved to ", uriLink(m.to), " — update sources.toml"));
+    }
+    return out;
   }
 
   // An OAI-PMH source is polled; what its repository's Identify said is in the cell's title.

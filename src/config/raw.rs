@@ -29,6 +29,14 @@ pub(super) enum SizeValue {
     Text(String),
 }
 
+/// A count written as a number, or as text: a number, a percentage, or a word.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub(super) enum CountValue {
+    Count(i64),
+    Text(String),
+}
+
 macro_rules! settings_struct {
     ($(#[$meta:meta])* $name:ident { $($field:ident : $ty:ty),* $(,)? }) => {
         $(#[$meta])*
@@ -71,6 +79,8 @@ macro_rules! settings_struct {
             push_secret_grace: Option<Spanned<String>>,
             feed_max_history: Option<Spanned<i64>>,
             feed_max_conflicts: Option<Spanned<i64>>,
+            max_deletions: Option<Spanned<CountValue>>,
+            confirm_deletions: Option<Spanned<i64>>,
         }
 
         impl $name {
@@ -125,6 +135,10 @@ macro_rules! settings_struct {
                 }
                 if let Some(v) = &self.feed_max_conflicts {
                     s.feed_max_conflicts = at.int(v, "feed_max_conflicts", 0, 100_000)? as usize;
+                }
+                if let Some(v) = &self.max_deletions { s.max_deletions = at.deletion_limit(v)?; }
+                if let Some(v) = &self.confirm_deletions {
+                    s.confirm_deletions = Some(at.int(v, "confirm_deletions", 1, 1_000)?);
                 }
                 check_links(&s, self.keep_links.as_ref().or(self.drop_links.as_ref()), at)?;
                 Ok(s)
@@ -641,6 +655,27 @@ impl Locator<'_> {
             return Err(self.error(v.span(), "push_lease", "must be between 10s and 31days (2678400 s)"));
         }
         Ok(d)
+    }
+
+    /// `max_deletions`: `N` (a count), `"N%"` (a share of the live resources) or `"unlimited"`.
+    fn deletion_limit(&self, v: &Spanned<CountValue>) -> Result<crate::store::DeletionLimit> {
+        use crate::store::DeletionLimit;
+        let bad = |m: String| self.error(v.span(), "max_deletions", m);
+        let count = |n: i64| u64::try_from(n).map_err(|_| bad(format!("{n} is negative")));
+        match v.get_ref() {
+            CountValue::Count(n) => Ok(DeletionLimit { count: Some(count(*n)?), percent: None }),
+            CountValue::Text(t) if t.trim() == "unlimited" => Ok(DeletionLimit::UNLIMITED),
+            CountValue::Text(t) => match t.trim().strip_suffix('%') {
+                Some(p) => match p.trim().parse::<f64>() {
+                    Ok(p) if (0.0..=100.0).contains(&p) => Ok(DeletionLimit { count: None, percent: Some(p) }),
+                    _ => Err(bad(format!("{t:?}: a percentage is 0% to 100%"))),
+                },
+                None => match t.trim().parse::<i64>() {
+                    Ok(n) => Ok(DeletionLimit { count: Some(count(n)?), percent: None }),
+                    Err(_) => Err(bad(format!("{t:?}: write a count (50), a percentage (\"10%\") or \"unlimited\""))),
+                },
+            },
+        }
     }
 
     pub(super) fn int(&self, v: &Spanned<i64>, key: &str, min: u32, max: u32) -> Result<u32> {

@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 
 use super::ctx::join_error;
 use super::report::SourceReport;
-use crate::store::{Applied, Batch, NewFailure, NewRecord, SourceState, Store, StoreError};
+use crate::store::{Applied, Batch, NewFailure, NewRecord, SourceState, Stage, Store, StoreError};
 
 /// Records per applied batch. Larger batches gain nothing once an apply runs alongside the
 /// fetches, and memory grows with the batch. Each apply syncs the pack and the journal once
@@ -38,6 +38,9 @@ const LINGER: Duration = Duration::from_millis(200);
 pub(crate) enum Msg {
     /// A verified record (or a metadata update of a held one).
     Upsert(Box<NewRecord>),
+    /// A verified record the store certainly does not hold: a first baseline's, each URI once
+    /// (see [`crate::store::Batch::create`]).
+    Create(Box<NewRecord>),
     /// A resource that could not be stored (see [`crate::store::Failure`]).
     Failed(Box<NewFailure>),
     /// A resource recorded as failing that is now stored, or held as listed: its row goes.
@@ -57,19 +60,20 @@ pub(crate) async fn apply_blocking(store: &Store, batch: Batch) -> Result<Applie
 /// Starts a committer for `source`; send it [`Msg`]s, drop the sender, await the handle.
 pub(crate) fn spawn(
     store: Store,
-    source: String,
+    stage: Stage,
     sets: Vec<String>,
 ) -> (mpsc::Sender<Msg>, JoinHandle<Result<SourceReport, StoreError>>) {
     let (tx, rx) = mpsc::channel(BATCH * 2);
-    (tx, tokio::spawn(run(store, source, sets, rx)))
+    (tx, tokio::spawn(run(store, stage, sets, rx)))
 }
 
 async fn run(
     store: Store,
-    source: String,
+    stage: Stage,
     sets: Vec<String>,
     mut rx: mpsc::Receiver<Msg>,
 ) -> Result<SourceReport, StoreError> {
+    let source = stage.source.clone();
     // Only the created / updated / deleted counts are filled in.
     let mut tally = SourceReport::default();
     let mut batch = Batch::new();
@@ -87,6 +91,10 @@ async fn run(
                 batch.upsert(&set_refs(), *r);
                 false
             }
+            Some(Msg::Create(r)) => {
+                batch.create(&set_refs(), *r);
+                false
+            }
             Some(Msg::Failed(f)) => {
                 batch.fail(*f);
                 false
@@ -96,8 +104,9 @@ async fn run(
                 false
             }
             Some(Msg::Finish { deletes, unlisted, state }) => {
+                // Staged: the pass's end judges them against `max_deletions`.
                 for uri in &deletes {
-                    batch.delete(&set_refs(), uri);
+                    batch.stage_delete(&set_refs(), uri, &stage);
                 }
                 for uri in &unlisted {
                     batch.clear_failure(&source, uri);

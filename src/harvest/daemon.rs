@@ -1,5 +1,6 @@
-//! Passes over all sources: one pass (`tributary harvest`) and the long-running service
-//! (`tributary run`), with per-source status kept in the store for the dashboard.
+//! Passes over all sources: one pass (`tributary harvest`), and what the long-running service
+//! (`tributary run`, in `service`) shares with it: a source's pass, with its status kept in
+//! the store for the dashboard.
 //!
 //! Each source is harvested by its own task, so one failing (or panicking) source never
 //! stops the others; a semaphore bounds how many sources are harvested at once (the
@@ -17,9 +18,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
-use super::report::{NoProgress, Progress, SourceReport, Summary};
+use super::report::{Progress, SourceReport, Summary};
 
-use super::ctx::{Ctx, HarvestError, Turn, Turns, join_error, load_state, save_state};
+use super::ctx::{Ctx, HarvestError, Turns, join_error, load_state, save_state};
 use super::parks::Keeper;
 use super::push::Push;
 use crate::config::{Config, Source};
@@ -85,10 +86,11 @@ pub async fn harvest_once_until(
 }
 
 /// The long-running service: every source on its own poll schedule until `shutdown`
-/// completes; then in-flight work is wound down and the store flushed.
+/// completes; then in-flight work is wound down and the store flushed. To steer it while it
+/// runs, use [`Harvester::start`](super::Harvester::start) instead.
 ///
 /// # Errors
-/// [`HarvestError::Store`] when the final flush fails.
+/// [`HarvestError::Store`] when the sources' states cannot be read, or the final flush fails.
 pub async fn run(
     config: &Config,
     store: &Store,
@@ -110,31 +112,11 @@ pub async fn run_with_push(
     push: Option<&Push>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), HarvestError> {
-    let turns = push.map_or_else(|| Turns::new(config.sources.iter().map(|s| s.id.as_str())), Push::turns);
-    let parks = Keeper::start(store, fetcher).await;
-    let ctx = context(config, store, fetcher, Arc::new(NoProgress), shutdown, turns);
-    let sem = Arc::new(Semaphore::new(config.aggregator.max_concurrent_sources));
-    let mut tasks = JoinSet::new();
-    if let Some(push) = push {
-        push.start(ctx.clone(), &mut tasks);
-    }
-    for source in &config.sources {
-        let (ctx, sem, source, sets) = (ctx.clone(), sem.clone(), source.clone(), sets_of(config, &source.id));
-        tasks.spawn(async move { poll_loop(&ctx, &source, &sets, &sem).await });
-    }
-    while let Some(done) = tasks.join_next().await {
-        if let Err(e) = done {
-            tracing::error!(error = %crate::error::chain(&e), "a source's poll task panicked; the others go on");
-        }
-    }
-    parks.finish().await;
-    let s = store.clone();
-    tokio::task::spawn_blocking(move || s.flush()).await.map_err(join_error)??;
-    tracing::info!("harvester stopped");
-    Ok(())
+    let (_harvester, runner) = super::Harvester::start(config, store, fetcher, push, shutdown).await?;
+    runner.run().await
 }
 
-fn context(
+pub(super) fn context(
     config: &Config,
     store: &Store,
     fetcher: &Fetcher,
@@ -155,79 +137,27 @@ fn context(
         }
     });
     let naming = Naming::new(&config.aggregator.base_url);
-    Arc::new(Ctx { store: store.clone(), fetcher: fetcher.clone(), naming, shutdown: rx, progress, turns })
+    Arc::new(Ctx {
+        store: store.clone(),
+        fetcher: fetcher.clone(),
+        naming,
+        shutdown: rx,
+        progress,
+        turns,
+        pass: String::new(),
+    })
 }
 
 fn sets_of(config: &Config, source: &str) -> Vec<String> {
     config.sets_containing(source).into_iter().map(str::to_owned).collect()
 }
 
-/// One source under `run`: wait until due, harvest, repeat, until shutdown.
-async fn poll_loop(ctx: &Ctx, source: &Source, sets: &[String], sem: &Semaphore) {
-    let mut shutdown = ctx.shutdown.clone();
-    let mut due = load_state(ctx, &source.id).await.ok().and_then(|s| s.status.next_attempt);
-    let turn = ctx.turns.get(&source.id).cloned().unwrap_or_default();
-    // Ends at shutdown; each turn is one harvest.
-    loop {
-        let wait = due.map_or(Duration::ZERO, |d| until(&d));
-        let verified = tokio::select! {
-            _ = tokio::time::sleep(wait) => false,
-            // A gap in the notifications, or a subscription that fell through.
-            _ = turn.poll_now.notified() => false,
-            _ = turn.verified.notified() => true,
-            _ = shutdown.wait_for(|stop| *stop) => return,
-        };
-        if verified {
-            // A poll already due (the first, or a restart after downtime) still runs now: it
-            // catches what was missed while nobody was subscribed.
-            if due.as_ref().is_some_and(|d| !until(d).is_zero()) {
-                due = reschedule_for_push(ctx, source, &turn).await.or(due);
-            }
-            continue;
-        }
-        let permit = tokio::select! {
-            p = sem.acquire() => p,
-            _ = shutdown.wait_for(|stop| *stop) => return,
-        };
-        let own_turn = turn.lock.lock().await;
-        let report = harvest_source(ctx, source, sets).await;
-        drop(own_turn);
-        drop(permit);
-        turn.polled.notify_one();
-        due = load_state(ctx, &source.id).await.ok().and_then(|s| s.status.next_attempt);
-        if due.is_none() && report.error.is_some() {
-            due = Some(after(source.settings.poll));
-        }
-    }
-}
-
-/// A subscription verified after the last pass had scheduled the next one at `poll` (the
-/// baseline usually ends before the hub verifies): while it stands, the next poll is
-/// `push_poll` after that pass instead, or the safety net would poll once at `poll` for
-/// nothing. Only after a successful pass; a backoff after a failure is kept. Saved, so the
-/// dashboard and a restart see it, under the source's turn (push deliveries save its state too).
-async fn reschedule_for_push(ctx: &Ctx, source: &Source, turn: &Turn) -> Option<W3cDateTime> {
-    let _turn = turn.lock.lock().await;
-    let mut state = load_state(ctx, &source.id).await.ok()?;
-    if state.status.state != HarvestState::Idle {
-        return None;
-    }
-    let last = state.status.last_success?;
-    let wait = i64::try_from(poll_interval(ctx, source).as_secs()).unwrap_or(i64::MAX / 2);
-    let next = W3cDateTime::from_unix(last.unix_timestamp().saturating_add(wait), 0).ok()?;
-    state.status.next_attempt = Some(next);
-    if let Err(e) = save_state(ctx, &source.id, state).await {
-        tracing::warn!(source.id = %source.id, error = %crate::error::chain(&e), "cannot save the next poll");
-    }
-    Some(next)
-}
-
-fn until(t: &W3cDateTime) -> Duration {
+pub(super) fn until(t: &W3cDateTime) -> Duration {
     let nanos = t.unix_nanos() - W3cDateTime::now().unix_nanos();
     Duration::from_nanos(u64::try_from(nanos.max(0)).unwrap_or(u64::MAX))
 }
 
-fn after(d: Duration) -> W3cDateTime {
+pub(super) fn after(d: Duration) -> W3cDateTime {
     let t = W3cDateTime::now().unix_timestamp().saturating_add(i64::try_from(d.as_secs()).unwrap_or(i64::MAX / 2));
     W3cDateTime::from_unix(t, 0).unwrap_or_else(|_| W3cDateTime::now())
 }
@@ -238,6 +168,7 @@ fn after(d: Duration) -> W3cDateTime {
 pub(crate) async fn harvest_source(ctx: &Ctx, source: &Source, sets: &[String]) -> SourceReport {
     ctx.progress.source_started(&source.id);
     let started = Instant::now();
+    let ctx = &Ctx { pass: format!("poll {}", W3cDateTime::now()), ..ctx.clone() };
     let mut report = crate::fetch::in_source(&source.id, async {
         let state = match begin(ctx, source).await {
             Ok(state) => state,
@@ -253,6 +184,7 @@ pub(crate) async fn harvest_source(ctx: &Ctx, source: &Source, sets: &[String]) 
         }
     })
     .await;
+    settle(ctx, source, &mut report).await;
     if let Err(e) = finish(ctx, source, &mut report).await {
         tracing::error!(error = %crate::error::chain(&e), "could not save the source's status");
     }
@@ -279,6 +211,36 @@ pub(crate) async fn harvest_source(ctx: &Ctx, source: &Source, sets: &[String]) 
     report
 }
 
+/// Judges the deletions the pass staged against `max_deletions` (see `store::guard`): applies
+/// and publishes them, or holds them, saying so once. Never fails the pass: a store error
+/// leaves them staged, for the next pass to judge.
+pub(crate) async fn settle(ctx: &Ctx, source: &Source, report: &mut SourceReport) {
+    let s = &source.settings;
+    let (store, id, pass) = (ctx.store.clone(), source.id.clone(), ctx.pass.clone());
+    let (limit, confirm) = (s.max_deletions, s.confirm_deletions.map(|n| (n, s.poll)));
+    let (complete, listed_all) = (report.error.is_none() && !report.interrupted, report.listed_all);
+    let settled = tokio::task::spawn_blocking(move || {
+        store.settle_deletions(&crate::store::Settle { source: &id, pass: &pass, limit, confirm, complete, listed_all })
+    })
+    .await
+    .map_err(join_error);
+    let settled = match settled {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) | Err(e) => {
+            tracing::error!(error = %crate::error::chain(&e), "could not judge the pass's deletions; they stay staged");
+            return;
+        }
+    };
+    report.deleted += settled.applied;
+    report.held = settled.held;
+    report.held_since = settled.held_since;
+    if settled.newly_held > 0 {
+        let since = settled.held_since.map(|t| t.to_string()).unwrap_or_default();
+        tracing::warn!(source.id = %source.id, held = settled.held, since = %since, max_deletions = %limit,
+            "deletions held: the pass would delete more than max_deletions; its creations and updates are applied. `tributary deletions --source {}` lists them; `deletions apply` or `deletions keep` releases them", source.id);
+    }
+}
+
 /// Marks the source as harvesting and returns its state.
 async fn begin(ctx: &Ctx, source: &Source) -> Result<SourceState, StoreError> {
     let mut state = load_state(ctx, &source.id).await?;
@@ -299,13 +261,15 @@ async fn finish(ctx: &Ctx, source: &Source, report: &mut SourceReport) -> Result
     super::moves::prune(&mut state.status, source);
     let resources = count_live(ctx, &source.id).await?;
     update_status(&mut state.status, report, resources, poll_interval(ctx, source));
+    state.status.held_deletions = report.held;
+    state.status.held_since = report.held_since;
     state.status.failing = count_failing(ctx, &source.id).await?;
     save_state(ctx, &source.id, state).await
 }
 
 /// The time to the next poll: `poll`, or while a verified push subscription stands, the slow
 /// safety interval `push_poll` (never shorter than `poll`).
-fn poll_interval(ctx: &Ctx, source: &Source) -> Duration {
+pub(super) fn poll_interval(ctx: &Ctx, source: &Source) -> Duration {
     let s = &source.settings;
     if ctx.turns.subscribed(&source.id) { s.poll.max(s.push_poll) } else { s.poll }
 }

@@ -1,8 +1,9 @@
 //! The harvester: keeps the store in sync with every upstream Source.
 //!
 //! # Architecture
-//! - [`daemon`]: one pass over the sources ([`harvest_once`]) or the long-running service
-//!   ([`run`]), each source in its own task, with its status kept in the store.
+//! - [`daemon`]: one pass over the sources ([`harvest_once`]), each source in its own task,
+//!   with its status kept in the store; `service`: the long-running service ([`Harvester`],
+//!   [`run`]) and what the operator steers it by (poll now, pause, reload).
 //! - `ctx`: what a pass shares ([`Ctx`](ctx::Ctx)) and the error that ends it ([`HarvestError`]).
 //! - [`mod@discover`]: from whatever URL the operator gave to a Capability List and its
 //!   capabilities (spec §6); `index`: the walk of list indexes down to their entries;
@@ -41,6 +42,7 @@ mod parks;
 mod push;
 mod report;
 mod resource;
+mod service;
 mod sync;
 
 pub use authority::within_authority;
@@ -53,4 +55,5 @@ pub use oai_error::OaiHarvestError;
 pub use parks::honour_parks;
 pub use push::Push;
 pub use report::{NoProgress, Progress, ResourceOutcome, SourceReport, Summary};
+pub use service::{Harvester, PauseState, Runner, SourceChanges, SteerError};
 pub use sync::audit;

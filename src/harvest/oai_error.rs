@@ -54,6 +54,15 @@ pub enum OaiHarvestError {
         /// Requests the list made.
         requests: u32,
     },
+    /// The list ended with fewer records than its `completeListSize` declared: what was read
+    /// is kept, the pass is partial and deletes nothing.
+    #[error("ListRecords ended after {received} records, but the repository declared completeListSize {declared}")]
+    Short {
+        /// `completeListSize`.
+        declared: u64,
+        /// Records (and deleted headers) received.
+        received: u64,
+    },
     /// Identify did not say what harvesting needs.
     #[error("Identify: {0}")]
     Identify(String),

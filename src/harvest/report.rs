@@ -56,6 +56,18 @@ pub struct SourceReport {
     pub updated: u64,
     /// Records marked deleted.
     pub deleted: u64,
+    /// Deletions found and staged for the pass's judgement (see `store::guard`); those applied
+    /// are counted in `deleted`, the rest in `held`.
+    pub staged: u64,
+    /// Deletions held at the end of the pass: more than `max_deletions` (in all, for the source).
+    pub held: u64,
+    /// When the oldest of them was first found.
+    pub held_since: Option<crate::model::W3cDateTime>,
+    /// Resources refused because a takedown matches them.
+    pub taken_down: u64,
+    /// The pass read the Source's whole inventory (a Resource List, a full OAI-PMH list, a
+    /// complete feed): a held deletion of a resource it did not find missing is cancelled.
+    pub listed_all: bool,
     /// Bitstream bytes received.
     pub bytes: u64,
     /// The whole list was read (or was unchanged).
@@ -174,6 +186,14 @@ impl fmt::Display for Summary {
         if partial > 0 {
             write!(f, "; {partial} partial")?;
         }
+        for r in self.sources.iter().filter(|r| r.held > 0) {
+            let since = r.held_since.map(|t| format!(" since {t}")).unwrap_or_default();
+            write!(
+                f,
+                "\n  {}: {} deletions held{since} (more than max_deletions): `tributary deletions --source {}`",
+                r.source, r.held, r.source
+            )?;
+        }
         for r in self.failed_sources() {
             let error = r.error.as_deref().unwrap_or_default();
             if let Some(p) = &r.parked {
@@ -201,6 +221,8 @@ impl SourceReport {
                 Outcome::Created => self.created += 1,
                 Outcome::Updated => self.updated += 1,
                 Outcome::Deleted => self.deleted += 1,
+                Outcome::Staged => self.staged += 1,
+                Outcome::TakenDown => self.taken_down += 1,
                 Outcome::Unchanged => {}
             }
         }

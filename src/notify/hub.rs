@@ -76,12 +76,22 @@ struct Active {
     worker: Arc<Worker>,
 }
 
+/// Which set ids the hub takes subscriptions for.
+pub(crate) struct SetFilter(pub(crate) Box<dyn Fn(&str) -> bool + Send + Sync>);
+
+impl std::fmt::Debug for SetFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SetFilter")
+    }
+}
+
 /// The hub. Shared (`Arc`) by the web handler, the notifier and the tasks it spawns.
 #[derive(Debug)]
 pub(crate) struct Hub {
     store: Store,
     naming: Naming,
-    sets: Vec<String>,
+    /// Whether a set id is one published now (a reload adds and removes sets).
+    sets: SetFilter,
     settings: HubSettings,
     out: Outbound,
     active: Mutex<HashMap<(String, String), Active>>,
@@ -147,13 +157,7 @@ fn now() -> i64 {
 }
 
 impl Hub {
-    pub(crate) fn new(
-        store: Store,
-        naming: Naming,
-        sets: Vec<String>,
-        settings: HubSettings,
-        out: Outbound,
-    ) -> Arc<Hub> {
+    pub(crate) fn new(store: Store, naming: Naming, sets: SetFilter, settings: HubSettings, out: Outbound) -> Arc<Hub> {
         let clients = client_limiter(&settings);
         Arc::new(Hub {
             store,
@@ -188,7 +192,7 @@ impl Hub {
 
     /// The set a topic is the channel of, if it is one of ours.
     fn set_of(&self, topic: &str) -> Option<String> {
-        self.naming.parse_notification_topic(topic).filter(|s| self.sets.contains(s))
+        self.naming.parse_notification_topic(topic).filter(|s| (self.sets.0)(s))
     }
 
     /// Answers a POST to the hub (the body as received, whether it was declared form-encoded,

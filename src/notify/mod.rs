@@ -153,7 +153,8 @@ impl Push {
                 (url.to_string(), Sender::External(ExternalHub { url, mode: settings.external_mode, out }))
             }
             None => {
-                let sets = publisher.sets().map(|s| s.id.clone()).collect();
+                let p = publisher.clone();
+                let sets = hub::SetFilter(Box::new(move |id| p.set(id).is_some()));
                 let hub = Hub::new(publisher.store().clone(), naming.clone(), sets, settings.clone(), out);
                 (naming.hub(), Sender::Builtin(hub))
             }

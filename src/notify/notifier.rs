@@ -38,6 +38,10 @@ pub(crate) async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) ->
     let mut positions = load_positions(&shared).await?;
     // Each turn notifies whatever became visible; ends at shutdown.
     loop {
+        // A reload added or removed sets: follow what is published now.
+        if !same_sets(&shared, &positions) {
+            positions = load_positions(&shared).await?;
+        }
         for (set, pos) in positions.iter_mut() {
             if *stop.borrow() {
                 return Ok(());
@@ -52,6 +56,11 @@ pub(crate) async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) ->
             _ = super::stopped(&mut stop) => return Ok(()),
         }
     }
+}
+
+fn same_sets(shared: &Shared, positions: &[(String, NotifyPosition)]) -> bool {
+    let sets: Vec<String> = shared.publisher.sets().map(|c| c.id).collect();
+    sets.len() == positions.len() && sets.iter().zip(positions).all(|(a, (b, _))| a == b)
 }
 
 async fn load_positions(shared: &Arc<Shared>) -> Result<Vec<(String, NotifyPosition)>, NotifyError> {

@@ -64,7 +64,7 @@ impl Publisher {
     pub fn change_dump(&self, set: &str) -> Result<Vec<u8>, PublishError> {
         let view = self.dump_view(set)?;
         let _building = lock(&view.dump);
-        let st = self.extend(view)?;
+        let st = self.extend(&view)?;
         let from = st.closed.first().map_or(st.open_from, |c| c.from);
         let md = Md { capability: Some(Capability::ChangeDump), from: Some(from), ..Md::default() };
         let mut header = Header::new(RootFormat::UrlSet, md);
@@ -79,7 +79,7 @@ impl Publisher {
         if first_open <= st.visible {
             let n = st.closed.len() as u64 + 1;
             let p = Period { n, first: first_open, last: st.visible, from: st.open_from, until: None };
-            let (p, built) = self.open_package(view, p)?;
+            let (p, built) = self.open_package(&view, p)?;
             entries.push(self.package_entry(set, &p, Some(&built)));
         }
         self.prune_open(set, st.closed.len() as u64 + 1);
@@ -104,7 +104,7 @@ impl Publisher {
         let period = match last {
             Some(last) => Period { n, first: 0, last, from: W3cDateTime::now(), until: None },
             None => {
-                let st = self.extend(view)?;
+                let st = self.extend(&view)?;
                 let Some(c) = usize::try_from(n).ok().and_then(|n| n.checked_sub(1)).and_then(|i| st.closed.get(i))
                 else {
                     return Ok(None);

@@ -121,7 +121,7 @@ impl Publisher {
     /// [`PublishError::UnknownSet`]; [`PublishError::Store`].
     pub fn change_list_index(&self, set: &str) -> Result<Vec<u8>, PublishError> {
         let view = self.view_or_missing(set)?;
-        let st = self.extend(view)?;
+        let st = self.extend(&view)?;
         let from = st.closed.first().map_or(st.open_from, |c| c.from);
         let md = Md { capability: Some(Capability::ChangeList), from: Some(from), ..Md::default() };
         let mut header = Header::new(RootFormat::SitemapIndex, md);
@@ -149,7 +149,7 @@ impl Publisher {
     /// [`PublishError::UnknownSet`]; [`PublishError::Store`].
     pub fn recent_change_list(&self, set: &str) -> Result<OpenChangeList, PublishError> {
         let view = self.view_or_missing(set)?;
-        let st = self.extend(view)?;
+        let st = self.extend(&view)?;
         let open_first = st.closed.last().map_or(1, |c| c.last + 1);
         let (first, from) = match st.closed.last() {
             Some(c) if st.visible.saturating_sub(c.first) < MAX_ENTRIES => (c.first, c.from),
@@ -164,7 +164,7 @@ impl Publisher {
     /// [`PublishError::UnknownSet`]; [`PublishError::Store`].
     pub fn change_list(&self, set: &str, n: u64) -> Result<Option<ChangeListDoc>, PublishError> {
         let view = self.view_or_missing(set)?;
-        let st = self.extend(view)?;
+        let st = self.extend(&view)?;
         let closed = st.closed.len() as u64;
         if n >= 1 && n <= closed {
             let c = st.closed[(n - 1) as usize];
@@ -246,8 +246,8 @@ impl Publisher {
         visible: u64,
         now: W3cDateTime,
     ) -> Result<Option<(u64, W3cDateTime)>, StoreError> {
-        let count_end = s + self.limits.change_list.max_events - 1;
-        if let Some(end) = self.limits.change_list.period.and_then(|p| period_end(first.datetime, p)) {
+        let count_end = s + self.limits().change_list.max_events - 1;
+        if let Some(end) = self.limits().change_list.period.and_then(|p| period_end(first.datetime, p)) {
             match snap.events_between(set, Some(&end), None)?.next().transpose()? {
                 Some(q) if q.seq - 1 <= count_end => return Ok(Some((q.seq - 1, end))),
                 None if count_end > visible && now >= end => return Ok(Some((visible, end))),

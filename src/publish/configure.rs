@@ -5,12 +5,31 @@
 
 use super::{DumpLimits, Limits, LinkPolicies, LinkPolicy, Rollover, SetConfig};
 use crate::config::{Config, Settings};
+use crate::store::{Store, StoreError};
 
 impl SetConfig {
-    /// Every set `config` publishes: one per source (in order), then the merged sets.
+    /// Every set `config` names: one per source (in order), then the merged sets.
     pub fn from_config(config: &Config) -> Vec<SetConfig> {
         let merged = config.sets.iter().map(|s| SetConfig::new(s.id.clone(), s.sources.clone()));
         SetConfig::all(config.sources.iter().map(|s| s.id.clone()), merged)
+    }
+
+    /// Every set to publish over `store`: those of [`SetConfig::from_config`], plus the set of
+    /// each source no longer configured that the store still holds (its records stay
+    /// published until `tributary source forget` deletes them), before the merged sets.
+    ///
+    /// # Errors
+    /// When the store's source states cannot be read.
+    pub fn published(config: &Config, store: &Store) -> Result<Vec<SetConfig>, StoreError> {
+        let mut sets = SetConfig::from_config(config);
+        let merged = sets.split_off(config.sources.len());
+        for (id, _) in store.source_states()? {
+            if config.source(&id).is_none() {
+                sets.push(SetConfig::source(id));
+            }
+        }
+        sets.extend(merged);
+        Ok(sets)
     }
 }
 

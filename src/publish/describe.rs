@@ -70,11 +70,11 @@ impl Publisher {
         header.links.push(Link::new("up", self.naming.source_description()));
         let entry = |capability, loc| Entry { md: Some(md(capability)), ..Entry::new(loc) };
         let mut entries = vec![entry(Capability::ResourceList, self.naming.resource_list(set))];
-        if self.limits.dumps {
+        if self.limits().dumps {
             entries.push(entry(Capability::ResourceDump, self.naming.resource_dump(set)));
         }
         entries.push(entry(Capability::ChangeList, self.naming.change_list(set)));
-        if self.limits.dumps {
+        if self.limits().dumps {
             entries.push(entry(Capability::ChangeDump, self.naming.change_dump(set)));
         }
         entries.extend(self.notification_channel(set));

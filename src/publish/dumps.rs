@@ -160,7 +160,7 @@ impl Publisher {
         {
             return Ok(d.clone());
         }
-        let dump = match self.build_dump(view, &snap, seq) {
+        let dump = match self.build_dump(&view, &snap, seq) {
             Ok(d) => Arc::new(d),
             Err(e) => {
                 self.remove_generation(set, seq);
@@ -234,7 +234,7 @@ impl Publisher {
 
     /// Whether something built at `built` (W3C datetime text) is `dump_max_age` old.
     pub(super) fn is_older_than_max_age(&self, built: &str) -> bool {
-        let max_age = i64::try_from(self.limits.dump.max_age.as_secs()).unwrap_or(i64::MAX);
+        let max_age = i64::try_from(self.limits().dump.max_age.as_secs()).unwrap_or(i64::MAX);
         let built = built.parse::<W3cDateTime>().map_or(0, |t| t.unix_timestamp());
         W3cDateTime::now().unix_timestamp().saturating_sub(built) >= max_age
     }
@@ -362,7 +362,7 @@ impl Publisher {
         header.links.push(Link::new("up", self.naming.capability_list(set)));
         let file = File::create(path).map_err(|e| dump_io(path, e))?;
         let mut w = DocumentWriter::new(BufWriter::new(file), &header).map_err(|e| dump_io(path, e))?;
-        let (limits, mut blobs, mut bytes) = (self.limits.dump, Vec::new(), 0u64);
+        let (limits, mut blobs, mut bytes) = (self.limits().dump, Vec::new(), 0u64);
         // Bounded by the package's entry limit.
         while blobs.len() < limits.package_entries {
             let fits = match items.peek() {
@@ -622,7 +622,7 @@ mod tests {
         put(&store, "a", b"second");
         put(&store, "b", b"new");
         let view = p.view_or_missing("s").unwrap();
-        let dump = p.build_dump(view, &snap, seq).unwrap();
+        let dump = p.build_dump(&view, &snap, seq).unwrap();
         assert_eq!(dump.at, snap.at().to_string());
         let m = members(&p.dump_dir("s").join(package_name(seq, 1)));
         assert_eq!(m.len(), 2, "b did not exist at the position: {:?}", m.iter().map(|(n, _)| n).collect::<Vec<_>>());

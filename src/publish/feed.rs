@@ -108,7 +108,7 @@ impl Publisher {
     /// [`PublishError::UnknownSet`], [`PublishError::Store`].
     pub fn complete_feed_page(&self, set: &str, page: Option<u64>) -> Result<Option<FeedPage>, PublishError> {
         let view = self.view_or_missing(set)?;
-        let pages: Vec<Option<u64>> = match self.validated_layout(view)? {
+        let pages: Vec<Option<u64>> = match self.validated_layout(&view)? {
             Layout::Single => vec![None],
             Layout::Index(nums) => nums.into_iter().map(Some).collect(),
         };
@@ -157,7 +157,7 @@ impl Publisher {
         let head = self.feed_head(set, opts, (1, last), (url(0), links))?;
         let mut w = AtomWriter::new(out, &head)?;
         let mut n = 0;
-        for raw in self.raw_records(&snap, view, &page.job.range) {
+        for raw in self.raw_records(&snap, &view, &page.job.range) {
             let rec = raw?.record()?;
             w.item(&self.feed_item(set, &rec, &opts.endpoint)?)?;
             n += 1;

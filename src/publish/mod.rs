@@ -138,20 +138,40 @@ struct SetView {
     dump: Mutex<dumps::DumpState>,
 }
 
-/// Everything the publisher needs, built once at start-up. `Send + Sync`; share it in an `Arc`.
+/// Everything the publisher needs: the store, the URI scheme, and the sets with their derived
+/// state. `Send + Sync`; share it in an `Arc`. The sets, link policies and limits can be
+/// replaced while it serves ([`Publisher::reconfigure`], for a reloaded configuration); each
+/// request works on the layout it started with.
 #[derive(Debug)]
 pub struct Publisher {
     store: Store,
     naming: Naming,
-    sets: Vec<SetView>,
+    layout: std::sync::RwLock<Arc<Layout>>,
+    /// The WebSub hub of the sets' notification channels; `None`: no channels advertised.
+    hub: Option<String>,
+}
+
+/// The sets served and how, as one value a reload swaps whole.
+#[derive(Debug)]
+struct Layout {
+    sets: Vec<Arc<SetView>>,
     by_id: HashMap<String, usize>,
     /// Per source id, the ids of the sets that include it, in configuration order (asked per
     /// record by OAI-PMH headers and per bitstream request).
     by_source: HashMap<String, Vec<String>>,
     policies: LinkPolicies,
     limits: Limits,
-    /// The WebSub hub of the sets' notification channels; `None`: no channels advertised.
-    hub: Option<String>,
+}
+
+/// What [`Publisher::reconfigure`] changed among the sets.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SetChanges {
+    /// Sets now published that were not.
+    pub added: Vec<String>,
+    /// Sets whose member sources changed.
+    pub changed: Vec<String>,
+    /// Sets no longer published.
+    pub removed: Vec<String>,
 }
 
 impl Publisher {
@@ -169,41 +189,40 @@ impl Publisher {
         policies: LinkPolicies,
         limits: Limits,
     ) -> Result<Publisher, PublishError> {
-        check_limits(&limits)?;
-        let mut by_id = HashMap::new();
-        let mut views = Vec::with_capacity(sets.len());
-        for (i, config) in sets.into_iter().enumerate() {
-            check_set(&config)?;
-            if by_id.insert(config.id.clone(), i).is_some() {
-                return Err(PublishError::Config(format!("set id {:?} is configured twice", config.id)));
-            }
-            let mut prefixes: Vec<String> = config.sources.iter().map(|s| format!("{}r/{s}/", naming.base())).collect();
-            prefixes.sort();
-            prefixes.dedup();
-            // A saved partition keeps the part numbers Destinations hold valid across restarts.
-            let saved = store.publisher_state(&resources::plan_key(&config.id))?;
-            let plan = saved.and_then(|b| plan::Plan::from_bytes(&b)).unwrap_or_default();
-            let changes = changes::Layout::starting(&store, &config.id)?;
-            views.push(SetView {
-                config,
-                prefixes,
-                plan: Mutex::new(plan),
-                plan_scan: Mutex::new(()),
-                upstreams: Mutex::new(None),
-                changes: Mutex::new(changes),
-                dump: Mutex::new(dumps::DumpState::default()),
-            });
-        }
-        let mut by_source: HashMap<String, Vec<String>> = HashMap::new();
-        for v in &views {
-            for source in &v.config.sources {
-                let sets = by_source.entry(source.clone()).or_default();
-                if sets.last() != Some(&v.config.id) {
-                    sets.push(v.config.id.clone());
-                }
+        let layout = Layout::build(&store, &naming, sets, policies, limits, None)?;
+        Ok(Publisher { store, naming, layout: std::sync::RwLock::new(Arc::new(layout)), hub: None })
+    }
+
+    /// Serves `sets` with `policies` and `limits` from now on. A set that keeps its id and
+    /// sources keeps its derived state (its Resource List partition, its Change List layout,
+    /// its current dump); requests already running finish on the layout they started with.
+    ///
+    /// # Errors
+    /// As [`Publisher::new`]; the layout in force is then kept.
+    pub fn reconfigure(
+        &self,
+        sets: Vec<SetConfig>,
+        policies: LinkPolicies,
+        limits: Limits,
+    ) -> Result<SetChanges, PublishError> {
+        let old = self.layout();
+        let layout = Layout::build(&self.store, &self.naming, sets, policies, limits, Some(&old))?;
+        let mut changes = SetChanges::default();
+        for v in &layout.sets {
+            match old.view(&v.config.id) {
+                None => changes.added.push(v.config.id.clone()),
+                Some(o) if o.config.sources != v.config.sources => changes.changed.push(v.config.id.clone()),
+                Some(_) => {}
             }
         }
-        Ok(Publisher { store, naming, sets: views, by_id, by_source, policies, limits, hub: None })
+        changes.removed =
+            old.sets.iter().filter(|v| layout.view(&v.config.id).is_none()).map(|v| v.config.id.clone()).collect();
+        *self.layout.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(layout);
+        Ok(changes)
+    }
+
+    fn layout(&self) -> Arc<Layout> {
+        self.layout.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// The store read from.
@@ -217,39 +236,101 @@ impl Publisher {
     }
 
     /// The limits in force.
-    pub fn limits(&self) -> &Limits {
-        &self.limits
+    pub fn limits(&self) -> Limits {
+        self.layout().limits
     }
 
     /// The configured sets, in order.
-    pub fn sets(&self) -> impl Iterator<Item = &SetConfig> {
-        self.sets.iter().map(|v| &v.config)
+    pub fn sets(&self) -> std::vec::IntoIter<SetConfig> {
+        self.layout().sets.iter().map(|v| v.config.clone()).collect::<Vec<_>>().into_iter()
     }
 
     /// A set by id.
-    pub fn set(&self, id: &str) -> Option<&SetConfig> {
-        self.view(id).map(|v| &v.config)
+    pub fn set(&self, id: &str) -> Option<SetConfig> {
+        self.view(id).map(|v| v.config.clone())
     }
 
     /// Ids of the sets that include `source`, in configuration order.
-    pub fn sets_of_source<'a>(&'a self, source: &'a str) -> impl Iterator<Item = &'a str> + 'a {
-        self.by_source.get(source).into_iter().flatten().map(String::as_str)
+    pub fn sets_of_source(&self, source: &str) -> std::vec::IntoIter<String> {
+        self.layout().by_source.get(source).cloned().unwrap_or_default().into_iter()
     }
 
-    fn view(&self, id: &str) -> Option<&SetView> {
-        self.by_id.get(id).map(|&i| &self.sets[i])
+    fn view(&self, id: &str) -> Option<Arc<SetView>> {
+        self.layout().view(id).cloned()
     }
 
-    fn view_or_missing(&self, id: &str) -> Result<&SetView, PublishError> {
+    fn view_or_missing(&self, id: &str) -> Result<Arc<SetView>, PublishError> {
         self.view(id).ok_or_else(|| PublishError::UnknownSet(id.to_owned()))
     }
 
     /// The set, for a dump document or file: none while dumps are off, so nothing is built.
-    fn dump_view(&self, id: &str) -> Result<&SetView, PublishError> {
-        if !self.limits.dumps {
+    fn dump_view(&self, id: &str) -> Result<Arc<SetView>, PublishError> {
+        if !self.limits().dumps {
             return Err(PublishError::DumpsOff);
         }
         self.view_or_missing(id)
+    }
+}
+
+impl Layout {
+    /// Checks and prepares `sets`, reusing from `old` the state of each set it already serves
+    /// with the same sources.
+    fn build(
+        store: &Store,
+        naming: &Naming,
+        sets: Vec<SetConfig>,
+        policies: LinkPolicies,
+        limits: Limits,
+        old: Option<&Layout>,
+    ) -> Result<Layout, PublishError> {
+        check_limits(&limits)?;
+        let mut by_id = HashMap::new();
+        let mut views = Vec::with_capacity(sets.len());
+        for (i, config) in sets.into_iter().enumerate() {
+            check_set(&config)?;
+            if by_id.insert(config.id.clone(), i).is_some() {
+                return Err(PublishError::Config(format!("set id {:?} is configured twice", config.id)));
+            }
+            match old.and_then(|o| o.view(&config.id)).filter(|v| v.config == config) {
+                Some(kept) => views.push(kept.clone()),
+                None => views.push(Arc::new(SetView::open(store, naming, config)?)),
+            }
+        }
+        let mut by_source: HashMap<String, Vec<String>> = HashMap::new();
+        for v in &views {
+            for source in &v.config.sources {
+                let sets = by_source.entry(source.clone()).or_default();
+                if sets.last() != Some(&v.config.id) {
+                    sets.push(v.config.id.clone());
+                }
+            }
+        }
+        Ok(Layout { sets: views, by_id, by_source, policies, limits })
+    }
+
+    fn view(&self, id: &str) -> Option<&Arc<SetView>> {
+        self.by_id.get(id).map(|&i| &self.sets[i])
+    }
+}
+
+impl SetView {
+    fn open(store: &Store, naming: &Naming, config: SetConfig) -> Result<SetView, PublishError> {
+        let mut prefixes: Vec<String> = config.sources.iter().map(|s| format!("{}r/{s}/", naming.base())).collect();
+        prefixes.sort();
+        prefixes.dedup();
+        // A saved partition keeps the part numbers Destinations hold valid across restarts.
+        let saved = store.publisher_state(&resources::plan_key(&config.id))?;
+        let plan = saved.and_then(|b| plan::Plan::from_bytes(&b)).unwrap_or_default();
+        let changes = changes::Layout::starting(store, &config.id)?;
+        Ok(SetView {
+            config,
+            prefixes,
+            plan: Mutex::new(plan),
+            plan_scan: Mutex::new(()),
+            upstreams: Mutex::new(None),
+            changes: Mutex::new(changes),
+            dump: Mutex::new(dumps::DumpState::default()),
+        })
     }
 }
 
@@ -325,6 +406,19 @@ mod tests {
     fn sets_of_a_source() {
         let p = publisher(SetConfig::all(["a", "b"], [SetConfig::new("ab", ["a", "b"])]), Limits::default()).unwrap();
         assert_eq!(p.sets_of_source("a").collect::<Vec<_>>(), ["a", "ab"]);
+        let changes = p
+            .reconfigure(
+                SetConfig::all(["a", "b", "c"], [SetConfig::new("ab", ["a", "b", "c"])]),
+                LinkPolicies::default(),
+                Limits::default(),
+            )
+            .unwrap();
+        assert_eq!(changes.added, ["c"]);
+        assert_eq!(changes.changed, ["ab"]);
+        assert_eq!(p.sets_of_source("c").collect::<Vec<_>>(), ["c", "ab"]);
+        let changes = p.reconfigure(SetConfig::all(["a"], []), LinkPolicies::default(), Limits::default()).unwrap();
+        assert_eq!(changes.removed, ["b", "c", "ab"]);
+        assert!(p.set("ab").is_none());
         assert_eq!(p.sets_of_source("zzz").count(), 0);
     }
 }

@@ -154,6 +154,9 @@ pub struct CopyState {
     pub last_change: String,
     /// When it was deleted.
     pub deleted: Option<String>,
+    /// When the operator took it down (`tributary takedown`); the reason is never shown here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub taken_down: Option<String>,
 }
 
 /// A feed item's state, as merged from every version of it the harvester read.
@@ -248,7 +251,11 @@ pub fn lookup(store: &Store, naming: &Naming, query: &Query) -> Result<Provenanc
         let history = group_history(store.history(&rec.uri)?);
         let feed = feed_item_state(store, &rec)?.map(|item| FeedProvenance::of(&item));
         let oai = oai_provenance(store, &rec);
-        resources.push(ResourceProvenance { oai, ..describe(how, rec, history, feed) });
+        let keys = crate::store::record_keys(&rec.upstream, &rec.origin, &rec.sha256.to_hex());
+        let taken_down = store.takedown_matching(&keys)?.map(|t| t.at.to_string());
+        let mut r = ResourceProvenance { oai, ..describe(how, rec, history, feed) };
+        r.state.taken_down = taken_down;
+        resources.push(r);
     }
     Ok(Provenance { query: query.to_string(), resources })
 }
@@ -318,6 +325,7 @@ fn describe(
         media_type: rec.media_type,
         last_change: rec.changed.to_string(),
         deleted: text(rec.deleted),
+        taken_down: None,
     };
     ResourceProvenance {
         matched_by: how,
@@ -460,6 +468,9 @@ fn write_resource(f: &mut fmt::Formatter<'_>, r: &ResourceProvenance) -> fmt::Re
         s.last_change
     )?;
     writeln!(f, "           sha-256:{}{}", s.sha256, s.md5.as_ref().map(|m| format!(" md5:{m}")).unwrap_or_default())?;
+    if let Some(t) = &s.taken_down {
+        writeln!(f, "           taken down on {t} (`tributary takedown list` says why)")?;
+    }
     writeln!(f, "history    {} change(s)", r.history.len())?;
     for h in &r.history {
         let logged: Vec<String> = h.logged.iter().map(|(s, n)| format!("{s}#{n}")).collect();

@@ -50,7 +50,7 @@ impl Publisher {
     pub fn resource_list(&self, set: &str) -> Result<ResourceListDoc, PublishError> {
         let view = self.view_or_missing(set)?;
         let at = self.store.snapshot().at();
-        let layout = self.validated_layout(view)?;
+        let layout = self.validated_layout(&view)?;
         match layout {
             Layout::Single => {
                 Ok(ResourceListDoc::List(ListJob { set: set.to_owned(), range: KeyRange::all(), part: false }))
@@ -71,7 +71,7 @@ impl Publisher {
             Some(r) => Some(r),
             // After a restart no part is known until an index is built; build one now.
             None => {
-                self.validated_layout(view)?;
+                self.validated_layout(&view)?;
                 lock(&view.plan).part(n).cloned()
             }
         };
@@ -100,17 +100,18 @@ impl Publisher {
         let mut n = 0;
         let mut buf = Vec::with_capacity(2048);
         let filter = lock(&view.upstreams).clone();
-        for raw in self.raw_records(&snap, view, &job.range) {
+        let layout = self.layout();
+        for raw in self.raw_records(&snap, &view, &job.range) {
             let raw = raw?;
             let v = raw.view()?;
             if v.is_deleted() {
                 continue;
             }
-            let policy = self.policies.for_source(v.source);
-            let kept = inherit_views(&v.links, policy, |href| self.republished_in(view, filter.as_deref(), href))?;
+            let policy = layout.policies.for_source(v.source);
+            let kept = inherit_views(&v.links, policy, |href| self.republished_in(&view, filter.as_deref(), href))?;
             match render::resource_entry(&mut buf, &v, &kept) {
                 Rendered::Done => w.write_rendered_entry(&buf)?,
-                Rendered::NeedsModel => w.write_entry(&self.entry(view, raw.record()?)?)?,
+                Rendered::NeedsModel => w.write_entry(&self.entry(&view, raw.record()?)?)?,
             }
             n += 1;
         }
@@ -130,7 +131,8 @@ impl Publisher {
 
     /// The model path, for records the fast renderer leaves alone.
     pub(super) fn entry(&self, view: &SetView, rec: Record) -> Result<Entry, StoreError> {
-        let policy = self.policies.for_source(&rec.source);
+        let layout = self.layout();
+        let policy = layout.policies.for_source(&rec.source);
         let filter = lock(&view.upstreams).clone();
         let inherited = inherit(&rec.links, policy, |href| self.republished_in(view, filter.as_deref(), href))?;
         Ok(resource_entry(rec, inherited))
@@ -202,7 +204,7 @@ impl Publisher {
             });
             uri.transpose()
         });
-        let limit = self.limits.resource_list_entries;
+        let limit = self.limits().resource_list_entries;
         let before = plan.clone();
         plan.validate(uris, seq, now, limit, fill(limit))?;
         *lock(&view.upstreams) = Some(Arc::new(upstreams));

@@ -34,6 +34,16 @@ pub struct Batch {
     state: Option<(String, SourceState)>,
     /// Feed item states, `(source, item id, state or None to remove)`; see [`super::feeds`].
     feed_items: Vec<(String, String, Option<Vec<u8>>)>,
+    /// Held-deletion and takedown rows written or removed (see [`super::guard`]).
+    guard: Vec<GuardOp>,
+}
+
+#[derive(Debug, Clone)]
+enum GuardOp {
+    Unhold { source: String, uri: String },
+    Rehold(Box<super::guard::HeldDeletion>),
+    Takedown(Box<super::guard::Takedown>),
+    Lift(String),
 }
 
 #[derive(Debug, Clone)]
@@ -44,8 +54,21 @@ enum FailureOp {
 
 #[derive(Debug, Clone)]
 enum Op {
-    Upsert { sets: Vec<String>, record: Box<NewRecord> },
-    Delete { sets: Vec<String>, uri: String },
+    /// `new`: the caller knows the store holds no record of the URI (see [`Batch::create`]).
+    Upsert {
+        sets: Vec<String>,
+        record: Box<NewRecord>,
+        new: bool,
+    },
+    Delete {
+        sets: Vec<String>,
+        uri: String,
+    },
+    Stage {
+        sets: Vec<String>,
+        uri: String,
+        stage: Box<super::guard::Stage>,
+    },
 }
 
 impl Batch {
@@ -57,13 +80,57 @@ impl Batch {
     /// Creates or updates a record; `sets` are the ids of every set that includes its
     /// source, and the change event goes to each of them.
     pub fn upsert(&mut self, sets: &[&str], record: NewRecord) -> &mut Self {
-        self.ops.push(Op::Upsert { sets: own_sets(sets), record: Box::new(record) });
+        self.ops.push(Op::Upsert { sets: own_sets(sets), record: Box::new(record), new: false });
+        self
+    }
+
+    /// Creates a record the caller knows the store does not hold, live or deleted: a source's
+    /// first baseline, which found no record under the source's prefix when it began and
+    /// names each URI once. The store then skips the read of the old record an upsert makes
+    /// (only this batch's own earlier writes are looked at). Used for anything the store may
+    /// hold, it would lose that record's history and miscount its sets: use [`Batch::upsert`].
+    pub fn create(&mut self, sets: &[&str], record: NewRecord) -> &mut Self {
+        self.ops.push(Op::Upsert { sets: own_sets(sets), record: Box::new(record), new: true });
         self
     }
 
     /// Marks a record deleted; the deletion event goes to each of `sets`.
     pub fn delete(&mut self, sets: &[&str], uri: &str) -> &mut Self {
         self.ops.push(Op::Delete { sets: own_sets(sets), uri: uri.to_owned() });
+        self
+    }
+
+    /// Stages the deletion of a record for `stage`'s pass to judge ([`Store::settle_deletions`]):
+    /// the record stays live until then, and longer if the deletion is held. What every
+    /// deletion the harvester finds goes through (see [`super::guard`]).
+    ///
+    /// [`Store::settle_deletions`]: super::Store::settle_deletions
+    pub fn stage_delete(&mut self, sets: &[&str], uri: &str, stage: &super::guard::Stage) -> &mut Self {
+        self.ops.push(Op::Stage { sets: own_sets(sets), uri: uri.to_owned(), stage: Box::new(stage.clone()) });
+        self
+    }
+
+    /// Drops a staged or held deletion, keeping the record.
+    pub(super) fn unhold(&mut self, source: &str, uri: &str) -> &mut Self {
+        self.guard.push(GuardOp::Unhold { source: source.to_owned(), uri: uri.to_owned() });
+        self
+    }
+
+    /// Writes a held deletion's row as it now is.
+    pub(super) fn rehold(&mut self, row: super::guard::HeldDeletion) -> &mut Self {
+        self.guard.push(GuardOp::Rehold(Box::new(row)));
+        self
+    }
+
+    /// Saves a takedown.
+    pub(super) fn takedown(&mut self, t: super::guard::Takedown) -> &mut Self {
+        self.guard.push(GuardOp::Takedown(Box::new(t)));
+        self
+    }
+
+    /// Removes the takedown of `target`.
+    pub(super) fn lift(&mut self, target: &str) -> &mut Self {
+        self.guard.push(GuardOp::Lift(target.to_owned()));
         self
     }
 
@@ -99,16 +166,21 @@ impl Batch {
         self.ops.len() + self.failures.len()
     }
 
-    /// True when the batch writes no record, no failure row and no feed item state.
+    /// True when the batch writes no record, no failure row, no feed item state and no
+    /// held-deletion or takedown row.
     pub fn is_empty(&self) -> bool {
-        self.ops.is_empty() && self.failures.is_empty() && self.feed_items.is_empty()
+        self.ops.is_empty() && self.failures.is_empty() && self.feed_items.is_empty() && self.guard.is_empty()
     }
 
     fn validate(&self) -> Result<(), StoreError> {
         for op in &self.ops {
             let (sets, uri) = match op {
-                Op::Upsert { sets, record } => (sets, &record.uri),
+                Op::Upsert { sets, record, .. } => (sets, &record.uri),
                 Op::Delete { sets, uri } => (sets, uri),
+                Op::Stage { sets, uri, stage } => {
+                    check_key("source id", &stage.source)?;
+                    (sets, uri)
+                }
             };
             check_key("resource URI", uri)?;
             sets.iter().try_for_each(|s| check_key("set id", s))?;
@@ -150,6 +222,10 @@ pub enum Outcome {
     /// Nothing to do: identical to what is stored, or deleting what is absent or deleted. No
     /// event was written.
     Unchanged,
+    /// A deletion staged for the pass to judge (see [`super::guard`]): the record stays live.
+    Staged,
+    /// Refused: a takedown matches it (its upstream or origin URI, or its content).
+    TakenDown,
 }
 
 /// The result of one op of a batch.
@@ -176,6 +252,12 @@ struct Tx<'a> {
     w: Overlay,
     /// Touched sets: the last seq before this batch, and the counters as they will be.
     counters: HashMap<String, (u64, Counters)>,
+    /// The takedowns' match keys; `None` while there is none.
+    takedowns: Option<&'a super::guard::TakedownIndex>,
+    /// Whether held deletions exist (an upsert then cancels its own).
+    held_any: bool,
+    /// Whether this batch writes a held row.
+    holds: bool,
     /// Per set, the chunk of change events being filled (see [`super::log`]).
     chunks: HashMap<String, ChunkBuf>,
     /// Blob rows this batch writes, as they will be: the pending rows it carries (see
@@ -217,20 +299,29 @@ impl Store {
         // bytes synced first, so a record never refers to a blob whose row could be lost (see
         // `pack`), and the upserts below read them from the overlay instead of the database.
         let taken = inner.take_pending_unsynced()?;
+        let takedowns = inner.takedowns.read().unwrap_or_else(|p| p.into_inner());
         let writes = inner.write_lock();
         // The pack's sync (waiting on the disk) runs on its own thread while this one reads
         // and encodes the batch, and is done before anything commits.
         let (built, synced) = std::thread::scope(|s| {
             let syncing = taken.needs_sync().then(|| s.spawn(|| inner.sync_taken(&taken)));
-            let built = build(inner, batch, &taken);
+            let built = build(inner, batch, &taken, &takedowns);
             let synced = syncing.map_or(Ok(()), |h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
             (built, synced)
         });
         synced?;
         let (tx, applied, logged) = built?;
+        if tx.holds {
+            // Before the commit: a reader that sees the row must also see the flag.
+            inner.held_any.store(true, std::sync::atomic::Ordering::Release);
+        }
         inner.db.commit(tx.w)?;
         inner.committed(taken, tx.blobs.iter().filter(|(_, b)| b.write).map(|(id, b)| (id, &b.row)));
         drop(writes);
+        drop(takedowns);
+        if batch.guard.iter().any(|g| matches!(g, GuardOp::Takedown(_) | GuardOp::Lift(_))) {
+            inner.reload_takedowns()?;
+        }
         inner.unfresh(&applied, batch);
         if logged {
             inner.listeners.call();
@@ -241,7 +332,12 @@ impl Store {
 
 /// Reads what `batch` changes and encodes its rows, `taken` among them: the transaction to
 /// commit, what it did, and whether it logged any event.
-fn build<'a>(inner: &'a Inner, batch: &Batch, taken: &TakenRows<'_>) -> Result<(Tx<'a>, Applied, bool), StoreError> {
+fn build<'a>(
+    inner: &'a Inner,
+    batch: &Batch,
+    taken: &TakenRows<'_>,
+    takedowns: &'a super::guard::TakedownIndex,
+) -> Result<(Tx<'a>, Applied, bool), StoreError> {
     let t = &inner.trees;
     // Up to five rows per op: the record, two index entries (or a blob row) and their
     // removal on an update; chunks and counters are per set, blob rows per blob.
@@ -250,8 +346,19 @@ fn build<'a>(inner: &'a Inner, batch: &Batch, taken: &TakenRows<'_>) -> Result<(
     // a harvest's) set their referrer in place, and each is encoded once, at the end.
     let mut blobs = FastMap::with_capacity_and_hasher(taken.len(), Default::default());
     blobs.extend(taken.iter().map(|(id, row)| (*id, TxBlob { row: row.clone(), write: true })));
-    let mut tx = Tx { t, w, counters: HashMap::new(), chunks: HashMap::new(), blobs, now: inner.stamp() };
+    let mut tx = Tx {
+        t,
+        w,
+        counters: HashMap::new(),
+        takedowns: (!takedowns.is_empty()).then_some(takedowns),
+        held_any: inner.held_any.load(std::sync::atomic::Ordering::Acquire),
+        holds: false,
+        chunks: HashMap::new(),
+        blobs,
+        now: inner.stamp(),
+    };
     let applied = tx.run(&batch.ops)?;
+    tx.guard(&batch.guard)?;
     tx.failures(&batch.failures)?;
     for (source, item, state) in &batch.feed_items {
         let k = feeds::key(source, item);
@@ -285,11 +392,55 @@ impl Tx<'_> {
         let mut applied = Applied { ops: Vec::with_capacity(ops.len()) };
         for op in ops {
             applied.ops.push(match op {
-                Op::Upsert { sets, record } => self.upsert(sets, record)?,
+                Op::Upsert { sets, record, new } => self.upsert(sets, record, *new)?,
                 Op::Delete { sets, uri } => self.delete(sets, uri)?,
+                Op::Stage { sets, uri, stage } => self.stage(sets, uri, stage)?,
             });
         }
         Ok(applied)
+    }
+
+    /// A deletion staged for its pass to judge: a held row, the record untouched.
+    fn stage(&mut self, sets: &[String], uri: &str, stage: &super::guard::Stage) -> Result<OpResult, StoreError> {
+        let live = self.old_record(uri)?.is_some_and(|r| !r.is_deleted());
+        if !live {
+            return Ok(OpResult { uri: uri.to_owned(), outcome: Outcome::Unchanged, events: Vec::new() });
+        }
+        let key = super::guard::held_key(&stage.source, uri);
+        let old = self.w.get(&self.t.held, &key)?;
+        let row = super::guard::staged(old.as_deref(), sets, uri, stage)?;
+        self.w.insert(&self.t.held, &key, row);
+        self.holds = true;
+        Ok(OpResult { uri: uri.to_owned(), outcome: Outcome::Staged, events: Vec::new() })
+    }
+
+    /// Held-deletion and takedown rows, in the order the batch names them.
+    fn guard(&mut self, ops: &[GuardOp]) -> Result<(), StoreError> {
+        for op in ops {
+            match op {
+                GuardOp::Unhold { source, uri } => self.w.remove(&self.t.held, &super::guard::held_key(source, uri)),
+                GuardOp::Rehold(row) => {
+                    self.w.insert(
+                        &self.t.held,
+                        &super::guard::held_key(&row.source, &row.uri),
+                        super::guard::encode(&**row)?,
+                    );
+                    self.holds = true;
+                }
+                GuardOp::Takedown(t) => {
+                    self.w.insert(&self.t.takedowns, t.target.as_bytes(), super::guard::encode(&**t)?)
+                }
+                GuardOp::Lift(target) => self.w.remove(&self.t.takedowns, target.as_bytes()),
+            }
+        }
+        Ok(())
+    }
+
+    /// The takedown an upsert of `new` would break, if any.
+    fn taken_down(&self, new: &NewRecord) -> Option<&str> {
+        let index = self.takedowns?;
+        let keys = super::guard::record_keys(&new.upstream, &new.listing.origin, &new.sha256.to_hex());
+        index.matching(keys.iter().map(String::as_str))
     }
 
     /// Failure rows, in the order the batch names them (a clear after a record removes it).
@@ -313,6 +464,12 @@ impl Tx<'_> {
         self.w.get(&self.t.records, uri.as_bytes())?.map(|v| row::decode(uri.as_bytes(), &v)).transpose()
     }
 
+    /// The old record of a URI the caller says is new: only a write of this batch can hold it.
+    fn written_record(&self, uri: &str) -> Result<Option<Record>, StoreError> {
+        let written = self.w.written(&self.t.records, uri.as_bytes()).flatten();
+        written.map(|v| row::decode(uri.as_bytes(), v)).transpose()
+    }
+
     /// The blob's row as this batch leaves it so far, taken into `blobs` (where a change to
     /// it is written from) when it was only in the store.
     fn blob_row(&mut self, sha: &BlobId) -> Result<Option<&mut TxBlob>, StoreError> {
@@ -323,13 +480,24 @@ impl Tx<'_> {
         Ok(self.blobs.get_mut(sha))
     }
 
-    fn upsert(&mut self, sets: &[String], new: &NewRecord) -> Result<OpResult, StoreError> {
+    fn upsert(&mut self, sets: &[String], new: &NewRecord, known_new: bool) -> Result<OpResult, StoreError> {
+        if let Some(target) = self.taken_down(new) {
+            tracing::debug!(resource.uri = %new.uri, takedown = %target, "refused: taken down");
+            return Ok(OpResult { uri: new.uri.clone(), outcome: Outcome::TakenDown, events: Vec::new() });
+        }
+        // Seen again: a deletion staged or held for it no longer stands.
+        if self.held_any && !known_new {
+            let key = super::guard::held_key(&new.source, &new.uri);
+            if self.w.get(&self.t.held, &key)?.is_some() {
+                self.w.remove(&self.t.held, &key);
+            }
+        }
         let Some(head) = self.blob_row(&new.sha256)? else {
             return Err(StoreError::MissingBlob { uri: new.uri.clone(), sha256: new.sha256.to_hex() });
         };
         let (md5, length) = (head.row.md5.map(hex::encode), head.row.length);
         // A deleted record still heads its history, which a re-creation continues.
-        let old = self.old_record(&new.uri)?;
+        let old = if known_new { self.written_record(&new.uri)? } else { self.old_record(&new.uri)? };
         let mut rec = Record {
             uri: new.uri.clone(),
             source: new.source.clone(),

@@ -233,6 +233,9 @@ impl Inner {
         if let Some(row) = self.packs.pending(id) {
             return Ok(Some(row));
         }
+        if !self.filter.may_hold(id, &self.trees.blobs) {
+            return Ok(None);
+        }
         self.trees.blobs.get(id.0)?.map(|v| BlobRow::decode(&v)).transpose()
     }
 

@@ -31,6 +31,7 @@ use super::pack::PackLoc;
 use super::record::Via;
 use super::state::SourceState;
 use super::subscription::Subscription;
+use super::table::View;
 use super::{FORMAT_VERSION, Store, row};
 use crate::model::{Change, HashList, Link, W3cDateTime};
 
@@ -74,6 +75,10 @@ pub(super) enum Line {
     HubSubscriber(HubSubscriber),
     Subscription(Box<Subscription>),
     Publisher(OpaqueLine),
+    /// A held deletion (see `guard`); absent from exports of earlier builds.
+    Held(Box<super::guard::HeldDeletion>),
+    /// A takedown (see `guard`); absent from exports of earlier builds.
+    Takedown(Box<super::guard::Takedown>),
     End(Counts),
 }
 
@@ -226,6 +231,16 @@ pub struct Counts {
     pub subscriptions: u64,
     /// `publisher` lines.
     pub publisher_rows: u64,
+    /// `held` lines (held deletions); not written when 0, as by earlier builds.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub held: u64,
+    /// `takedown` lines; not written when 0, as by earlier builds.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub takedowns: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl std::fmt::Display for Counts {
@@ -238,6 +253,12 @@ impl std::fmt::Display for Counts {
         writeln!(f, "feed item states  {}", self.feed_items)?;
         writeln!(f, "hub subscribers   {}", self.hub_subscribers)?;
         writeln!(f, "subscriptions     {}", self.subscriptions)?;
+        if self.held > 0 {
+            writeln!(f, "held deletions    {}", self.held)?;
+        }
+        if self.takedowns > 0 {
+            writeln!(f, "takedowns         {}", self.takedowns)?;
+        }
         write!(f, "publisher rows    {}", self.publisher_rows)
     }
 }
@@ -253,10 +274,16 @@ impl Store {
     pub fn export(&self, out: &mut dyn Write, out_name: &std::path::Path) -> Result<Counts, StoreError> {
         let mut w = LineWriter { out, name: out_name, counts: Counts::default() };
         w.line(&Line::Header(self.export_header()?))?;
-        self.export_blobs(&mut w)?;
-        self.export_records(&mut w)?;
-        self.export_log(&mut w)?;
-        self.export_small_tables(&mut w)?;
+        // Blobs put since the last commit are still pending in the active pack: commit them,
+        // so that the file names every bitstream the store holds.
+        self.inner.commit_pending()?;
+        // One view of every table: the file is the store at one moment, even while the
+        // running service goes on writing (a hot export through the control socket).
+        let view = self.inner.db.view();
+        self.export_blobs(&mut w, &view)?;
+        self.export_records(&mut w, &view)?;
+        self.export_log(&mut w, &view)?;
+        self.export_small_tables(&mut w, &view)?;
         let counts = w.counts.clone();
         w.line(&Line::End(counts.clone()))?;
         w.out.flush().map_err(|e| w.io(e))?;
@@ -278,11 +305,8 @@ impl Store {
         })
     }
 
-    fn export_blobs(&self, w: &mut LineWriter<'_>) -> Result<(), StoreError> {
-        // Blobs put since the last commit are still pending in the active pack: commit them,
-        // so that the file names every bitstream the store holds.
-        self.inner.commit_pending()?;
-        for kv in self.inner.trees.blobs.iter() {
+    fn export_blobs(&self, w: &mut LineWriter<'_>, view: &View) -> Result<(), StoreError> {
+        for kv in self.inner.trees.blobs.iter_in(view) {
             let (k, v) = kv?;
             let id = BlobId(k.as_ref().try_into().map_err(|_| StoreError::corrupt("blob key", hex::encode(&k)))?);
             w.line(&Line::Blob(blob_line(id, BlobRow::decode(&v)?)))?;
@@ -291,8 +315,8 @@ impl Store {
         Ok(())
     }
 
-    fn export_records(&self, w: &mut LineWriter<'_>) -> Result<(), StoreError> {
-        for kv in self.inner.trees.records.iter() {
+    fn export_records(&self, w: &mut LineWriter<'_>, view: &View) -> Result<(), StoreError> {
+        for kv in self.inner.trees.records.iter_in(view) {
             let (k, v) = kv?;
             w.line(&Line::Record(Box::new(record_line(row::decode(&k, &v)?))))?;
             w.counts.records += 1;
@@ -300,15 +324,15 @@ impl Store {
         Ok(())
     }
 
-    fn export_log(&self, w: &mut LineWriter<'_>) -> Result<(), StoreError> {
-        for kv in self.inner.trees.sets.iter() {
+    fn export_log(&self, w: &mut LineWriter<'_>, view: &View) -> Result<(), StoreError> {
+        for kv in self.inner.trees.sets.iter_in(view) {
             let (k, v) = kv?;
             let id = String::from_utf8(k.to_vec()).map_err(|e| StoreError::corrupt("set key", e))?;
             let c: Counters = codec::decode("set counters", &v)?;
             w.line(&Line::Set(SetLine { id, live: c.live, last_seq: c.last_seq, last_change: c.last_change }))?;
             w.counts.sets += 1;
         }
-        for kv in self.inner.trees.log.iter() {
+        for kv in self.inner.trees.log.iter_in(view) {
             let (k, v) = kv?;
             let set = k.split(|b| *b == 0).next().unwrap_or_default();
             let set = String::from_utf8(set.to_vec()).map_err(|e| StoreError::corrupt("change log key", e))?;
@@ -335,30 +359,45 @@ impl Store {
         Ok(())
     }
 
-    fn export_small_tables(&self, w: &mut LineWriter<'_>) -> Result<(), StoreError> {
-        for (id, state) in self.source_states()? {
+    fn export_small_tables(&self, w: &mut LineWriter<'_>, view: &View) -> Result<(), StoreError> {
+        let t = &self.inner.trees;
+        for kv in t.sources.iter_in(view) {
+            let (k, v) = kv?;
+            let (id, state) = (String::from_utf8_lossy(&k).into_owned(), super::state::decode(&v)?);
             w.line(&Line::Source(Box::new(SourceLine { id, state })))?;
             w.counts.sources += 1;
         }
-        for kv in self.inner.trees.failures.iter() {
+        for kv in t.failures.iter_in(view) {
             let (k, v) = kv?;
             w.line(&Line::Failure(Box::new(failure_line(super::failure::decode(&k, &v)?))))?;
             w.counts.failures += 1;
         }
-        for kv in self.inner.trees.feed_items.iter() {
+        for kv in t.feed_items.iter_in(view) {
             let (k, v) = kv?;
             w.line(&Line::FeedItem(opaque(split_pair("feed item key", &k)?, &v)))?;
             w.counts.feed_items += 1;
         }
-        for sub in self.hub_subscribers(None)? {
-            w.line(&Line::HubSubscriber(sub))?;
+        for kv in t.hub_subscribers.iter_in(view) {
+            w.line(&Line::HubSubscriber(super::hub_subscribers::decode(&kv?.1)?))?;
             w.counts.hub_subscribers += 1;
         }
-        for sub in self.subscriptions()? {
-            w.line(&Line::Subscription(Box::new(sub)))?;
+        for kv in t.subscriptions.iter_in(view) {
+            w.line(&Line::Subscription(Box::new(super::subscription::decode(&kv?.1)?)))?;
             w.counts.subscriptions += 1;
         }
-        for kv in self.inner.trees.meta.scan_prefix(super::published::PREFIX) {
+        for kv in t.held.iter_in(view) {
+            w.line(&Line::Held(Box::new(
+                serde_json::from_slice(&kv?.1).map_err(|e| StoreError::corrupt("held deletion", e))?,
+            )))?;
+            w.counts.held += 1;
+        }
+        for kv in t.takedowns.iter_in(view) {
+            w.line(&Line::Takedown(Box::new(
+                serde_json::from_slice(&kv?.1).map_err(|e| StoreError::corrupt("takedown", e))?,
+            )))?;
+            w.counts.takedowns += 1;
+        }
+        for kv in t.meta.scan_prefix_in(view, super::published::PREFIX) {
             let (k, v) = kv?;
             let name = String::from_utf8_lossy(&k[super::published::PREFIX.len()..]).into_owned();
             w.line(&Line::Publisher(opaque(vec![name], &v)))?;

@@ -34,7 +34,7 @@ pub(super) fn key(topic: &str, callback: &str) -> Result<Vec<u8>, StoreError> {
     Ok(pair_key(topic.as_bytes(), callback.as_bytes()))
 }
 
-fn decode(bytes: &[u8]) -> Result<HubSubscriber, StoreError> {
+pub(super) fn decode(bytes: &[u8]) -> Result<HubSubscriber, StoreError> {
     serde_json::from_slice(bytes).map_err(|e| StoreError::corrupt("subscription", e))
 }
 

@@ -329,6 +329,18 @@ impl<'a> Loader<'a> {
                 let key = format!("{}{key}", super::published::PREFIX);
                 self.put_row(&self.trees.meta.clone(), key.as_bytes(), value)?;
             }
+            Line::Held(h) => {
+                self.counts.held += 1;
+                codec::check_key("source id", &h.source)?;
+                codec::check_key("resource URI", &h.uri)?;
+                let key = super::guard::held_key(&h.source, &h.uri);
+                self.put_row(&self.trees.held.clone(), &key, super::guard::encode(&*h)?)?;
+            }
+            Line::Takedown(t) => {
+                self.counts.takedowns += 1;
+                codec::check_key("takedown target", &t.target)?;
+                self.put_row(&self.trees.takedowns.clone(), t.target.as_bytes(), super::guard::encode(&*t)?)?;
+            }
             Line::Header(_) | Line::End(_) => unreachable!("handled by the caller"),
         }
         Ok(())

@@ -28,6 +28,8 @@ mod error;
 mod export;
 mod failure;
 mod feeds;
+mod filter;
+mod guard;
 mod history;
 mod hub_subscribers;
 mod import;
@@ -63,6 +65,7 @@ pub use error::StoreError;
 pub use export::{Counts as ExportCounts, EXPORT_VERSION};
 pub use failure::{Failure, FailureIter, NewFailure};
 pub use feeds::FeedItemIter;
+pub use guard::{DeletionLimit, HeldDeletion, Settle, Settled, Stage, Takedown, record_keys, sha_key, uri_key};
 pub use hub_subscribers::HubSubscriber;
 pub use import::{ImportReport, import};
 pub use log::{Event, EventIter, EventView, SetInfo, ViaRef};
@@ -117,6 +120,10 @@ struct Trees {
     hub_subscribers: table::Table,
     /// WebSub subscriptions at upstream hubs (see [`subscription`]).
     subscriptions: table::Table,
+    /// Deletions staged by a pass, or held over its threshold (see [`guard`]).
+    held: table::Table,
+    /// Takedowns by the operator (see [`guard`]).
+    takedowns: table::Table,
 }
 
 impl Trees {
@@ -167,6 +174,14 @@ struct Inner {
     /// The bucket holding bitstreams larger than `INLINE_MAX`, when the store is configured
     /// with one (`[aggregator] blobs = "s3://…"`); `None`: local files under `blobs/`.
     remote: Option<Arc<remote::Remote>>,
+    /// The takedowns' match keys, which every upsert is checked against (see [`guard`]).
+    takedowns: RwLock<guard::TakedownIndex>,
+    /// Whether any held or staged deletion exists: only then does an upsert look for one to
+    /// cancel (a harvest's upserts read nothing more while none is held). Set when one is
+    /// written; cleared at open when the table is empty.
+    held_any: std::sync::atomic::AtomicBool,
+    /// Which blob ids the store certainly does not hold (see [`filter`]).
+    filter: Arc<filter::BlobFilter>,
 }
 
 impl Inner {
@@ -288,6 +303,7 @@ impl Snapshot {
 impl Drop for Inner {
     /// A store closed cleanly keeps the blobs put since the last batch.
     fn drop(&mut self) {
+        self.filter.stop();
         if self.db.broken().is_none()
             && let Err(e) = self.commit_pending()
         {

@@ -103,7 +103,7 @@ fn is_harmless(name: &str) -> bool {
 }
 
 /// What a store's keyspaces are called, and their ids in a batch.
-pub(super) const TABLES: [&str; 12] = [
+pub(super) const TABLES: [&str; 14] = [
     "meta",
     "blobs",
     "records",
@@ -116,6 +116,8 @@ pub(super) const TABLES: [&str; 12] = [
     "feed_items",
     "hub_subscribers",
     "subscriptions",
+    "held",
+    "takedowns",
 ];
 
 /// What [`inspect`] found.
@@ -141,7 +143,9 @@ pub(super) fn open(path: &Path, options: &StoreOptions) -> Result<Inner, StoreEr
     }
     sweep_tmp(&root.join("tmp"))?;
     let remote = open_remote(&root, &trees.meta, options.blobs.as_ref())?;
+    let (takedowns, held) = super::guard::load(&trees)?;
     let packs = super::pack::Packs::open(&root.join("packs"), options.pack_bytes)?;
+    let filter = blob_filter(&trees.blobs)?;
     Ok(Inner {
         root,
         db,
@@ -155,7 +159,17 @@ pub(super) fn open(path: &Path, options: &StoreOptions) -> Result<Inner, StoreEr
         packs,
         listeners: Default::default(),
         remote,
+        takedowns: RwLock::new(takedowns),
+        held_any: std::sync::atomic::AtomicBool::new(held > 0),
+        filter,
     })
+}
+
+/// The blob filter of a store whose `blobs` table is as it is now: complete at once when the
+/// table is empty (a new store), else filled by a scan once puts ask enough questions.
+fn blob_filter(blobs: &Table) -> Result<Arc<super::filter::BlobFilter>, StoreError> {
+    let ks = blobs.keyspace();
+    Ok(Arc::new(super::filter::BlobFilter::new(ks.approximate_len(), ks.is_empty()?)))
 }
 
 /// Creates a new store in `root` (which exists, holding nothing of value): the database with
@@ -244,6 +258,8 @@ fn open_trees(db: &Db, options: &StoreOptions) -> Result<Trees, StoreError> {
         feed_items: table(9)?,
         hub_subscribers: table(10)?,
         subscriptions: table(11)?,
+        held: table(12)?,
+        takedowns: table(13)?,
     };
     // fjall 3.1 creates a keyspace's directory (`keyspaces/N`) without syncing `keyspaces/`:
     // under POSIX rules a power cut can then take the keyspace's name, and with it every row

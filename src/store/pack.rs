@@ -204,8 +204,8 @@ impl Inner {
         // Outside the pack lock: a database read is slow next to an append, and every put waits
         // on that lock. Should the same content be put and committed in between, it is appended
         // twice; the row points at the later copy and `gc` reclaims the other. New content is
-        // answered by the blob table's Bloom filters without a block read.
-        if self.trees.blobs.contains_key(id.0)? {
+        // answered by the blob filter, without asking the table.
+        if self.filter.may_hold(&id, &self.trees.blobs) && self.trees.blobs.contains_key(id.0)? {
             return self.merge_digests(id, &row);
         }
         let mut active = self.packs.lock();
@@ -228,6 +228,7 @@ impl Inner {
             self.packs.write_buffered(active).map_err(|e| self.db.fail_io(e))?;
         }
         active.buf.extend_from_slice(data);
+        self.filter.insert(&id);
         row.place = Place::Pack(PackLoc { pack: active.id, offset: active.len });
         active.len += data.len() as u64;
         active.pending.insert(id, row.clone());

@@ -126,6 +126,19 @@ pub struct Record {
 }
 
 impl Record {
+    /// What the upstream last listed of the resource, as the harvester would record it again.
+    pub fn listing(&self) -> Listing {
+        Listing {
+            origin: self.origin.clone(),
+            declared: self.declared.clone(),
+            length: Some(self.length),
+            media_type: self.media_type.clone(),
+            lastmod: self.lastmod,
+            via: self.via.clone(),
+            links: self.links.clone(),
+        }
+    }
+
     /// True when the resource has been deleted upstream.
     pub fn is_deleted(&self) -> bool {
         self.deleted.is_some()

@@ -62,6 +62,11 @@ pub struct SourceState {
     /// then not written, so other sources' rows and exports are as before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oai: Option<OaiState>,
+    /// Since when the operator has the source paused (`tributary pause`): no polls, no push
+    /// processing. `None` while it runs, and then not written, so rows of earlier builds read
+    /// the same.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "w3c_opt")]
+    pub paused: Option<W3cDateTime>,
     /// Dashboard status.
     pub status: SourceStatus,
 }
@@ -171,6 +176,12 @@ pub struct SourceStatus {
     /// `sources.toml` should be updated. Not written when empty.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub moved: BTreeMap<String, String>,
+    /// Deletions held for the operator (more than `max_deletions` in one pass).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub held_deletions: u64,
+    /// When the oldest held deletion was first found.
+    #[serde(skip_serializing_if = "Option::is_none", with = "w3c_opt")]
+    pub held_since: Option<W3cDateTime>,
 }
 
 /// An origin parked until a time, as a source's status shows it.
@@ -181,6 +192,10 @@ pub struct ParkedOrigin {
     /// Nothing is sent to it before this time.
     #[serde(with = "super::codec::w3c")]
     pub until: W3cDateTime,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// What a source is doing, for the dashboard.
@@ -220,7 +235,7 @@ pub(super) fn encode(state: &SourceState) -> Result<Vec<u8>, StoreError> {
     serde_json::to_vec(state).map_err(|e| StoreError::corrupt("source state (encoding)", e))
 }
 
-fn decode(bytes: &[u8]) -> Result<SourceState, StoreError> {
+pub(super) fn decode(bytes: &[u8]) -> Result<SourceState, StoreError> {
     serde_json::from_slice(bytes).map_err(|e| StoreError::corrupt("source state", e))
 }
 
@@ -243,6 +258,27 @@ impl Store {
     pub fn save_source_state(&self, source: &str, state: &SourceState) -> Result<(), StoreError> {
         check_key("source id", source)?;
         self.inner.trees.sources.insert(source.as_bytes(), encode(state)?)
+    }
+
+    /// Forgets a source's own rows — its state, its failure rows and its feed items' states — in
+    /// one commit, after its records were deleted: what `tributary source forget` ends with.
+    /// Its records and change events stay (deleted records keep their history).
+    ///
+    /// # Errors
+    /// [`StoreError::InvalidKey`] for an empty id; [`StoreError::Database`].
+    pub fn remove_source(&self, source: &str) -> Result<(), StoreError> {
+        check_key("source id", source)?;
+        let trees = &self.inner.trees;
+        let _writes = self.inner.write_lock();
+        let mut w = super::table::Overlay::default();
+        w.remove(&trees.sources, source.as_bytes());
+        let prefix = super::codec::pair_prefix(source.as_bytes());
+        for table in [&trees.failures, &trees.feed_items] {
+            for key in table.scan_prefix(&prefix).keys() {
+                w.remove(table, &key?);
+            }
+        }
+        self.inner.db.commit(w)
     }
 
     /// Every source with saved state, by id.

@@ -73,7 +73,7 @@ pub struct PendingRequest {
     pub sent: i64,
 }
 
-fn decode(bytes: &[u8]) -> Result<Subscription, StoreError> {
+pub(super) fn decode(bytes: &[u8]) -> Result<Subscription, StoreError> {
     serde_json::from_slice(bytes).map_err(|e| StoreError::corrupt("subscription", e))
 }
 

@@ -314,6 +314,11 @@ impl Overlay {
         }
     }
 
+    /// This batch's own write of `key`, if it made one (`Some(None)`: a removal).
+    pub(super) fn written(&self, table: &Table, key: &[u8]) -> Option<Option<&[u8]>> {
+        self.tables.get(&table.id).and_then(|(_, w)| w.get(key)).map(Option::as_deref)
+    }
+
     pub(super) fn insert(&mut self, table: &Table, key: &[u8], value: Vec<u8>) {
         self.writes(table).insert(key.to_vec(), Some(value));
     }

@@ -542,6 +542,7 @@ impl Inner {
         if self.blob_row(&id)?.is_some() {
             return Ok(false);
         }
+        self.filter.insert(&id);
         self.trees.blobs.insert(id.0, row.encode()?)?;
         Ok(true)
     }

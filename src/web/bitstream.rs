@@ -86,6 +86,11 @@ fn prepare(sh: &Shared, uri: &str, req: &HeaderMap, head: bool) -> Result<Prepar
     let store = sh.publisher.store();
     let rec = store.record(uri)?.ok_or_else(|| WebError::NotFound(format!("no resource {uri}")))?;
     if let Some(when) = rec.deleted {
+        // The operator's reason is never served.
+        let keys = crate::store::record_keys(&rec.upstream, &rec.origin, &rec.sha256.to_hex());
+        if store.takedown_matching(&keys)?.is_some() {
+            return Err(WebError::Gone(format!("{uri} was withdrawn by this aggregator's operator")));
+        }
         return Err(WebError::Gone(format!("{uri} was deleted upstream; Tributary recorded the deletion at {when}")));
     }
     let etag = format!("\"{}\"", rec.sha256.to_hex());
@@ -182,7 +187,7 @@ fn add_links(sh: &Shared, rec: &Record, h: &mut HeaderMap) {
         links.push(format!("<{origin}>; rel=\"via\""));
     }
     for set in sh.publisher.sets_of_source(&rec.source) {
-        links.push(format!("<{}>; rel=\"resourcesync\"", naming.capability_list(set)));
+        links.push(format!("<{}>; rel=\"resourcesync\"", naming.capability_list(&set)));
     }
     if let Ok(v) = HeaderValue::from_str(&links.join(", ")) {
         h.insert(header::LINK, v);

@@ -57,7 +57,8 @@ pub(crate) fn asset(file: &str) -> Option<Response> {
 pub(crate) async fn index(st: &WebState) -> Result<Response, WebError> {
     let p = st.shared.publisher.clone();
     let push = st.shared.push.clone();
-    let s = tokio::task::spawn_blocking(move || status(&p, push.as_ref())).await??;
+    let configured = st.configured();
+    let s = tokio::task::spawn_blocking(move || status(&p, push.as_ref(), configured.as_deref())).await??;
     // `<` only occurs inside JSON strings, where \u003c means the same; so no `</script>`.
     let data = serde_json::to_string(&s).unwrap_or_default().replace('<', "\\u003c");
     let block = format!("<script type=\"application/json\" id=\"status-data\">{data}</script>");
@@ -134,6 +135,15 @@ struct SourceRow {
     parked: Option<ParkRow>,
     /// Configured URLs that moved for good: `sources.toml` should say `to`.
     moved: Vec<MovedRow>,
+    /// Since when the operator has it paused (`tributary pause`).
+    paused: Option<String>,
+    /// False for a source removed from the configuration whose records are still published
+    /// (until `tributary source forget`).
+    configured: bool,
+    /// Deletions held for the operator (a pass would have deleted more than `max_deletions`).
+    held_deletions: u64,
+    /// Since when.
+    held_since: Option<String>,
 }
 
 /// An OAI-PMH repository as Identify described it at the last poll.
@@ -243,17 +253,18 @@ fn text(t: Option<W3cDateTime>) -> Option<String> {
 /// Every source of every set, in configuration order, once.
 pub(crate) fn source_ids(p: &Publisher) -> Vec<String> {
     let mut seen = HashSet::new();
-    p.sets().flat_map(|s| s.sources.iter()).filter(|id| seen.insert(id.as_str())).cloned().collect()
+    p.sets().flat_map(|s| s.sources).filter(|id| seen.insert(id.clone())).collect()
 }
 
-fn status(p: &Publisher, push: Option<&Push>) -> Result<Status, StoreError> {
+fn status(p: &Publisher, push: Option<&Push>, configured: Option<&HashSet<String>>) -> Result<Status, StoreError> {
     let store = p.store();
     let n = p.naming();
     let mut sources = Vec::new();
     let subs = store.subscriptions()?;
     let now = W3cDateTime::now();
     for id in source_ids(p) {
-        let SourceState { status: s, oai, .. } = store.source_state(&id)?.unwrap_or_default();
+        let SourceState { status: s, oai, paused, .. } = store.source_state(&id)?.unwrap_or_default();
+        let (held_deletions, held_since) = (s.held_deletions, text(s.held_since));
         let own = store.set_info(&id)?;
         let sub = subs.iter().find(|x| x.source == id && x.pending.as_ref().is_none_or(|p| p.mode != "unsubscribe"));
         let last_change = own.as_ref().and_then(|i| i.last_change);
@@ -277,6 +288,10 @@ fn status(p: &Publisher, push: Option<&Push>) -> Result<Status, StoreError> {
             last_error: s.last_error,
             last_pass: s.last_pass,
             set_page: n.set_page(&id),
+            paused: text(paused),
+            configured: configured.is_none_or(|c| c.contains(&id)),
+            held_deletions,
+            held_since,
             id,
         });
     }
@@ -316,7 +331,8 @@ fn status(p: &Publisher, push: Option<&Push>) -> Result<Status, StoreError> {
 pub(crate) async fn api_status(st: &WebState) -> Result<Response, WebError> {
     let p = st.shared.publisher.clone();
     let push = st.shared.push.clone();
-    let s = tokio::task::spawn_blocking(move || status(&p, push.as_ref())).await??;
+    let configured = st.configured();
+    let s = tokio::task::spawn_blocking(move || status(&p, push.as_ref(), configured.as_deref())).await??;
     Ok(json(&s))
 }
 

@@ -104,7 +104,7 @@ pub(crate) async fn set_document(
             super::dumps::change_file(st, set, (n, last), true, method, req).await
         }
         SetDocument::Feed => {
-            let (name, opts) = (st.shared.publisher.naming().set_feed(&set), st.shared.feed.clone());
+            let (name, opts) = (st.shared.publisher.naming().set_feed(&set), st.shared.feed());
             Ok(atom(streamed(st, name, move |p, w| p.write_recent_feed(&set, &opts, w)).await))
         }
         SetDocument::Notifications => super::hub::topic(st, &set),
@@ -112,7 +112,7 @@ pub(crate) async fn set_document(
             let name = st.shared.publisher.naming().set_complete_feed(&set, n);
             let missing = format!("no page {n:?} of the complete feed of set {set:?}");
             let page = blocking(st, move |p| p.complete_feed_page(&set, n)?.ok_or(WebError::NotFound(missing))).await?;
-            let opts = st.shared.feed.clone();
+            let opts = st.shared.feed();
             Ok(atom(streamed(st, name, move |p, w| p.write_complete_feed(&page, &opts, w)).await))
         }
     }

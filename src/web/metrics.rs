@@ -110,7 +110,11 @@ fn refresh(p: &Publisher) -> Result<(), StoreError> {
     let parked = store.parked_origins()?.into_iter().filter(|(_, until)| *until > now).count();
     metrics::gauge!("tributary_origins_parked").set(parked as f64);
     for id in super::dashboard::source_ids(p) {
-        let status = store.source_state(&id)?.unwrap_or_default().status;
+        let state = store.source_state(&id)?.unwrap_or_default();
+        let on = |b: bool| if b { 1.0 } else { 0.0 };
+        metrics::gauge!("tributary_source_paused", "source" => id.clone()).set(on(state.paused.is_some()));
+        let status = state.status;
+        metrics::gauge!("tributary_source_deletions_held", "source" => id.clone()).set(status.held_deletions as f64);
         let own = store.set_info(&id)?;
         let (live, events) = own.as_ref().map_or((0, 0), |i| (i.live, i.events));
         if let Some(t) = own.as_ref().and_then(|i| i.last_change) {
@@ -197,7 +201,8 @@ pub(crate) async fn track(State(base_path): State<Arc<str>>, req: Request, next:
 }
 
 /// A bounded name for a route's pattern (as registered, e.g. `/agg/sets/{set}/{doc}`), so the
-/// label's values stay few; the names are the README's, which dashboards and alerts rely on.
+/// label's values stay few; the names are those docs/OPERATIONS.md lists ("Watching it"),
+/// which dashboards and alerts rely on.
 fn route_name(base_path: &str, pattern: &str) -> &'static str {
     if pattern == "/robots.txt" {
         return "robots";

@@ -80,16 +80,20 @@ struct Shared {
     closed: cache::ClosedLists,
     /// Small bitstreams' responses (see `hot`).
     hot: hot::HotBlobs,
-    checker: OriginChecker,
+    /// Replaced by a reload (each source's settings).
+    checker: std::sync::RwLock<OriginChecker>,
     verify_slots: Semaphore,
     /// Streaming responses producing at once (see `body`).
     streams: Arc<Semaphore>,
-    /// What the FeedSync feeds say of the aggregator (see `publish::feed`).
-    feed: FeedOptions,
+    /// What the FeedSync feeds say of the aggregator (see `publish::feed`); replaced by a reload.
+    feed: std::sync::RwLock<FeedOptions>,
     /// Change notifications: the topics and the built-in hub (`None`: off).
     push: Option<Push>,
     /// The limits on clients (`[server]`).
     server: ServerSettings,
+    /// The ids of the configured sources, when known (sets may hold sources no longer
+    /// configured, until they are forgotten); replaced by a reload.
+    configured: std::sync::RwLock<Option<Arc<std::collections::HashSet<String>>>>,
 }
 
 impl WebState {
@@ -137,7 +141,7 @@ impl WebState {
     /// As [`WebState::new`].
     pub fn from_config(config: &Config, store: &Store, fetcher: &Fetcher) -> Result<WebState, PublishError> {
         let naming = Naming::new(&config.aggregator.base_url);
-        let sets = SetConfig::from_config(config);
+        let sets = SetConfig::published(config, store)?;
         let mut publisher = Publisher::new(
             store.clone(),
             naming,
@@ -149,21 +153,16 @@ impl WebState {
             publisher = publisher.with_hub(Push::hub_url(config));
         }
         let state = WebState::from_publisher(publisher)?;
-        // Each feed of a feed source; a ResourceSync Source by the URL it is configured with.
-        let upstream = config.sources.iter().flat_map(|s| match &s.feed {
-            Some(f) => f.urls.iter().map(|u| (s.id.clone(), u.to_string())).collect::<Vec<_>>(),
-            None => vec![(s.id.clone(), s.url.to_string())],
-        });
-        let feed = FeedOptions { endpoint: config.aggregator.endpoint_id.clone(), upstream: upstream.collect() };
         let state = WebState::build(
             state.shared.publisher.clone(),
             state.shared.base_path.clone(),
-            state.shared.checker.clone(),
-            feed,
+            state.shared.checker(),
+            feed_options(config),
             None,
             config.server.clone(),
         );
         let state = state.with_origin_checker(OriginChecker::for_config(fetcher.clone(), config));
+        state.set_configured(config);
         match OaiProvider::from_config(state.shared.publisher.clone(), config)? {
             Some(oai) => Ok(state.with_oai(Arc::new(oai))),
             None => Ok(state),
@@ -185,12 +184,13 @@ impl WebState {
                 base_path,
                 closed: cache::ClosedLists::new(CLOSED_CACHE_BYTES),
                 hot,
-                checker,
+                checker: std::sync::RwLock::new(checker),
                 verify_slots: Semaphore::new(VERIFY_SLOTS),
                 streams: Arc::new(Semaphore::new(server.max_streams)),
-                feed,
+                feed: std::sync::RwLock::new(feed),
                 push,
                 server,
+                configured: std::sync::RwLock::new(None),
             }),
             oai: None,
         }
@@ -206,10 +206,11 @@ impl WebState {
             s.publisher.clone(),
             s.base_path.clone(),
             checker,
-            s.feed.clone(),
+            s.feed(),
             s.push.clone(),
             s.server.clone(),
         );
+        state.carry_configured(&self);
         WebState { oai, ..state }
     }
 
@@ -217,9 +218,10 @@ impl WebState {
     #[must_use]
     pub fn with_push(self, push: Push) -> WebState {
         let s = &self.shared;
-        let (checker, feed) = (s.checker.clone(), s.feed.clone());
+        let (checker, feed) = (s.checker(), s.feed());
         let state =
             WebState::build(s.publisher.clone(), s.base_path.clone(), checker, feed, Some(push), s.server.clone());
+        state.carry_configured(&self);
         WebState { oai: self.oai.clone(), ..state }
     }
 
@@ -227,8 +229,9 @@ impl WebState {
     #[must_use]
     pub fn with_server(self, limits: ServerSettings) -> WebState {
         let s = &self.shared;
-        let (checker, feed) = (s.checker.clone(), s.feed.clone());
+        let (checker, feed) = (s.checker(), s.feed());
         let state = WebState::build(s.publisher.clone(), s.base_path.clone(), checker, feed, s.push.clone(), limits);
+        state.carry_configured(&self);
         WebState { oai: self.oai.clone(), ..state }
     }
 
@@ -248,13 +251,57 @@ impl WebState {
         self.shared.push.as_ref()
     }
 
+    /// Takes the per-source parts of a reloaded configuration: the settings origin checks
+    /// fetch with, and the upstream URLs the feeds name. (The sets are the publisher's:
+    /// [`Publisher::reconfigure`].)
+    pub fn reconfigure(&self, config: &Config) {
+        let s = &self.shared;
+        let fetcher = s.checker().fetcher().clone();
+        *s.checker.write().unwrap_or_else(|p| p.into_inner()) = OriginChecker::for_config(fetcher, config);
+        *s.feed.write().unwrap_or_else(|p| p.into_inner()) = feed_options(config);
+        self.set_configured(config);
+    }
+
+    fn set_configured(&self, config: &Config) {
+        let ids = config.sources.iter().map(|s| s.id.clone()).collect();
+        *self.shared.configured.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(ids));
+    }
+
+    /// Keeps what `from` knew of the configured sources (the `with_` builders make a new state).
+    fn carry_configured(&self, from: &WebState) {
+        *self.shared.configured.write().unwrap_or_else(|p| p.into_inner()) = from.configured();
+    }
+
+    /// The configured sources' ids, when known.
+    fn configured(&self) -> Option<Arc<std::collections::HashSet<String>>> {
+        self.shared.configured.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
     /// The publisher behind the server (for the CLI and tests).
     pub fn publisher(&self) -> &Arc<Publisher> {
         &self.shared.publisher
     }
 }
 
+/// What the feeds say of the aggregator and where each source's items came from: each feed of
+/// a feed source, a ResourceSync Source by the URL it is configured with.
+fn feed_options(config: &Config) -> FeedOptions {
+    let upstream = config.sources.iter().flat_map(|s| match &s.feed {
+        Some(f) => f.urls.iter().map(|u| (s.id.clone(), u.to_string())).collect::<Vec<_>>(),
+        None => vec![(s.id.clone(), s.url.to_string())],
+    });
+    FeedOptions { endpoint: config.aggregator.endpoint_id.clone(), upstream: upstream.collect() }
+}
+
 impl Shared {
+    fn checker(&self) -> OriginChecker {
+        self.checker.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn feed(&self) -> FeedOptions {
+        self.feed.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
     /// The streaming slots and how long a stream waits for a client (see `body`).
     fn stream_slots(&self) -> (&Arc<Semaphore>, std::time::Duration) {
         (&self.streams, self.server.stream_stall)

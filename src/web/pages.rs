@@ -257,6 +257,7 @@ mod tests {
                 media_type: None,
                 last_change: String::new(),
                 deleted: None,
+                taken_down: None,
             },
             history: Vec::new(),
             feed,

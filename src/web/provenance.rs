@@ -54,7 +54,7 @@ pub(crate) async fn provenance(st: &WebState, raw_query: Option<&str>, req: &Hea
     let found = !answer.resources.is_empty();
     if verify && found {
         let _slot = st.shared.verify_slots.acquire().await.map_err(|e| WebError::Internal(e.to_string()))?;
-        st.shared.checker.verify(&mut answer).await;
+        st.shared.checker().verify(&mut answer).await;
     }
     let status = if found { StatusCode::OK } else { StatusCode::NOT_FOUND };
     if wants_html(req) {

@@ -197,7 +197,9 @@ async fn a_long_retry_after_parks_the_origin_across_harvests_and_restarts() {
     let origin = format!("http://{}", busy.addr);
     let until = parked_until(&stdout, &origin);
     let asked = until.unix_timestamp() - started.unix_timestamp();
-    assert!((3590..=3700).contains(&asked), "parked for {asked} s, not the hour asked: {stdout}");
+    // The park is the hour asked, counted from the 429 (rounded up to the second), which came
+    // within the harvest's bounded run.
+    assert!((3599..=3600 + 121).contains(&asked), "parked for {asked} s, not the hour asked: {stdout}");
     assert!(stdout.contains("fetched 5") && !stdout.contains("healthy:"), "{stdout}");
     assert_eq!(busy.hits().len(), 1, "one request, then none: {:?}", busy.hits());
 

@@ -170,7 +170,10 @@ fn command_line_answers_text_json_and_not_found() {
         text.contains("chain") && text.contains(&origin.url("/a.txt")) && text.contains("http://aggregator.test/a.txt"),
         "{text}"
     );
-    let (json, found) = provenance_cli(&store, &naming, &origin.url("/b.txt"), Some(&private_checker()), true).unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let checker = private_checker();
+    let (json, found) =
+        provenance_cli(&store, &naming, &origin.url("/b.txt"), Some((&checker, rt.handle())), true).unwrap();
     assert!(found);
     let j: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(j["resources"][0]["uri"], uris[1].as_str());

@@ -191,6 +191,27 @@ fn batches_create_update_delete_with_gapless_events_in_every_set() {
     assert!(store.verify().unwrap().is_clean());
 }
 
+/// Records created without a look for an old one (a first baseline's `Batch::create`) are
+/// records like any other: later upserts update them, their events chain, the counters count
+/// them once, and a second create of a URI in the same batch reads the first from the batch.
+#[test]
+fn created_records_are_updated_and_counted_as_upserted_ones() {
+    let (_dir, store) = temp_store();
+    let (a, b) = (put(&store, b"one"), put(&store, b"two"));
+    let (one, two) = ("http://tributary.test/r/1", "http://tributary.test/r/2");
+    let mut batch = Batch::new();
+    batch.create(&["s"], record(one, a)).create(&["s"], record(two, a)).create(&["s"], record(two, b));
+    let applied = store.apply(&batch).unwrap();
+    let outcomes: Vec<_> = applied.ops.iter().map(|o| o.outcome).collect();
+    assert_eq!(outcomes, vec![Outcome::Created, Outcome::Created, Outcome::Updated]);
+    let updated = store.apply(Batch::new().upsert(&["s"], record(one, b))).unwrap();
+    assert_eq!(updated.ops[0].outcome, Outcome::Updated);
+    assert_eq!(store.apply(Batch::new().delete(&["s"], two)).unwrap().ops[0].outcome, Outcome::Deleted);
+    let info = store.set_info("s").unwrap().unwrap();
+    assert_eq!((info.live, info.events), (1, 5));
+    assert!(store.verify().unwrap().is_clean());
+}
+
 #[test]
 fn events_can_be_read_by_datetime_half_open() {
     let (_dir, store) = temp_store();

@@ -328,6 +328,50 @@ fn slowdown_is_retried_and_a_failed_upload_or_a_server_gone_stores_nothing() {
     assert_eq!(read_blob(&store, &put(&store, &third)), third);
 }
 
+/// New content goes up as a conditional PUT beside its marker and a look for its tombstone
+/// (no look for the object first); content already in the bucket answers 412 and is taken up
+/// as present; a server that refuses the condition gets the looking path, from then on.
+#[test]
+fn new_bitstreams_go_up_as_conditional_puts_and_a_server_refusing_them_is_looked_at_first() {
+    let Some((server, _one)) = s3::server("store_s3::conditional_puts") else { return };
+    let proxy = Proxy::start(&server.endpoint);
+    let bucket = server.bucket("cond");
+    let mut blobs = server.blobs(&bucket, "p");
+    blobs.client = s3::client_settings(&proxy.endpoint);
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir.path().join("s"), &blobs).unwrap();
+    let other = open(&dir.path().join("t"), &blobs).unwrap();
+
+    proxy.reset_counts();
+    let first = bytes(30, 100_000);
+    let id = put(&store, &first);
+    assert_eq!((proxy.forwarded("PUT"), proxy.forwarded("HEAD")), (2, 1), "the object, its marker; the tombstone");
+    assert_eq!(read_blob(&store, &id), first);
+
+    // Another instance on the bucket: its conditional PUT is refused (412), it marks and looks.
+    proxy.reset_counts();
+    assert_eq!(put(&other, &first), id);
+    assert_eq!((proxy.forwarded("PUT"), proxy.forwarded("HEAD")), (2, 3));
+    assert_eq!(read_blob(&other, &id), first);
+    let markers = keys(server, &bucket, &format!("p/refs/{id}"));
+    assert_eq!(markers.len(), 2, "both instances refer to it: {markers:?}");
+
+    // A server without conditional PUTs: 501 (retried as a server error), then the looking path.
+    proxy.set(Mode::NoConditionalPut);
+    let second = bytes(31, 100_000);
+    let second_id = put(&store, &second);
+    let refused = proxy.refused();
+    assert!(refused >= 1);
+    assert_eq!(read_blob(&store, &second_id), second);
+    let third = bytes(32, 100_000);
+    proxy.reset_counts();
+    let third_id = put(&store, &third);
+    assert_eq!(proxy.refused(), 0, "no conditional PUT is sent any more");
+    assert_eq!((proxy.forwarded("PUT"), proxy.forwarded("HEAD")), (2, 2));
+    assert_eq!(read_blob(&store, &third_id), third);
+    assert!(store.verify().unwrap().is_clean() && other.verify().unwrap().is_clean());
+}
+
 /// `(path, body)` resources as a Resource List declaring each one's sha-256 and length.
 fn resource_list(up: &Upstream, resources: &[(String, Vec<u8>)]) -> String {
     let entries: String = resources

@@ -14,7 +14,7 @@ use url::Url;
 
 use super::payload::Notification;
 use crate::config::Source;
-use crate::harvest::ctx::{Ctx, HarvestError, Turn, load_state};
+use crate::harvest::ctx::{Ctx, HarvestError, Turn, load_state, save_state};
 use crate::harvest::report::SourceReport;
 
 /// Whether `topic` passes the authority rule of Change List entries: within the Source's
@@ -59,11 +59,20 @@ pub(super) async fn apply(
     // Entries are accepted under the topic only when the topic itself is the Source's: a
     // topic on another site would otherwise let the Source push that site's resources.
     let base = if topic_allowed(source, topic) { topic } else { &source.url };
-    let report = crate::fetch::in_source(
+    // A notification is judged like a pass: its deletions staged, then applied or held.
+    let ctx = &Ctx { pass: format!("push {}", crate::model::W3cDateTime::now()), ..ctx.clone() };
+    let mut report = crate::fetch::in_source(
         &source.id,
         crate::harvest::sync::apply_pushed(ctx, source, sets, state, base, n.entries),
     )
     .await?;
+    crate::harvest::daemon::settle(ctx, source, &mut report).await;
+    let mut state = load_state(ctx, &source.id).await?;
+    if (state.status.held_deletions, state.status.held_since) != (report.held, report.held_since) {
+        state.status.held_deletions = report.held;
+        state.status.held_since = report.held_since;
+        save_state(ctx, &source.id, state).await?;
+    }
     if gap {
         tracing::warn!(source.id = %source.id, from = ?n.from, last = ?last, "a gap in the notifications; polling now");
         turn.poll_now.notify_one();

@@ -17,6 +17,7 @@
 //! | a signature that does not match (or an unknown method) | `403` | `bad_signature` |
 //! | a payload that is not a change notification, or hostile XML | `400` | `malformed` |
 //! | a notification older than the last applied | `204` | `stale` |
+//! | a source the operator paused (`tributary pause`): dropped, the poll after the resume catches up | `204` | `paused` |
 //! | applied | `204` | `applied` (`gap` when a poll was asked for) |
 //! | the store failed | `500` (the hub retries) | `error` |
 //!
@@ -161,9 +162,10 @@ async fn admitted(push: &Push, id: &str) -> Result<(Subscription, Lease, Source,
         Ok(None) => return Err(counted("-", "unknown_callback", StatusCode::GONE, "no such subscription")),
         Err(_) => return Err(counted("-", "error", StatusCode::INTERNAL_SERVER_ERROR, "store error")),
     };
-    let Some((source, sets)) = push.pushing(&sub.source).cloned() else {
+    let Some(configured) = push.pushing(&sub.source) else {
         return Err(counted("-", "unknown_callback", StatusCode::GONE, "no such subscription"));
     };
+    let (source, sets) = (configured.source.clone(), configured.sets.clone());
     let Some(lease) = sub.active.clone() else {
         return Err(counted(&source.id, "unverified", StatusCode::NOT_FOUND, "the subscription is not verified"));
     };
@@ -263,7 +265,12 @@ async fn applied(push: &Push, sub: &Subscription, source: &Source, sets: &[Strin
     let (Some(ctx), Some(turn), Ok(topic)) = (push.ctx(), push.turn(id), Url::parse(&sub.topic)) else {
         return counted(id, "busy", StatusCode::SERVICE_UNAVAILABLE, "not harvesting yet");
     };
-    match apply::apply(ctx, turn, source, sets, &topic, n).await {
+    // Taken and dropped: the hub must not retry it for the length of a pause. After the
+    // resume, the next notification's `from` shows the gap and a poll fetches what was missed.
+    if turn.is_paused() {
+        return counted(id, "paused", StatusCode::NO_CONTENT, "");
+    }
+    match apply::apply(ctx, &turn, source, sets, &topic, n).await {
         Ok(Outcome::Stale) => counted(id, "stale", StatusCode::NO_CONTENT, ""),
         Ok(Outcome::Applied { report, gap }) => {
             crate::harvest::metrics::record_resources(&report);

@@ -34,7 +34,7 @@ use std::sync::{Arc, OnceLock};
 use tokio::sync::{Mutex, Semaphore};
 use url::Url;
 
-use super::ctx::{Ctx, Turn, Turns, join_error};
+use super::ctx::{Configured, Ctx, Turn, Turns, join_error};
 use crate::config::{Config, PushMode, Settings, Source};
 use crate::fetch::Fetcher;
 use crate::store::{Store, StoreError, Subscription};
@@ -65,10 +65,8 @@ struct Inner {
     fetcher: Fetcher,
     /// Callback URLs are `{public_url}websub/{id}`.
     public_url: Url,
-    /// Every configured ResourceSync source (push on or off), with its sets.
-    sources: HashMap<String, (Source, Vec<String>)>,
     /// The settings requests for a source no longer configured go out with.
-    defaults: Settings,
+    defaults: std::sync::RwLock<Settings>,
     turns: Turns,
     /// The harvester's context, once `run` has started (deliveries before it get `503`).
     ctx: OnceLock<Arc<Ctx>>,
@@ -85,23 +83,13 @@ impl Push {
     /// The subscriber for `config`'s sources, keeping its subscriptions in `store` and
     /// reaching hubs through `fetcher`.
     pub fn new(config: &Config, store: &Store, fetcher: &Fetcher) -> Push {
-        let sources = config
-            .sources
-            .iter()
-            .filter(|s| s.feed.is_none() && s.oai.is_none())
-            .map(|s| {
-                let sets = config.sets_containing(&s.id).into_iter().map(str::to_owned).collect();
-                (s.id.clone(), (s.clone(), sets))
-            })
-            .collect();
         Push {
             inner: Arc::new(Inner {
                 store: store.clone(),
                 fetcher: fetcher.clone(),
                 public_url: config.aggregator.public_url.clone(),
-                sources,
-                defaults: config.defaults.clone(),
-                turns: Turns::new(config.sources.iter().map(|s| s.id.as_str())),
+                defaults: std::sync::RwLock::new(config.defaults.clone()),
+                turns: Turns::new(super::ctx::configured(config)),
                 ctx: OnceLock::new(),
                 rows: Mutex::new(()),
                 deliveries: Semaphore::new(MAX_DELIVERIES),
@@ -128,28 +116,56 @@ impl Push {
             return;
         }
         let mut pushing = Vec::new();
-        for (source, _) in self.inner.sources.values() {
-            if source.settings.push == PushMode::Auto {
-                pushing.push(source.id.clone());
-                let (push, source) = (self.clone(), source.clone());
-                tasks.spawn(async move { subscriber::manage(push, source).await });
+        for (id, turn) in self.inner.turns.all() {
+            if turn.configured().is_some_and(|c| pushes(&c.source)) {
+                pushing.push(id.clone());
+                tasks.spawn(subscriber::manage(self.clone(), id));
             }
         }
         let push = self.clone();
         tasks.spawn(async move { subscriber::end_orphans(push, pushing).await });
     }
 
+    /// After a reload changed the sources (their turns already say how): starts the
+    /// subscription of each source `started` names that pushes now, and ends the subscriptions
+    /// of sources that no longer push. Returns the tasks to run.
+    pub(crate) fn reconfigured(
+        &self,
+        defaults: &Settings,
+        started: &[String],
+    ) -> Vec<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>> {
+        *self.inner.defaults.write().unwrap_or_else(|p| p.into_inner()) = defaults.clone();
+        let mut tasks: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>> = Vec::new();
+        let mut pushing = Vec::new();
+        for (id, turn) in self.inner.turns.all() {
+            if turn.configured().is_some_and(|c| pushes(&c.source)) {
+                if started.contains(&id) {
+                    tasks.push(Box::pin(subscriber::manage(self.clone(), id.clone())));
+                }
+                pushing.push(id);
+            }
+        }
+        let push = self.clone();
+        tasks.push(Box::pin(async move { subscriber::end_orphans(push, pushing).await }));
+        tasks
+    }
+
     fn ctx(&self) -> Option<&Arc<Ctx>> {
         self.inner.ctx.get()
     }
 
-    fn turn(&self, source: &str) -> Option<&Arc<Turn>> {
+    fn turn(&self, source: &str) -> Option<Arc<Turn>> {
         self.inner.turns.get(source)
     }
 
-    /// A source that is configured for push, with its sets.
-    fn pushing(&self, source: &str) -> Option<&(Source, Vec<String>)> {
-        self.inner.sources.get(source).filter(|(s, _)| s.settings.push == PushMode::Auto)
+    /// A source that is configured for push now, with its sets.
+    fn pushing(&self, source: &str) -> Option<Arc<Configured>> {
+        self.inner.turns.get(source)?.configured().filter(|c| pushes(&c.source))
+    }
+
+    /// The settings for requests about sources no longer configured.
+    fn defaults(&self) -> Settings {
+        self.inner.defaults.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     async fn load(&self, id: &str) -> Result<Option<Subscription>, StoreError> {
@@ -209,6 +225,11 @@ impl Push {
     fn callback(&self, id: &str) -> String {
         self.inner.public_url.join(&format!("websub/{id}")).map_or_else(|_| String::new(), String::from)
     }
+}
+
+/// Whether `source` is followed by push: a ResourceSync source with `push = "auto"`.
+fn pushes(source: &Source) -> bool {
+    source.feed.is_none() && source.oai.is_none() && source.settings.push == PushMode::Auto
 }
 
 /// Now, in Unix seconds.

@@ -25,19 +25,24 @@ const MAX_HUB_REDIRECTS: usize = 5;
 /// How often a source without a known channel looks again (its polls also wake it).
 const NO_CHANNEL_RECHECK: i64 = 60;
 
-/// One source's subscription, until shutdown.
-pub(super) async fn manage(push: Push, source: Source) {
-    let (Some(ctx), Some(turn)) = (push.ctx().cloned(), push.turn(&source.id).cloned()) else { return };
+/// One source's subscription, until shutdown, or until a reload removes the source or turns
+/// its push off (the subscription is then ended by [`end_orphans`]). The source's settings are
+/// read afresh at every turn, so a reload that changes them applies at the next request.
+pub(super) async fn manage(push: Push, id: String) {
+    let (Some(ctx), Some(turn)) = (push.ctx().cloned(), push.turn(&id)) else { return };
     let mut shutdown = ctx.shutdown.clone();
-    let timing = Timing { verify_timeout: source.settings.push_verify_timeout, retry: retry(&source.settings) };
     let mut was_subscribed = false;
-    // Ends at shutdown; every turn either waits or sends at most one request.
+    // Ends at shutdown or when the source stops pushing; every turn either waits or sends at
+    // most one request.
     loop {
         if *shutdown.borrow() {
             return;
         }
+        let Some(configured) = push.pushing(&id) else { return };
+        let source = &configured.source;
+        let timing = Timing { verify_timeout: source.settings.push_verify_timeout, retry: retry(&source.settings) };
         let now = unix_now();
-        let channel = channel(&push, &source).await;
+        let channel = channel(&push, source).await;
         let sub = mine(&push, &source.id).await;
         was_subscribed = mark(&turn, &source.id, lifecycle::subscribed(sub.as_ref(), now), was_subscribed);
         let next = match &channel {
@@ -52,12 +57,14 @@ pub(super) async fn manage(push: Push, source: Source) {
                     // A verification arrived, or a poll may have found a channel.
                     _ = turn.changed.notified() => {}
                     _ = turn.polled.notified() => {}
+                    // A reload or a pause.
+                    _ = turn.steered.notified() => {}
                     _ = shutdown.wait_for(|s| *s) => return,
                 }
             }
             Next::Subscribe => {
                 let (topic, hub) = channel.expect("a subscribe step has a channel");
-                subscribe(&push, &source, sub, &topic, &hub, timing).await;
+                subscribe(&push, source, sub, &topic, &hub, timing).await;
             }
             Next::Replace => {
                 if let Some(old) = sub {
@@ -70,7 +77,7 @@ pub(super) async fn manage(push: Push, source: Source) {
                     }
                 }
             }
-            Next::Overdue => overdue(&push, &source, timing).await,
+            Next::Overdue => overdue(&push, source, timing).await,
         }
     }
 }
@@ -236,7 +243,7 @@ async fn overdue(push: &Push, source: &Source, t: Timing) {
 /// ended when the process stopped.
 pub(super) async fn end_orphans(push: Push, pushing: Vec<String>) {
     let Ok(all) = push.all().await else { return };
-    let settings = push.inner.defaults.clone();
+    let settings = push.defaults();
     // Also those a restart interrupted while they were being ended (a replaced channel).
     let ending = |s: &Subscription| s.pending.as_ref().is_some_and(|p| p.mode == "unsubscribe");
     let orphans = all.into_iter().filter(|s| !pushing.contains(&s.source) || ending(s));

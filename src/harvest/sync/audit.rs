@@ -123,6 +123,8 @@ pub struct AuditCounts {
     pub in_sync: u64,
     /// Listed, not held.
     pub missing: u64,
+    /// Listed, not held because the operator took it down (not counted as missing).
+    pub taken_down: u64,
     /// Held, not listed.
     pub extra: u64,
     /// Held and listed, but different.
@@ -146,6 +148,8 @@ pub struct AuditReport {
     pub counts: AuditCounts,
     /// Listed, not held.
     pub missing: Vec<String>,
+    /// Listed, not held because the operator took it down (not a problem).
+    pub taken_down: Vec<String>,
     /// Held, not listed.
     pub extra: Vec<String>,
     /// Different.
@@ -172,6 +176,9 @@ impl fmt::Display for AuditReport {
             "  listed {}, held {}, in sync {}, missing {}, extra {}, changed {}, fetch errors {}",
             c.listed, c.held, c.in_sync, c.missing, c.extra, c.changed, c.fetch_errors
         )?;
+        if !self.taken_down.is_empty() {
+            writeln!(f, "  taken down (kept out by `tributary takedown`, not missing): {}", self.taken_down.len())?;
+        }
         for uri in &self.missing {
             writeln!(f, "  missing  {uri}")?;
         }
@@ -326,7 +333,24 @@ pub async fn audit_with_changes(
         }
     }
     fetches.drain(&mut audit).await?;
-    Ok(audit.finish())
+    let mut report = audit.finish();
+    // Listed upstream but taken down by the operator: kept out on purpose, not missing.
+    let (store, missing) = (ctx.store.clone(), std::mem::take(&mut report.missing));
+    let (taken_down, missing) = tokio::task::spawn_blocking(move || {
+        let mut out = (Vec::new(), Vec::new());
+        for uri in missing {
+            match store.takedown_matching(&[crate::store::uri_key(&uri)])? {
+                Some(_) => out.0.push(uri),
+                None => out.1.push(uri),
+            }
+        }
+        Ok::<_, StoreError>(out)
+    })
+    .await??;
+    report.counts.missing = missing.len() as u64;
+    report.counts.taken_down = taken_down.len() as u64;
+    (report.missing, report.taken_down) = (missing, taken_down);
+    Ok(report)
 }
 
 /// Per URI, its last change: the entry (with the list it came from) or `None` for a deletion,
@@ -414,6 +438,7 @@ impl Audit {
             fetched: fetch,
             counts: AuditCounts { held: held.len() as u64, ..AuditCounts::default() },
             missing: Vec::new(),
+            taken_down: Vec::new(),
             extra: Vec::new(),
             changed: Vec::new(),
             fetch_errors: Vec::new(),

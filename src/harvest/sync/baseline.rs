@@ -62,9 +62,11 @@ pub(crate) async fn baseline(
         report.complete = true;
         return Ok(report);
     }
-    let held = load_held(&ctx.store, &ctx.naming.resource_prefix(&source.id)).await?;
+    let prefix = ctx.naming.resource_prefix(&source.id);
+    let held = load_held(&ctx.store, &prefix).await?;
+    let new_source = held.is_empty() && holds_none(&ctx.store, &prefix).await?;
     let failing = load_failing(&ctx.store, &source.id).await?;
-    let (tx, committer) = commit::spawn(ctx.store.clone(), source.id.clone(), sets.to_vec());
+    let (tx, committer) = commit::spawn(ctx.store.clone(), ctx.stage(&source.id), sets.to_vec());
     let mut pass = Pass {
         ctx,
         source,
@@ -78,6 +80,7 @@ pub(crate) async fn baseline(
         tx,
         report,
         store_error: None,
+        new_source,
     };
     let end = pass.walk(&mut walker, first).await;
     pass.drain(matches!(end, End::Interrupted)).await?;
@@ -85,6 +88,7 @@ pub(crate) async fn baseline(
     let complete = matches!(end, End::Complete);
     let AfterWalk { deletes, unlisted } = after_walk(complete, source.settings.deletes, &held, &failing, &seen);
     report.complete = complete;
+    report.listed_all = complete;
     report.interrupted = matches!(end, End::Interrupted);
     report.error = match end {
         End::Incomplete(e) => Some(e),
@@ -98,6 +102,8 @@ pub(crate) async fn baseline(
     report.created = tally.created;
     report.updated = tally.updated;
     report.deleted = tally.deleted;
+    report.staged = tally.staged;
+    report.taken_down = tally.taken_down;
     Ok(report)
 }
 
@@ -155,6 +161,17 @@ pub(crate) async fn load_held(store: &Store, prefix: &str) -> Result<HashMap<Str
     .await
     .map_err(join_error)??;
     Ok(held)
+}
+
+/// Whether the store holds no record under `prefix`, live or deleted: a source's first
+/// baseline, whose records the store creates without looking for old ones.
+pub(crate) async fn holds_none(store: &Store, prefix: &str) -> Result<bool, HarvestError> {
+    let (store, prefix) = (store.clone(), prefix.to_owned());
+    let none = tokio::task::spawn_blocking(move || store.records_with_prefix(&prefix).next().transpose())
+        .await
+        .map_err(join_error)??
+        .is_none();
+    Ok(none)
 }
 
 /// The resources of a source recorded as failing, by Tributary URI: a pass clears the row of
@@ -222,6 +239,9 @@ struct Pass<'a> {
     report: SourceReport,
     /// The first store failure of a fetch task: it ends the pass.
     store_error: Option<StoreError>,
+    /// The store held no record of the source when the pass began: each URI, fetched once
+    /// (`seen`), is created without a look for an old record.
+    new_source: bool,
 }
 
 /// What every fetch task of a pass needs of its source, shared rather than copied per task
@@ -300,6 +320,7 @@ impl Pass<'_> {
     async fn spawn_fetch(&mut self, listed: Listed, was_failing: bool) {
         let Ok(permit) = self.sem.clone().acquire_owned().await else { return };
         let (fetcher, store, tx) = (self.ctx.fetcher.clone(), self.ctx.store.clone(), self.tx.clone());
+        let new_source = self.new_source;
         let (settings, id) = (Arc::clone(&self.shared.settings), Arc::clone(&self.shared.id));
         self.tasks.spawn(crate::fetch::inherit(async move {
             let _permit = permit;
@@ -314,7 +335,8 @@ impl Pass<'_> {
                         tracing::debug!(source.id = %id, resource.uri = %listed.loc, mirror = %stored.from, "stored from a mirror");
                     }
                     let uri = was_failing.then(|| listed.uri.clone());
-                    let _ = tx.send(Msg::Upsert(Box::new(listed.into_record(&id, stored.info.id)))).await;
+                    let record = Box::new(listed.into_record(&id, stored.info.id));
+                    let _ = tx.send(if new_source { Msg::Create(record) } else { Msg::Upsert(record) }).await;
                     if let Some(uri) = uri {
                         let _ = tx.send(Msg::Recovered(uri)).await;
                     }

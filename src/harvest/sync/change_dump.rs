@@ -160,7 +160,7 @@ fn changes(
         match (item.change(), blob) {
             (Some(Change::Deleted), _) | (_, None) => {
                 if source.settings.deletes {
-                    batch.delete(&sets, &uri);
+                    batch.stage_delete(&sets, &uri, &ctx.stage(&source.id));
                 }
             }
             (_, Some(blob)) => {

@@ -15,7 +15,7 @@ use std::collections::HashSet;
 use tokio::sync::mpsc;
 use url::Url;
 
-use super::baseline::load_held;
+use super::baseline::{holds_none, load_held};
 use crate::config::Source;
 use crate::harvest::commit::{self, Msg};
 use crate::harvest::ctx::{Ctx, HarvestError, join_error};
@@ -39,12 +39,14 @@ pub(crate) async fn baseline_from_dump(
 ) -> Result<SourceReport, HarvestError> {
     let id = &source.id;
     let mut report = SourceReport::new(id);
-    let held = load_held(&ctx.store, &ctx.naming.resource_prefix(id)).await?;
+    let prefix = ctx.naming.resource_prefix(id);
+    let held = load_held(&ctx.store, &prefix).await?;
+    let first = held.is_empty() && holds_none(&ctx.store, &prefix).await?;
     let options = DumpOptions::new(&source.settings, Some(&source.url));
     let mut walker = DumpWalker::new(&ctx.fetcher, &ctx.store, url.clone(), &source.settings, options);
-    let (tx, committer) = commit::spawn(ctx.store.clone(), id.clone(), sets.to_vec());
+    let (tx, committer) = commit::spawn(ctx.store.clone(), ctx.stage(id), sets.to_vec());
     let mut seen = HashSet::new();
-    let walked = read_packages(ctx, source, (url, &mut walker), &tx, &mut seen, &mut report).await;
+    let walked = read_packages(ctx, source, (url, &mut walker), &tx, (&mut seen, first), &mut report).await;
     if let Ok(at) = walked
         && !report.interrupted
     {
@@ -54,6 +56,7 @@ pub(crate) async fn baseline_from_dump(
             false => Vec::new(),
         };
         baselined_at(&mut state, at);
+        report.listed_all = true;
         let _ = tx.send(Msg::Finish { deletes, unlisted: Vec::new(), state: Box::new(state) }).await;
     }
     drop(tx);
@@ -65,6 +68,8 @@ pub(crate) async fn baseline_from_dump(
     report.created = tally.created;
     report.updated = tally.updated;
     report.deleted = tally.deleted;
+    report.staged = tally.staged;
+    report.taken_down = tally.taken_down;
     report.complete = !report.interrupted;
     tracing::info!(source.id = %id, dump = %url, stored = report.fetched, "baselined from the Resource Dump");
     Ok(report)
@@ -78,7 +83,7 @@ async fn read_packages(
     source: &Source,
     (dump, walker): (&Url, &mut DumpWalker),
     tx: &mpsc::Sender<Msg>,
-    seen: &mut HashSet<String>,
+    (seen, first): (&mut HashSet<String>, bool),
     report: &mut SourceReport,
 ) -> Result<Option<W3cDateTime>, HarvestError> {
     let mut at: Option<W3cDateTime> = None;
@@ -96,8 +101,11 @@ async fn read_packages(
             // Moved in, so that returning drops it and stops the read.
             let mut items_rx = items_rx;
             while let Some(item) = items_rx.recv().await {
-                let Some(record) = record(ctx, source, item, seen, report)? else { continue };
-                if tx.send(Msg::Upsert(Box::new(record))).await.is_err() {
+                let Some((record, once)) = record(ctx, source, item, seen, report)? else { continue };
+                // A first baseline creates each URI's record without a look for an old one;
+                // a URI two packages name is an upsert the second time.
+                let msg = if first && once { Msg::Create(Box::new(record)) } else { Msg::Upsert(Box::new(record)) };
+                if tx.send(msg).await.is_err() {
                     break; // the committer failed: its error is returned by the caller
                 }
             }
@@ -133,15 +141,15 @@ fn dump_error(source: &Source, e: DumpError) -> HarvestError {
     HarvestError::Dump { source_id: source.id.clone(), source: Box::new(e) }
 }
 
-/// The record of one package item; `None` for an entry outside the source's naming. Any
-/// failed entry fails the dump.
+/// The record of one package item, and whether this is the first item of its URI; `None` for
+/// an entry outside the source's naming. Any failed entry fails the dump.
 fn record(
     ctx: &Ctx,
     source: &Source,
     item: DumpItem,
     seen: &mut HashSet<String>,
     report: &mut SourceReport,
-) -> Result<Option<NewRecord>, EntryError> {
+) -> Result<Option<(NewRecord, bool)>, EntryError> {
     let (url, blob) = match item.outcome {
         Ok(Content::Stored { url, blob }) => (url, blob),
         Ok(Content::Deleted { .. }) => return Ok(None),
@@ -151,8 +159,8 @@ fn record(
         report.skipped += 1;
         return Ok(None);
     };
-    seen.insert(uri.clone());
+    let once = seen.insert(uri.clone());
     report.fetched += 1;
     report.bytes += blob.length;
-    Ok(Some(Listed::new(item.entry, url, uri).into_record(&source.id, blob.id)))
+    Ok(Some((Listed::new(item.entry, url, uri).into_record(&source.id, blob.id), once)))
 }

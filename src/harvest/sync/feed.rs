@@ -87,8 +87,9 @@ pub(crate) async fn harvest_feed(
         // one may be in another: only a source of one feed deletes by absence.
         if complete && source.settings.deletes && feed_source.urls.len() == 1 {
             // The state goes too: an item that comes back is new, whatever its `updated`.
+            report.listed_all = true;
             for (identity, uri) in vanished_items(ctx, source, &seen)? {
-                batch.delete(&set_refs(sets), &uri);
+                batch.stage_delete(&set_refs(sets), &uri, &ctx.stage(&source.id));
                 batch.feed_item(&source.id, &identity, None);
             }
         }
@@ -322,15 +323,7 @@ fn merge_one(
 }
 
 fn count(applied: &crate::store::Applied, report: &mut SourceReport) {
-    use crate::store::Outcome;
-    for op in &applied.ops {
-        match op.outcome {
-            Outcome::Created => report.created += 1,
-            Outcome::Updated => report.updated += 1,
-            Outcome::Deleted => report.deleted += 1,
-            Outcome::Unchanged => {}
-        }
-    }
+    report.count_applied(applied);
 }
 
 /// Adds the merged item's record (or deletion) and state to `batch`; an item whose bitstream
@@ -350,7 +343,7 @@ async fn stage(
     };
     let state = item_document(&item);
     if item.is_deleted() {
-        batch.delete(&set_refs(sets), &uri);
+        batch.stage_delete(&set_refs(sets), &uri, &ctx.stage(&source.id));
         batch.feed_item(&source.id, identity, Some(state));
         return Ok(());
     }

@@ -500,7 +500,7 @@ impl Poll<'_> {
                     uri
                 }
                 Applied1::Delete(uri) => {
-                    batch.delete(&sets, &uri);
+                    batch.stage_delete(&sets, &uri, &self.ctx.stage(id));
                     uri
                 }
                 Applied1::Failed(f) => {

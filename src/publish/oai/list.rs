@@ -324,7 +324,7 @@ impl OaiProvider {
         };
         let (since, before) = (at(token.from_ms)?, at(token.until_ms)?);
         for prefix in self.prefixes(token.set.as_deref(), logs) {
-            for raw in snap.raw_records_in_range(prefix, from, None) {
+            for raw in snap.raw_records_in_range(&prefix, from, None) {
                 let raw = raw?;
                 let v = raw.head()?;
                 let log = token.set.as_deref().unwrap_or(v.source);
@@ -342,16 +342,13 @@ impl OaiProvider {
     }
 
     /// The URI prefixes of the list's records, sorted: its set's, or every source's.
-    fn prefixes<'a>(&'a self, set: Option<&str>, logs: &'a [String]) -> Vec<&'a str> {
+    fn prefixes(&self, set: Option<&str>, logs: &[String]) -> Vec<String> {
         let ids: Vec<&str> = match set {
             Some(s) => vec![s],
             None => logs.iter().map(String::as_str).collect(),
         };
-        let mut out: Vec<&str> = ids
-            .into_iter()
-            .filter_map(|id| self.publisher.view(id))
-            .flat_map(|v| v.prefixes.iter().map(String::as_str))
-            .collect();
+        let mut out: Vec<String> =
+            ids.into_iter().filter_map(|id| self.publisher.view(id)).flat_map(|v| v.prefixes.clone()).collect();
         out.sort_unstable();
         out.dedup();
         out

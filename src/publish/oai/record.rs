@@ -129,7 +129,8 @@ impl OaiProvider {
                 slow.as_str()
             }
         };
-        let sets = self.publisher.sets_of_source(v.source);
+        let layout = self.publisher.layout();
+        let sets = layout.by_source.get(v.source).map_or(&[][..], Vec::as_slice).iter().map(String::as_str);
         if !full {
             write::header(out, identifier, datestamp, sets, ver.deleted);
             return Ok(true);
@@ -190,7 +191,8 @@ impl OaiProvider {
         if let Some(d) = v.lastmod {
             element(out, "dc:date", d);
         }
-        let policy = self.publisher.policies.for_source(v.source);
+        let layout = self.publisher.layout();
+        let policy = layout.policies.for_source(v.source);
         let kept = inherit_views(&v.links, policy, |_| Ok::<_, PublishError>(None))?;
         for k in &kept {
             element(out, "dc:relation", &k.href);

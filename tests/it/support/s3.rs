@@ -183,6 +183,9 @@ pub(crate) enum Mode {
     SlowDown(u32),
     /// Answers `503 SlowDown` to every `PUT` (uploads, markers); other requests pass.
     FailPuts,
+    /// Answers `501 NotImplemented` to a `PUT` with `If-None-Match`, as a server without
+    /// conditional writes does; other requests pass.
+    NoConditionalPut,
 }
 
 #[derive(Default)]
@@ -288,10 +291,17 @@ async fn forward(
             Some(Mode::FailPuts) => req.method() == axum::http::Method::PUT,
             _ => false,
         };
-        if refuse {
+        let unconditional = s.mode == Some(Mode::NoConditionalPut)
+            && req.method() == axum::http::Method::PUT
+            && req.headers().contains_key(axum::http::header::IF_NONE_MATCH);
+        if refuse || unconditional {
             s.refused += 1;
         } else {
             *s.forwarded.entry(req.method().to_string()).or_default() += 1;
+        }
+        if unconditional {
+            let body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>NotImplemented</Code><Message>A header you provided implies functionality that is not implemented.</Message></Error>";
+            return (axum::http::StatusCode::NOT_IMPLEMENTED, body).into_response();
         }
         refuse
     };

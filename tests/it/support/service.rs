@@ -78,6 +78,11 @@ impl Service {
         }
     }
 
+    /// The process, to signal it.
+    pub(crate) fn child(&self) -> &Child {
+        self.child.as_ref().expect("the service is running")
+    }
+
     /// What the process logged so far.
     pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("stderr.log")).unwrap_or_default()

@@ -90,6 +90,7 @@ pub(super) async fn apply_page(
     }
     let mut batch = Batch::new();
     let sets: Vec<&str> = t.sets.iter().map(String::as_str).collect();
+    let stage = t.ctx.stage(&t.source.id);
     for s in &mut staged {
         match s.new.take() {
             Some(new) => {
@@ -101,10 +102,10 @@ pub(super) async fn apply_page(
                     && let Some(held) = held_record(t, &s.uri).await?
                 {
                     for orphan in orphans(t, &held, s.upstream.as_str()).await? {
-                        batch.delete(&sets, &orphan);
+                        batch.stage_delete(&sets, &orphan, &stage);
                     }
                 }
-                batch.delete(&sets, &s.uri);
+                batch.stage_delete(&sets, &s.uri, &stage);
             }
             None => {}
         }
@@ -232,6 +233,14 @@ pub(super) fn count(t: &Target<'_>, applied: &Applied, report: &mut SourceReport
             }
             Outcome::Deleted => {
                 report.deleted += 1;
+                continue;
+            }
+            Outcome::Staged => {
+                report.staged += 1;
+                continue;
+            }
+            Outcome::TakenDown => {
+                report.taken_down += 1;
                 continue;
             }
             Outcome::Unchanged => ResourceOutcome::Unchanged,

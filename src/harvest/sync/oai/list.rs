@@ -63,6 +63,10 @@ pub(super) struct Lister<'a> {
     done: bool,
     /// A loop found on the page just returned: its records are applied, then the list stops.
     stopped: Option<OaiHarvestError>,
+    /// The list's `completeListSize`, when a page declared one.
+    declared: Option<u64>,
+    /// Records received since the list (re)started.
+    received: u64,
     /// The `responseDate` of the list's first response.
     pub(super) response_date: Option<String>,
 }
@@ -81,6 +85,8 @@ impl<'a> Lister<'a> {
             restarts: 0,
             done: false,
             stopped: None,
+            declared: None,
+            received: 0,
             response_date: None,
         }
     }
@@ -106,11 +112,22 @@ impl<'a> Lister<'a> {
                 self.on_errors(&url, resp.errors)?;
                 continue;
             }
+            if let Some(n) = resp.token.as_ref().and_then(|t| t.complete_list_size) {
+                self.declared = Some(self.declared.map_or(n, |d| d.max(n)));
+            }
+            self.received += resp.records.len() as u64;
             let next = resp.token.map(|t| t.value).filter(|v| !v.trim().is_empty());
-            self.stopped = self.follow(next, resp.records.is_empty()).err();
+            self.stopped = self.follow(next, resp.records.is_empty()).err().or_else(|| self.short());
             return Ok(Some(Page { records: resp.records, repaired: resp.repaired }));
         }
         Ok(None)
+    }
+
+    /// At the list's end, fewer records than it declared: the pass must not take the list as
+    /// the repository's whole content.
+    fn short(&self) -> Option<OaiHarvestError> {
+        let declared = self.declared?;
+        (self.done && self.received < declared).then_some(OaiHarvestError::Short { declared, received: self.received })
     }
 
     fn url(&self) -> Url {
@@ -146,6 +163,7 @@ impl<'a> Lister<'a> {
             self.token = None;
             self.seen_tokens.clear();
             self.empty_run = 0;
+            (self.declared, self.received) = (None, 0);
             return Ok(());
         }
         Err(OaiHarvestError::Protocol { verb: "ListRecords", url: url.to_string(), errors })

@@ -111,6 +111,7 @@ pub(crate) async fn harvest_oai(
             os.full_list_at = Some(started);
         }
         if let Some(seen) = seen {
+            report.listed_all = true;
             deletions(&target, seen, &mut batch).await?;
         }
         state.baselined = true;
@@ -118,7 +119,7 @@ pub(crate) async fn harvest_oai(
     state.oai = Some(os);
     batch.source_state(&source.id, state);
     let applied = apply_blocking(&ctx.store, batch).await?;
-    report.deleted += applied.ops.iter().filter(|o| o.outcome == crate::store::Outcome::Deleted).count() as u64;
+    report.count_applied(&applied);
     Ok(report)
 }
 
@@ -369,8 +370,9 @@ async fn deletions(t: &Target<'_>, seen: HashSet<String>, batch: &mut Batch) -> 
     .await
     .map_err(crate::harvest::ctx::join_error)??;
     let sets: Vec<&str> = t.sets.iter().map(String::as_str).collect();
+    let stage = t.ctx.stage(&t.source.id);
     for uri in &gone {
-        batch.delete(&sets, uri);
+        batch.stage_delete(&sets, uri, &stage);
     }
     Ok(())
 }
