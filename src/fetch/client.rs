@@ -310,10 +310,11 @@ impl Fetcher {
     /// [`ADDRESS_TTL`](super::host::ADDRESS_TTL)).
     pub(crate) async fn host_for_turn(&self, url: &Url, settings: &Settings) -> Arc<Host> {
         let host = self.host(url, settings);
-        if settings.politeness == Politeness::Ip && host.fresh_address().is_none() {
-            if let Some(ip) = address_of(url, settings.connect_timeout).await {
-                self.inner.hosts.share(&host, ip, settings);
-            }
+        if settings.politeness == Politeness::Ip
+            && host.fresh_address().is_none()
+            && let Some(ip) = address_of(url, settings.connect_timeout).await
+        {
+            self.inner.hosts.share(&host, ip, settings);
         }
         host
     }
