@@ -12,9 +12,9 @@
 //! `to` of `tributary_source_moved`, the one URL an operator must copy into `sources.toml`
 //! (one series per moved configured URL).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderValue, header};
@@ -24,9 +24,10 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use super::WebState;
 use super::error::WebError;
+use crate::config::Config;
 use crate::model::W3cDateTime;
 use crate::publish::Publisher;
-use crate::store::{HarvestState, StoreError};
+use crate::store::{HarvestState, StoreError, Subscription};
 
 /// Latency buckets in seconds: from a cached document to a slow bitstream or harvest pass.
 const BUCKETS: &[f64] =
@@ -80,6 +81,12 @@ fn describe() {
         "tributary_source_moved",
         "1 while a configured URL of the source answers a permanent redirect to `to`: update sources.toml"
     );
+    describe_gauge!(
+        "tributary_source_poll_interval_seconds",
+        "Seconds between two polls of the source: `poll`, or `push_poll` while a push subscription stands"
+    );
+    describe_gauge!("tributary_source_paused", "1 while the operator has the source paused");
+    describe_gauge!("tributary_source_deletions_held", "Deletions held for the operator (over max_deletions)");
     describe_gauge!("tributary_origins_parked", "Origins parked now: asked (Retry-After) not to be contacted yet");
     describe_gauge!(
         "tributary_store_read_only",
@@ -102,10 +109,32 @@ const STATES: [(HarvestState, &str); 4] = [
     (HarvestState::Failing, "failing"),
 ];
 
+/// Each configured source's `poll` and `push_poll`, by id: what
+/// `tributary_source_poll_interval_seconds` says, so that an alert can ask for "not polled
+/// successfully for three poll intervals" (see `contrib/prometheus/tributary-alerts.yml`).
+#[derive(Debug, Default)]
+pub(crate) struct Polls(HashMap<String, (Duration, Duration)>);
+
+impl Polls {
+    pub(crate) fn of(config: &Config) -> Polls {
+        Polls(config.sources.iter().map(|s| (s.id.clone(), (s.settings.poll, s.settings.push_poll))).collect())
+    }
+
+    /// The time between two polls of `id` (as the harvester schedules them: `push_poll`, never
+    /// shorter than `poll`, while a subscription's lease stands); `None` for a source no longer
+    /// configured, which is not polled.
+    fn interval(&self, id: &str, subs: &[Subscription], now: i64) -> Option<Duration> {
+        let (poll, push_poll) = *self.0.get(id)?;
+        let leased = subs.iter().any(|x| x.source == id && x.active.as_ref().is_some_and(|l| l.expires > now));
+        Some(if leased { poll.max(push_poll) } else { poll })
+    }
+}
+
 /// Reads the scrape-time series from the store into the recorder.
-fn refresh(p: &Publisher) -> Result<(), StoreError> {
+fn refresh(p: &Publisher, polls: &Polls) -> Result<(), StoreError> {
     let store = p.store();
     let now = W3cDateTime::now();
+    let subs = store.subscriptions()?;
     metrics::gauge!("tributary_store_read_only").set(if store.read_only().is_some() { 1.0 } else { 0.0 });
     let parked = store.parked_origins()?.into_iter().filter(|(_, until)| *until > now).count();
     metrics::gauge!("tributary_origins_parked").set(parked as f64);
@@ -113,6 +142,9 @@ fn refresh(p: &Publisher) -> Result<(), StoreError> {
         let state = store.source_state(&id)?.unwrap_or_default();
         let on = |b: bool| if b { 1.0 } else { 0.0 };
         metrics::gauge!("tributary_source_paused", "source" => id.clone()).set(on(state.paused.is_some()));
+        if let Some(every) = polls.interval(&id, &subs, now.unix_timestamp()) {
+            metrics::gauge!("tributary_source_poll_interval_seconds", "source" => id.clone()).set(every.as_secs_f64());
+        }
         let status = state.status;
         metrics::gauge!("tributary_source_deletions_held", "source" => id.clone()).set(status.held_deletions as f64);
         let own = store.set_info(&id)?;
@@ -170,10 +202,10 @@ fn moved<'a>(source: &str, to: impl Iterator<Item = &'a String>) {
 
 /// `GET /metrics`.
 pub(crate) async fn render(st: &WebState) -> Result<Response, WebError> {
-    let p = st.shared.publisher.clone();
+    let (p, polls) = (st.shared.publisher.clone(), st.polls());
     let text = tokio::task::spawn_blocking(move || {
         let h = handle();
-        refresh(&p).map(|()| h.render())
+        refresh(&p, &polls).map(|()| h.render())
     })
     .await??;
     let mut r = text.into_response();

@@ -10,6 +10,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod support;
 
+mod alerts;
 mod audit;
 mod cli_check;
 mod cli_harvest;
