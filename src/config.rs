@@ -10,6 +10,7 @@
 //!
 //! Must not depend on the harvester or the store: they depend on it.
 
+mod credentials;
 mod hub;
 mod oai;
 mod oai_serve;
@@ -29,6 +30,7 @@ use std::time::Duration;
 use url::Url;
 
 use crate::model::SITEMAP_MAX_ENTRIES;
+pub use credentials::{CredentialHeader, Credentials, Secret};
 pub use hub::{CLIENT_BURST, ExternalMode, HubSettings};
 use raw::RawConfig;
 pub use server::ServerSettings;
@@ -189,6 +191,17 @@ pub struct PushChannel {
     pub topic: Option<Url>,
 }
 
+/// What one rate limit and concurrency cap cover (`politeness`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Politeness {
+    /// Each origin (scheme, host, port) its own.
+    #[default]
+    Origin,
+    /// Origins whose names resolve to the same address share one: several host names of one
+    /// server are polled as the one server they are.
+    Ip,
+}
+
 /// Whether Tributary subscribes to a Source's change notifications (`push`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum PushMode {
@@ -288,7 +301,8 @@ pub struct Settings {
     pub max_retries: u32,
     /// Upper bound of one exponential backoff wait.
     pub max_backoff: Duration,
-    /// Upper bound honoured for a server's `Retry-After`.
+    /// Upper bound of the wait a server's `Retry-After` parks its origin for (a guard against
+    /// absurd values; the wait asked for is honoured in full up to it).
     pub retry_after_cap: Duration,
     /// Upper bound honoured for robots.txt `Crawl-delay`.
     pub crawl_delay_cap: Duration,
@@ -302,6 +316,11 @@ pub struct Settings {
     pub allow_networks: Vec<ipnet::IpNet>,
     /// Harvest resources outside the Source's authority (other hosts, or above its path).
     pub allow_outside_authority: bool,
+    /// Headers sent to the source's own origin only (`headers_env`), their values read from
+    /// the environment.
+    pub credentials: Credentials,
+    /// What shares one rate and concurrency budget (`politeness`).
+    pub politeness: Politeness,
     /// Subscribe to the Source's change notifications (`push`).
     pub push: PushMode,
     /// While subscribed, the source is polled this often (never more often than `poll`): a
@@ -358,12 +377,14 @@ impl Default for Settings {
             throughput_window: s(30),
             max_retries: 3,
             max_backoff: s(300),
-            retry_after_cap: s(900),
+            retry_after_cap: s(7 * 86_400),
             crawl_delay_cap: s(60),
             dumps: true,
             allow_private: false,
             allow_networks: Vec::new(),
             allow_outside_authority: false,
+            credentials: Credentials::default(),
+            politeness: Politeness::Origin,
             push: PushMode::Auto,
             push_poll: s(6 * 3600),
             push_lease: s(10 * 86_400),

@@ -952,6 +952,7 @@ fn run_serve(global: &Global) -> anyhow::Result<ExitCode> {
     let config = load_config(global, &[])?;
     let store = open_store(&config)?;
     let fetcher = Fetcher::from_config(&config)?;
+    harvest::honour_parks(&store, &fetcher)?;
     let web = tributary::web::WebState::from_config(&config, &store, &fetcher)?;
     log_oai(&web);
     let (web, push) = with_push(web, &config)?;
@@ -987,7 +988,11 @@ fn run_provenance(args: ProvenanceArgs, global: &Global) -> anyhow::Result<ExitC
     // A runtime whose own threads drive its I/O: the checks are run with `Handle::block_on`.
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
     let checker = match args.verify {
-        true => Some(tributary::provenance::OriginChecker::for_config(Fetcher::from_config(&config)?, &config)),
+        true => {
+            let fetcher = Fetcher::from_config(&config)?;
+            harvest::honour_parks(&store, &fetcher)?;
+            Some(tributary::provenance::OriginChecker::for_config(fetcher, &config))
+        }
         false => None,
     };
     let checker = checker.as_ref().map(|c| (c, rt.handle()));

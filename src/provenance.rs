@@ -20,7 +20,7 @@ use sha1::Sha1;
 use sha2::{Digest as _, Sha256};
 
 use crate::config::{Config, Settings};
-use crate::fetch::{FetchError, FetchResponse, Fetched as Response, Fetcher};
+use crate::fetch::{FetchResponse, Fetched as Response, Fetcher};
 use crate::naming::Naming;
 use crate::publish::provenance::{Fetched, Provenance, Query, compare, lookup};
 use crate::store::{Store, StoreError};
@@ -84,13 +84,7 @@ impl OriginChecker {
             Ok(Response::NotModified) => {
                 Fetched { status: Some(304), error: Some("HTTP 304 without a request for it".into()), ..out }
             }
-            Err(e) => {
-                let status = match &e {
-                    FetchError::Status { status, .. } => Some(*status),
-                    _ => None,
-                };
-                Fetched { status, error: Some(crate::error::chain(&e).to_string()), ..out }
-            }
+            Err(e) => Fetched { status: e.status(), error: Some(crate::error::chain(&e).to_string()), ..out },
         }
     }
 

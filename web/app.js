@@ -64,7 +64,7 @@
   }
 
   // What the operator must know beside the harvest state: paused, no longer configured,
-  // deletions held for a decision.
+  // deletions held for a decision, an origin that asked us to wait, a configured URL that moved.
   function notes(s) {
     const out = [];
     if (s.paused) out.push(el("span", { class: "note note-paused", title: "since " + s.paused }, "paused"));
@@ -75,6 +75,13 @@
     if (s.held_deletions) {
       out.push(el("span", { class: "note note-held", title: "since " + (s.held_since || "?") + ": `tributary deletions --source " + s.id + "`" },
         fmt(s.held_deletions) + " deletions held"));
+    }
+    if (s.parked) {
+      out.push(el("div", { class: "note note-parked", "data-field": "parked", title: "Retry-After: nothing is sent there before then" },
+        "parked until " + s.parked.until + ": " + s.parked.origin + " asked us to wait"));
+    }
+    for (const m of s.moved || []) {
+      out.push(el("div", { class: "note note-moved", "data-field": "moved" }, m.from + " moved to ", uriLink(m.to), " — update sources.toml"));
     }
     return out;
   }

@@ -14,8 +14,8 @@ use url::Url;
 
 use super::values::{parse_duration, parse_rate, parse_size};
 use super::{
-    Aggregator, Config, ConfigError, FeedContent, FeedSource, Locator, Publishing, PushChannel, PushMode, SetDef,
-    Settings, Source,
+    Aggregator, Config, ConfigError, FeedContent, FeedSource, Locator, Politeness, Publishing, PushChannel, PushMode,
+    SetDef, Settings, Source,
 };
 use crate::model::SITEMAP_MAX_ENTRIES;
 
@@ -67,6 +67,8 @@ macro_rules! settings_struct {
             allow_private: Option<bool>,
             allow_networks: Option<Spanned<Vec<String>>>,
             allow_outside_authority: Option<bool>,
+            headers_env: Option<Spanned<std::collections::BTreeMap<String, Spanned<String>>>>,
+            politeness: Option<Spanned<String>>,
             push: Option<Spanned<String>>,
             push_poll: Option<Spanned<String>>,
             push_lease: Option<Spanned<String>>,
@@ -112,6 +114,8 @@ macro_rules! settings_struct {
                 if let Some(v) = self.allow_private { s.allow_private = v; }
                 if let Some(v) = &self.allow_networks { s.allow_networks = at.networks(v)?; }
                 if let Some(v) = self.allow_outside_authority { s.allow_outside_authority = v; }
+                if let Some(v) = &self.headers_env { s.credentials.headers = at.headers_env(v)?; }
+                if let Some(v) = &self.politeness { s.politeness = at.value(v, "politeness", parse_politeness)?; }
                 if let Some(v) = &self.push { s.push = at.value(v, "push", parse_push)?; }
                 if let Some(v) = &self.push_poll { s.push_poll = at.duration(v, "push_poll")?; }
                 if let Some(v) = &self.push_lease { s.push_lease = at.lease(v)?; }
@@ -290,6 +294,7 @@ impl RawConfig {
             };
             let capability_list = s.capability_list.as_ref().map(|c| at.http_url(c, "capability_list")).transpose()?;
             let mut settings = s.apply(&defaults, at)?;
+            settings.credentials.origin = Some(url.origin().ascii_serialization());
             if s.dumps.is_none() && self.defaults.dumps.is_none() && shares_bucket(&aggregator, &shards, &url) {
                 settings.dumps = false;
             }
@@ -407,6 +412,14 @@ fn parse_push(text: &str) -> std::result::Result<PushMode, String> {
         "auto" => Ok(PushMode::Auto),
         "off" => Ok(PushMode::Off),
         other => Err(format!("`{other}` is not one of auto, off")),
+    }
+}
+
+fn parse_politeness(text: &str) -> std::result::Result<Politeness, String> {
+    match text.trim() {
+        "origin" => Ok(Politeness::Origin),
+        "ip" => Ok(Politeness::Ip),
+        other => Err(format!("`{other}` is not one of origin, ip")),
     }
 }
 

@@ -26,9 +26,10 @@ use super::body::{Body, BodyLimits, Decoding};
 use super::error::{FetchError, Phase};
 use super::guard::{GuardPolicy, GuardedResolver};
 use super::host::{Counters, Host, HostSnapshot, Hosts};
+use super::park::{Park, Parks};
 use super::request::{self, Mode};
 use super::robots::agent_token;
-use crate::config::{Config, Settings};
+use crate::config::{Config, Politeness, Settings};
 
 /// Redirect hops followed per request (the first request not counted).
 pub const MAX_REDIRECTS: usize = 10;
@@ -127,6 +128,9 @@ pub struct FetchResponse {
     pub content_length: Option<u64>,
     /// All response headers.
     pub headers: HeaderMap,
+    /// Where the requested URL has moved, when it answered a permanent redirect (301, 308):
+    /// the URL after the permanent hops it began with.
+    pub moved: Option<Url>,
     pub(crate) body: Body,
 }
 
@@ -166,6 +170,8 @@ pub struct Document {
     pub content_type: Option<String>,
     /// All response headers (discovery reads `Link`).
     pub headers: HeaderMap,
+    /// Where the requested URL has moved, as [`FetchResponse::moved`].
+    pub moved: Option<Url>,
 }
 
 /// The polite HTTP client. Cheap to clone; clones share hosts, connections and caches.
@@ -178,6 +184,7 @@ pub(crate) struct Inner {
     pub(crate) user_agent: String,
     pub(crate) agent: String,
     pub(crate) hosts: Hosts,
+    parks: Arc<Parks>,
     proxy: ProxyChoice,
     clients: Mutex<HashMap<(GuardPolicy, Duration), reqwest::Client>>,
 }
@@ -189,11 +196,13 @@ impl Fetcher {
     /// [`FetchError::Setup`] when the user agent is not a valid header value.
     pub fn new(opts: FetcherOptions) -> Result<Fetcher, FetchError> {
         header::HeaderValue::from_str(&opts.user_agent).map_err(|e| FetchError::Setup(e.into()))?;
+        let parks = Arc::new(Parks::new());
         Ok(Fetcher {
             inner: Arc::new(Inner {
                 agent: agent_token(&opts.user_agent),
                 user_agent: opts.user_agent,
-                hosts: Hosts::new(opts.max_hosts),
+                hosts: Hosts::new(opts.max_hosts, parks.clone()),
+                parks,
                 proxy: opts.proxy,
                 clients: Mutex::new(HashMap::new()),
             }),
@@ -263,10 +272,11 @@ impl Fetcher {
     /// request), resolved against the robots.txt URL.
     ///
     /// # Errors
-    /// [`FetchError::RobotsUnavailable`] when robots.txt is unreachable; guard errors.
+    /// [`FetchError::RobotsUnavailable`] when robots.txt is unreachable; guard errors;
+    /// [`FetchError::Parked`] for a parked origin.
     pub async fn robots_sitemaps(&self, url: &Url, settings: &Settings) -> Result<Vec<Url>, FetchError> {
         GuardPolicy::from_settings(settings).check_url(url)?;
-        let host = self.host(url, settings);
+        let host = self.host_for_turn(url, settings).await;
         let deadline = Instant::now() + settings.total_timeout;
         let robots_url = url.join("/robots.txt").map_err(|e| invalid(url, e))?;
         // A disallowed `url` does not matter here: only the file's Sitemap lines are wanted.
@@ -274,7 +284,7 @@ impl Fetcher {
             Err(FetchError::RobotsUnavailable { detail, .. }) => {
                 return Err(FetchError::RobotsUnavailable { url: robots_url.to_string(), detail });
             }
-            Err(e @ FetchError::Refused { .. }) => return Err(e),
+            Err(e @ (FetchError::Refused { .. } | FetchError::Parked { .. })) => return Err(e),
             _ => {}
         }
         let sitemaps = host.robots.lock().await.as_ref().map(|r| r.sitemaps.clone()).unwrap_or_default();
@@ -293,6 +303,43 @@ impl Fetcher {
 
     pub(crate) fn host(&self, url: &Url, settings: &Settings) -> Arc<Host> {
         self.inner.hosts.get(&origin_key(url), settings)
+    }
+
+    /// The host about to be given a request: under `politeness = "ip"`, on the budget of the
+    /// address its name resolves to (looked up again after
+    /// [`ADDRESS_TTL`](super::host::ADDRESS_TTL)).
+    pub(crate) async fn host_for_turn(&self, url: &Url, settings: &Settings) -> Arc<Host> {
+        let host = self.host(url, settings);
+        if settings.politeness == Politeness::Ip
+            && host.fresh_address().is_none()
+            && let Some(ip) = address_of(url, settings.connect_timeout).await
+        {
+            self.inner.hosts.share(&host, ip, settings);
+        }
+        host
+    }
+
+    /// Adds parks kept from before (by the harvester, in the store): an origin already parked
+    /// until later keeps its later time; parks that ended are ignored.
+    pub fn restore_parks(&self, parks: impl IntoIterator<Item = Park>) {
+        for p in parks {
+            self.inner.parks.park(&p.origin, p.until);
+        }
+    }
+
+    /// The origins parked now, by origin: what a caller keeps across restarts.
+    pub fn parks(&self) -> Vec<Park> {
+        self.inner.parks.all()
+    }
+
+    /// Changes each time an origin is parked (or its park moves later).
+    pub fn watch_parks(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.parks.watch()
+    }
+
+    /// Until when `url`'s origin is parked, if it is now.
+    pub fn parked_until(&self, url: &Url) -> Option<std::time::SystemTime> {
+        self.inner.parks.until(&origin_key(url))
     }
 
     /// The client for a guard policy and connect timeout (a handful exist at most: one per
@@ -371,6 +418,23 @@ fn document(resp: FetchResponse, body: Bytes) -> Document {
         validators: resp.validators,
         content_type: resp.content_type,
         headers: resp.headers,
+        moved: resp.moved,
+    }
+}
+
+/// The address `url`'s politeness budget is shared under: an IP literal itself, else the
+/// lowest address its name resolves to, so that every name of a server picks the same one
+/// whatever order the answers come in. `None` when the name does not resolve (in time): the
+/// request then fails on its own, or goes by its origin.
+async fn address_of(url: &Url, timeout: Duration) -> Option<std::net::IpAddr> {
+    match url.host()? {
+        url::Host::Ipv4(v4) => Some(v4.into()),
+        url::Host::Ipv6(v6) => Some(v6.into()),
+        url::Host::Domain(name) => {
+            let lookup = tokio::net::lookup_host((name, url.port_or_known_default().unwrap_or(80)));
+            let addrs = tokio::time::timeout(timeout, lookup).await.ok()?.ok()?;
+            addrs.map(|a| a.ip()).min()
+        }
     }
 }
 

@@ -83,6 +83,28 @@ pub enum FetchError {
         /// The status code.
         status: u16,
     },
+    /// `401` or `403`: never retried. With credentials sent, they were refused; without, the
+    /// server refused access.
+    #[error("{url}: HTTP {status}: {}", if *credentials { "credentials refused" } else { "the server refused access" })]
+    Denied {
+        /// The URL.
+        url: String,
+        /// 401 or 403.
+        status: u16,
+        /// Whether the request carried the source's credentials.
+        credentials: bool,
+    },
+    /// The origin asked (`Retry-After`) not to be contacted before a time that is further off
+    /// than a request waits: nothing was sent.
+    #[error("{url}: origin {origin} asked us to wait until {}", super::park::utc(*until))]
+    Parked {
+        /// The URL.
+        url: String,
+        /// `scheme://host[:port]`.
+        origin: String,
+        /// Until when.
+        until: std::time::SystemTime,
+    },
     /// robots.txt disallows the URL for our user agent.
     #[error("{url}: disallowed by robots.txt")]
     RobotsDisallowed {
@@ -160,6 +182,8 @@ impl FetchError {
             | FetchError::DecompressionBomb { url, .. }
             | FetchError::Decode { url, .. }
             | FetchError::Status { url, .. }
+            | FetchError::Denied { url, .. }
+            | FetchError::Parked { url, .. }
             | FetchError::RobotsDisallowed { url }
             | FetchError::RobotsUnavailable { url, .. }
             | FetchError::Refused { url, .. }
@@ -180,9 +204,18 @@ impl FetchError {
             | FetchError::Truncated { .. }
             | FetchError::Connect { .. }
             | FetchError::Protocol { .. }
-            | FetchError::RobotsUnavailable { .. } => true,
+            | FetchError::RobotsUnavailable { .. }
+            | FetchError::Parked { .. } => true,
             FetchError::Status { status, .. } => *status >= 500 || *status == 429 || *status == 408,
             _ => false,
+        }
+    }
+
+    /// The HTTP status the server answered, when it answered with a failure.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            FetchError::Status { status, .. } | FetchError::Denied { status, .. } => Some(*status),
+            _ => None,
         }
     }
 }

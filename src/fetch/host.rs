@@ -1,24 +1,32 @@
-//! Politeness lives in one object per host (origin): a governor rate limiter, a concurrency
-//! cap, backoff after failures and a not-before time from `Retry-After`, plus counters for the
-//! dashboard. Every request, robots.txt and redirect hops included, passes [`Host::acquire`].
+//! Politeness lives in one object per host (origin): a governor rate limiter and a concurrency
+//! cap (its [`Budget`]), backoff after failures, the origin's park (`Retry-After`), plus
+//! counters for the dashboard. Every request, robots.txt and redirect hops included, passes
+//! [`Host::acquire`].
 //!
 //! Several sources may share a host; the strictest rate and concurrency any of them asks for
-//! wins, because the host's operator sees one harvester, not our configuration.
+//! wins, because the host's operator sees one harvester, not our configuration. Under
+//! `politeness = "ip"` several hosts share one budget: those whose names resolve to the same
+//! address, which is one server however many names it has.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::error::{FetchError, Phase};
+use super::park::Parks;
 use super::robots::{RobotsEntry, RobotsStatus};
 use crate::config::{Rate, Settings};
 
 /// First backoff step; doubled per consecutive failure up to the source's `max_backoff`.
 const BACKOFF_BASE: Duration = Duration::from_millis(500);
+
+/// How long a host's address is trusted for `politeness = "ip"` before it is looked up again.
+pub(crate) const ADDRESS_TTL: Duration = Duration::from_secs(300);
 
 /// Counters of one host, as plain numbers.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -46,7 +54,12 @@ pub struct HostSnapshot {
     pub consecutive_failures: u32,
     /// When the host may next be contacted, if it is being backed off.
     pub backing_off_until: Option<SystemTime>,
-    /// The rate in force (configured rate, lowered by robots.txt `Crawl-delay`).
+    /// Until when the origin is parked (it asked, by `Retry-After`, not to be contacted).
+    pub parked_until: Option<SystemTime>,
+    /// Under `politeness = "ip"`: the address whose rate and concurrency the host shares.
+    pub shared_address: Option<IpAddr>,
+    /// The rate in force (configured rate, lowered by robots.txt `Crawl-delay`; shared with
+    /// the other hosts of `shared_address`).
     pub rate: Rate,
     /// Requests allowed in flight.
     pub concurrency: u32,
@@ -84,17 +97,18 @@ impl Counters {
 
 struct Gate {
     configured: Rate,
-    crawl_delay: Option<Duration>,
+    /// robots.txt `Crawl-delay` per origin sharing the budget (already capped); the longest wins.
+    crawl_delays: HashMap<String, Duration>,
     limiter: Option<Arc<DefaultDirectRateLimiter>>,
     used: bool,
 }
 
 impl Gate {
     fn effective(&self) -> Rate {
-        self.crawl_delay.map_or(self.configured, |d| self.configured.stricter(Rate::Every(d)))
+        self.crawl_delays.values().max().map_or(self.configured, |d| self.configured.stricter(Rate::Every(*d)))
     }
 
-    /// Rebuilds the limiter after the rate changed; when the host was already contacted, the
+    /// Rebuilds the limiter after the rate changed; when the budget was already used, the
     /// new limiter's one-request burst is used up so the change cannot let two requests
     /// through back to back.
     fn rebuild(&mut self) {
@@ -108,6 +122,51 @@ impl Gate {
     }
 }
 
+/// What the origins of one server share: a rate limit and a concurrency cap. Each host has
+/// its own under `politeness = "origin"`; under `"ip"` the hosts whose names resolve to one
+/// address share one (see [`Hosts::share`]).
+pub(crate) struct Budget {
+    gate: Mutex<Gate>,
+    semaphore: Arc<Semaphore>,
+    cap: Mutex<u32>,
+}
+
+impl Budget {
+    fn new(settings: &Settings) -> Budget {
+        let mut gate = Gate { configured: settings.rate, crawl_delays: HashMap::new(), limiter: None, used: false };
+        gate.rebuild();
+        let cap = settings.concurrency.get();
+        Budget { gate: Mutex::new(gate), semaphore: Arc::new(Semaphore::new(cap as usize)), cap: Mutex::new(cap) }
+    }
+
+    /// Tightens rate and concurrency to `rate` and `wanted`, if stricter.
+    fn tighten(&self, rate: Rate, wanted: u32) {
+        let mut gate = lock(&self.gate);
+        let stricter = gate.configured.stricter(rate);
+        if stricter != gate.configured {
+            gate.configured = stricter;
+            gate.rebuild();
+        }
+        drop(gate);
+        let mut cap = lock(&self.cap);
+        if wanted < *cap {
+            self.semaphore.forget_permits((*cap - wanted) as usize);
+            *cap = wanted;
+        }
+    }
+
+    fn set_crawl_delay(&self, origin: &str, delay: Option<Duration>) {
+        let mut gate = lock(&self.gate);
+        let old = match delay {
+            Some(d) => gate.crawl_delays.insert(origin.to_owned(), d),
+            None => gate.crawl_delays.remove(origin),
+        };
+        if old != delay {
+            gate.rebuild();
+        }
+    }
+}
+
 #[derive(Default)]
 struct Backoff {
     failures: u32,
@@ -117,10 +176,12 @@ struct Backoff {
 /// One host's politeness state. See the module docs.
 pub(crate) struct Host {
     pub(crate) origin: String,
-    gate: Mutex<Gate>,
-    semaphore: Arc<Semaphore>,
-    cap: Mutex<u32>,
+    budget: Mutex<Arc<Budget>>,
     backoff: Mutex<Backoff>,
+    crawl_delay: Mutex<Option<Duration>>,
+    /// Under `politeness = "ip"`: the address the budget is shared under, and when it was looked up.
+    address: Mutex<Option<(IpAddr, Instant)>>,
+    parks: Arc<Parks>,
     pub(crate) robots: tokio::sync::Mutex<Option<RobotsEntry>>,
     pub(crate) counters: Counters,
     last_used: Mutex<Instant>,
@@ -132,58 +193,85 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Host {
-    fn new(origin: String, settings: &Settings) -> Host {
-        let mut gate = Gate { configured: settings.rate, crawl_delay: None, limiter: None, used: false };
-        gate.rebuild();
-        let cap = settings.concurrency.get();
+    fn new(origin: String, settings: &Settings, parks: Arc<Parks>) -> Host {
         Host {
             origin,
-            gate: Mutex::new(gate),
-            semaphore: Arc::new(Semaphore::new(cap as usize)),
-            cap: Mutex::new(cap),
+            budget: Mutex::new(Arc::new(Budget::new(settings))),
             backoff: Mutex::new(Backoff::default()),
+            crawl_delay: Mutex::new(None),
+            address: Mutex::new(None),
+            parks,
             robots: tokio::sync::Mutex::new(None),
             counters: Counters::default(),
             last_used: Mutex::new(Instant::now()),
         }
     }
 
+    fn budget(&self) -> Arc<Budget> {
+        lock(&self.budget).clone()
+    }
+
     /// Tightens rate and concurrency to what `settings` asks, if stricter.
     pub(crate) fn configure(&self, settings: &Settings) {
-        let mut gate = lock(&self.gate);
-        let stricter = gate.configured.stricter(settings.rate);
-        if stricter != gate.configured {
-            gate.configured = stricter;
-            gate.rebuild();
-        }
-        drop(gate);
-        let mut cap = lock(&self.cap);
-        let wanted = settings.concurrency.get();
-        if wanted < *cap {
-            self.semaphore.forget_permits((*cap - wanted) as usize);
-            *cap = wanted;
-        }
+        self.budget().tighten(settings.rate, settings.concurrency.get());
     }
 
     /// Applies a robots.txt `Crawl-delay` (already capped).
     pub(crate) fn set_crawl_delay(&self, delay: Option<Duration>) {
-        let mut gate = lock(&self.gate);
-        if gate.crawl_delay != delay {
-            gate.crawl_delay = delay;
-            gate.rebuild();
+        *lock(&self.crawl_delay) = delay;
+        self.budget().set_crawl_delay(&self.origin, delay);
+    }
+
+    /// Moves the host onto `budget` (shared with other hosts of its address), which takes on
+    /// whatever is stricter of the old one's limits and brings its `Crawl-delay` along.
+    fn join(&self, budget: Arc<Budget>) {
+        let mut mine = lock(&self.budget);
+        if Arc::ptr_eq(&mine, &budget) {
+            return;
+        }
+        let (rate, cap) = (lock(&mine.gate).configured, *lock(&mine.cap));
+        mine.set_crawl_delay(&self.origin, None);
+        budget.tighten(rate, cap);
+        budget.set_crawl_delay(&self.origin, *lock(&self.crawl_delay));
+        *mine = budget;
+    }
+
+    /// The address this host's budget is shared under, if looked up less than
+    /// [`ADDRESS_TTL`] ago.
+    pub(crate) fn fresh_address(&self) -> Option<IpAddr> {
+        lock(&self.address).filter(|(_, at)| at.elapsed() < ADDRESS_TTL).map(|(ip, _)| ip)
+    }
+
+    /// Until when the origin is parked, if it is.
+    pub(crate) fn parked_until(&self) -> Option<SystemTime> {
+        self.parks.until(&self.origin)
+    }
+
+    /// Parks the origin until `until` (a server's `Retry-After`, already capped).
+    pub(crate) fn park(&self, until: SystemTime) {
+        if self.parks.park(&self.origin, until) {
+            tracing::info!(host = %self.origin, until = %super::park::utc(until), "origin parked: it asked us to wait");
         }
     }
 
-    /// Waits for the host's turn: any backoff or `Retry-After` time, a concurrency slot, and
-    /// the rate limiter, in that order. The permit is held until the response body is done.
+    /// Waits for the host's turn: a park or backoff, a concurrency slot, and the rate limiter,
+    /// in that order. The permit is held until the response body is done. A park that ends
+    /// more than `max_wait` from now is not waited for.
     ///
     /// # Errors
+    /// [`FetchError::Parked`] for a park further off than `max_wait` or `deadline`;
     /// [`FetchError::Timeout`] (phase `Total`) when the turn would come after `deadline`.
-    pub(crate) async fn acquire(&self, url: &str, deadline: Instant) -> Result<OwnedSemaphorePermit, FetchError> {
+    pub(crate) async fn acquire(
+        &self,
+        url: &str,
+        max_wait: Duration,
+        deadline: Instant,
+    ) -> Result<OwnedSemaphorePermit, FetchError> {
         let late = || FetchError::Timeout { url: url.to_owned(), phase: Phase::Total };
-        let deadline = tokio::time::Instant::from_std(deadline);
         // Bounded: a concurrent failure can push not_before again while we wait, a few times.
         for _ in 0..8 {
+            self.wait_out_park(url, max_wait, deadline).await?;
+            let deadline = tokio::time::Instant::from_std(deadline);
             if let Some(t) = self.not_before().filter(|t| *t > Instant::now()) {
                 let t = tokio::time::Instant::from_std(t);
                 if t > deadline {
@@ -191,19 +279,38 @@ impl Host {
                 }
                 tokio::time::sleep_until(t).await;
             }
-            let permit = tokio::time::timeout_at(deadline, self.semaphore.clone().acquire_owned()).await;
+            let budget = self.budget();
+            let permit = tokio::time::timeout_at(deadline, budget.semaphore.clone().acquire_owned()).await;
             let permit = permit.map_err(|_| late())?.map_err(|_| late())?;
-            let limiter = lock(&self.gate).limiter.clone();
+            let limiter = lock(&budget.gate).limiter.clone();
             if let Some(l) = limiter {
                 tokio::time::timeout_at(deadline, l.until_ready()).await.map_err(|_| late())?;
             }
-            if self.not_before().is_none_or(|t| t <= Instant::now()) {
-                lock(&self.gate).used = true;
+            let clear = self.not_before().is_none_or(|t| t <= Instant::now()) && self.parked_until().is_none();
+            if clear {
+                lock(&budget.gate).used = true;
                 *lock(&self.last_used) = Instant::now();
                 return Ok(permit);
             }
         }
         Err(late())
+    }
+
+    /// Sleeps out a park that ends within `max_wait` and before `deadline`; a longer one is
+    /// an error at once.
+    pub(crate) async fn wait_out_park(
+        &self,
+        url: &str,
+        max_wait: Duration,
+        deadline: Instant,
+    ) -> Result<(), FetchError> {
+        let Some(until) = self.parked_until() else { return Ok(()) };
+        let wait = until.duration_since(SystemTime::now()).unwrap_or(Duration::ZERO);
+        if wait > max_wait || Instant::now() + wait > deadline {
+            return Err(FetchError::Parked { url: url.to_owned(), origin: self.origin.clone(), until });
+        }
+        tokio::time::sleep(wait).await;
+        Ok(())
     }
 
     fn not_before(&self) -> Option<Instant> {
@@ -223,13 +330,8 @@ impl Host {
         wait
     }
 
-    /// Honours a server's `Retry-After` (already capped).
-    pub(crate) fn record_retry_after(&self, wait: Duration) {
-        push_not_before(&mut lock(&self.backoff), wait);
-    }
-
     /// A success resets the failure count, so the next failure backs off from the first step;
-    /// a wait already set (`Retry-After`, a backoff) stays in force until it passes.
+    /// a wait already set (a park, a backoff) stays in force until it passes.
     pub(crate) fn record_success(&self) {
         lock(&self.backoff).failures = 0;
     }
@@ -241,15 +343,18 @@ impl Host {
     pub(crate) fn snapshot(&self) -> HostSnapshot {
         let backoff = lock(&self.backoff);
         let until = backoff.not_before.filter(|t| *t > Instant::now());
-        let cap = *lock(&self.cap);
+        let budget = self.budget();
+        let cap = *lock(&budget.cap);
         HostSnapshot {
             origin: self.origin.clone(),
             counters: self.counters.snapshot(),
             consecutive_failures: backoff.failures,
             backing_off_until: until.map(|t| SystemTime::now() + (t - Instant::now())),
-            rate: lock(&self.gate).effective(),
+            parked_until: self.parked_until(),
+            shared_address: lock(&self.address).map(|(ip, _)| ip),
+            rate: lock(&budget.gate).effective(),
             concurrency: cap,
-            in_flight: cap.saturating_sub(self.semaphore.available_permits() as u32),
+            in_flight: cap.saturating_sub(budget.semaphore.available_permits() as u32),
             robots: self.robots.try_lock().ok().and_then(|r| r.as_ref().map(RobotsEntry::status)),
         }
     }
@@ -261,16 +366,20 @@ fn push_not_before(b: &mut Backoff, wait: Duration) {
 }
 
 /// The bounded map of hosts. When full, the least recently used idle host is forgotten (its
-/// robots.txt and counters go with it); hosts with requests in flight are never evicted, so
-/// the map may exceed its bound while every host is busy.
+/// robots.txt and counters go with it; a park does not, it lives in [`Parks`]); hosts with
+/// requests in flight are never evicted, so the map may exceed its bound while every host is
+/// busy.
 pub(crate) struct Hosts {
     map: Mutex<HashMap<String, Arc<Host>>>,
+    /// The budgets shared under `politeness = "ip"`, by address; held by their hosts.
+    shared: Mutex<HashMap<IpAddr, Weak<Budget>>>,
+    parks: Arc<Parks>,
     max: usize,
 }
 
 impl Hosts {
-    pub(crate) fn new(max: usize) -> Hosts {
-        Hosts { map: Mutex::new(HashMap::new()), max: max.max(1) }
+    pub(crate) fn new(max: usize, parks: Arc<Parks>) -> Hosts {
+        Hosts { map: Mutex::new(HashMap::new()), shared: Mutex::new(HashMap::new()), parks, max: max.max(1) }
     }
 
     /// The host for `origin`, created (or tightened) with `settings`.
@@ -285,9 +394,29 @@ impl Hosts {
         if map.len() >= self.max {
             evict_one(&mut map);
         }
-        let host = Arc::new(Host::new(origin.to_owned(), settings));
+        let host = Arc::new(Host::new(origin.to_owned(), settings, self.parks.clone()));
         map.insert(origin.to_owned(), host.clone());
         host
+    }
+
+    /// Puts `host` on the budget shared by every host that resolves to `ip` (created with
+    /// `settings` for the first), tightened to what `settings` asks.
+    pub(crate) fn share(&self, host: &Host, ip: IpAddr, settings: &Settings) {
+        *lock(&host.address) = Some((ip, Instant::now()));
+        let budget = {
+            let mut shared = lock(&self.shared);
+            match shared.get(&ip).and_then(Weak::upgrade) {
+                Some(b) => b,
+                None => {
+                    shared.retain(|_, b| b.strong_count() > 0);
+                    let b = Arc::new(Budget::new(settings));
+                    shared.insert(ip, Arc::downgrade(&b));
+                    b
+                }
+            }
+        };
+        host.join(budget.clone());
+        budget.tighten(settings.rate, settings.concurrency.get());
     }
 
     pub(crate) fn snapshots(&self) -> Vec<HostSnapshot> {
@@ -321,7 +450,7 @@ mod tests {
 
     #[test]
     fn backoff_doubles_per_failure_with_jitter_is_capped_and_resets_on_success() {
-        let host = Host::new("http://example.test".to_owned(), &Settings::default());
+        let host = host();
         // 500 ms · 2^5 = 16 s > 10 s: the last two steps of each round are capped.
         let max = Duration::from_secs(10);
         let (mut lowest, mut highest) = (f64::MAX, 0f64);
@@ -360,14 +489,51 @@ mod tests {
         }
     }
 
+    fn host() -> Host {
+        Host::new("http://example.test".to_owned(), &Settings::default(), Arc::new(Parks::new()))
+    }
+
     #[test]
     fn failures_push_not_before_and_never_pull_it_earlier() {
-        let host = Host::new("http://example.test".to_owned(), &Settings::default());
-        host.record_retry_after(Duration::from_secs(60));
+        let host = host();
+        host.record_failure(Duration::from_secs(60));
         let until = host.not_before().unwrap();
-        // A short backoff after a long Retry-After must not shorten the wait.
+        // A short backoff after a long one must not shorten the wait.
         host.record_failure(Duration::from_millis(100));
         assert_eq!(host.not_before(), Some(until));
         assert!(host.snapshot().backing_off_until.is_some());
+    }
+
+    #[tokio::test]
+    async fn a_long_park_is_an_error_at_once_and_a_short_one_is_waited() {
+        let host = host();
+        let until = SystemTime::now() + Duration::from_secs(3600);
+        host.park(until);
+        let deadline = Instant::now() + Duration::from_secs(7200);
+        let err = host.acquire("http://example.test/x", Duration::from_secs(300), deadline).await.unwrap_err();
+        assert!(matches!(&err, FetchError::Parked { until: u, .. } if *u == until), "{err}");
+        // Within max_wait but past the deadline: not waited either.
+        let soon = Instant::now() + Duration::from_secs(10);
+        assert!(matches!(host.acquire("u", Duration::from_secs(7200), soon).await, Err(FetchError::Parked { .. })));
+        let other = Host::new("http://other.test".to_owned(), &Settings::default(), host.parks.clone());
+        other.park(SystemTime::now() + Duration::from_millis(200));
+        let started = Instant::now();
+        let _permit = other.acquire("u", Duration::from_secs(1), deadline).await.unwrap();
+        assert!(started.elapsed() >= Duration::from_millis(150), "{:?}", started.elapsed());
+    }
+
+    #[test]
+    fn hosts_of_one_address_share_the_stricter_budget() {
+        let hosts = Hosts::new(10, Arc::new(Parks::new()));
+        let strict = Settings { concurrency: std::num::NonZeroU32::new(1).unwrap(), ..Settings::default() };
+        let (a, b) = (hosts.get("http://a", &Settings::default()), hosts.get("http://b", &strict));
+        let ip: IpAddr = "192.0.2.1".parse().unwrap();
+        hosts.share(&a, ip, &Settings::default());
+        hosts.share(&b, ip, &strict);
+        assert!(Arc::ptr_eq(&a.budget(), &b.budget()));
+        assert_eq!((a.snapshot().concurrency, b.snapshot().concurrency), (1, 1));
+        a.set_crawl_delay(Some(Duration::from_secs(2)));
+        assert_eq!(b.snapshot().rate, Rate::Every(Duration::from_secs(2)));
+        assert_eq!(a.snapshot().shared_address, Some(ip));
     }
 }

@@ -7,8 +7,11 @@
 //!   redirects itself so each hop is checked, and retries what is worth retrying.
 //! - `request`: one attempt — the SSRF guard, robots.txt, the host's turn, the request with a
 //!   header deadline, the response sorted into success, 304 or a typed error.
-//! - `host`: per-host politeness — a governor rate limit, a concurrency cap, backoff with
-//!   jitter, `Retry-After`, robots.txt's `Crawl-delay` — and the counters behind the dashboard.
+//! - `host`: per-host politeness — a governor rate limit and a concurrency cap (per origin, or
+//!   shared by the origins of one address under `politeness = "ip"`), backoff with jitter,
+//!   robots.txt's `Crawl-delay` — and the counters behind the dashboard.
+//! - `park`: origins parked by their `Retry-After`; the caller keeps them across restarts
+//!   ([`Fetcher::restore_parks`], [`Fetcher::parks`]).
 //! - `robots`: robots.txt, fetched once per host and cached (texting_robots).
 //! - `guard`: the SSRF policy — which addresses a name may resolve to — enforced in the DNS
 //!   resolver, so a redirect or a DNS answer cannot lead to a private address either.
@@ -31,6 +34,7 @@ mod guard;
 mod host;
 mod metrics;
 mod outbound;
+mod park;
 mod request;
 mod robots;
 
@@ -41,4 +45,5 @@ pub use guard::non_public_reason;
 pub use host::{HostCounters, HostSnapshot};
 pub use metrics::{in_source, inherit};
 pub use outbound::{Outbound, OutboundOptions, Reply};
+pub use park::Park;
 pub use robots::RobotsStatus;

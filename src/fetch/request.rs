@@ -1,6 +1,10 @@
-//! One attempt of one request: the hop loop (guard → robots.txt → host turn → send), the
-//! handling of each status, and the fetching of robots.txt itself. Split from `fetch` so the
-//! public API there stays readable.
+//! One attempt of one request: the hop loop (guard → park → robots.txt → host turn → send),
+//! the handling of each status, and the fetching of robots.txt itself. Split from `fetch` so
+//! the public API there stays readable.
+//!
+//! A park longer than the source's `max_backoff` is not waited out: the request fails at once
+//! with [`FetchError::Parked`], so a one-shot harvest never sleeps out a day's `Retry-After`,
+//! and the service schedules the source for when the park ends.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -42,17 +46,27 @@ pub(crate) async fn attempt(
     let policy = GuardPolicy::from_settings(s);
     let client = f.client(&policy, s.connect_timeout)?;
     let mut current = url.clone();
+    // Where the permanent redirects the request began with led, while they last.
+    let (mut moved, mut permanent) = (None, true);
     for _hop in 0..=MAX_REDIRECTS {
         policy.check_url(&current)?;
-        let host = f.host(&current, s);
+        let host = f.host_for_turn(&current, s).await;
+        host.wait_out_park(current.as_str(), s.max_backoff, deadline).await?;
         robots_for(f, &host, &current, s, deadline).await?;
-        let permit = host.acquire(current.as_str(), deadline).await?;
+        let permit = host.acquire(current.as_str(), s.max_backoff, deadline).await?;
         let resp = send(&client, &host, &current, s, mode, validators, deadline).await?;
         if resp.status().is_redirection() && resp.status() != StatusCode::NOT_MODIFIED {
             current = redirect_target(&current, &resp)?;
+            permanent &= matches!(resp.status().as_u16(), 301 | 308);
+            if permanent {
+                moved = Some(current.clone());
+            }
             continue;
         }
-        return respond(resp, host, permit, s, mode, validators, deadline);
+        return respond(resp, host, permit, s, mode, validators, deadline).map(|fetched| match fetched {
+            Fetched::Modified(r) => Fetched::Modified(FetchResponse { moved, ..r }),
+            not_modified => not_modified,
+        });
     }
     Err(FetchError::TooManyRedirects { url: current.to_string(), max: MAX_REDIRECTS })
 }
@@ -76,6 +90,9 @@ async fn send(
             req = req.header(header::IF_MODIFIED_SINCE, lm);
         }
     }
+    if s.credentials.applies_to(&host.origin) {
+        req = with_credentials(req, s)?;
+    }
     Counters::add(&host.counters.requests, 1);
     super::metrics::request();
     let header_end = (Instant::now() + s.header_timeout).min(deadline);
@@ -91,6 +108,20 @@ async fn send(
         host.record_failure(s.max_backoff);
     }
     Err(err)
+}
+
+/// Adds the source's credential headers, marked sensitive: HTTP/2 never indexes them, and
+/// their `Debug` (in any transport log) shows no value. The caller checked the origin.
+fn with_credentials(mut req: reqwest::RequestBuilder, s: &Settings) -> Result<reqwest::RequestBuilder, FetchError> {
+    for h in &s.credentials.headers {
+        // The configuration checked the value; a failure here names the variable, not the value.
+        let mut value = header::HeaderValue::from_str(h.value.expose()).map_err(|_| {
+            FetchError::Setup(format!("environment variable {} cannot be sent as header {}", h.env, h.name).into())
+        })?;
+        value.set_sensitive(true);
+        req = req.header(h.name.as_str(), value);
+    }
+    Ok(req)
 }
 
 pub(crate) fn map_send_error(url: &Url, e: reqwest::Error) -> FetchError {
@@ -160,6 +191,7 @@ fn respond(
         content_type,
         content_length,
         headers,
+        moved: None,
         body: Body::new(resp, decoding, limits, host, permit),
     }))
 }
@@ -176,23 +208,41 @@ fn decoding_for(resp: &reqwest::Response, default: Decoding) -> Result<Decoding,
     }
 }
 
-/// Records a failure status on the host (backoff, or the server's `Retry-After`).
+/// Records a failure status on the host (backoff, or a park for the server's `Retry-After`).
 fn status_error(resp: &reqwest::Response, host: &Host, s: &Settings) -> FetchError {
     let status = resp.status();
     let code = status.as_u16();
     if code != 404 && code != 410 {
         Counters::add(&host.counters.failures, 1);
     }
-    let retry_after = matches!(code, 429 | 503).then(|| retry_after(resp.headers())).flatten();
-    match retry_after {
-        Some(wait) => host.record_retry_after(wait.min(s.retry_after_cap)),
+    tracing::debug!(host = %host.origin, url = %resp.url(), status = code, "failure status");
+    let url = resp.url().to_string();
+    if matches!(code, 401 | 403) {
+        return FetchError::Denied { url, status: code, credentials: s.credentials.applies_to(&host.origin) };
+    }
+    match park_for(resp, host, s) {
+        Some(e) => return e,
         None if status.is_server_error() || code == 429 || code == 408 => {
             host.record_failure(s.max_backoff);
         }
         None => {}
     }
-    tracing::debug!(host = %host.origin, url = %resp.url(), status = code, "failure status");
-    FetchError::Status { url: resp.url().to_string(), status: code }
+    FetchError::Status { url, status: code }
+}
+
+/// A `429` or `503` with `Retry-After` parks the origin until then (capped by
+/// `retry_after_cap`). Returns the error to end the request with: [`FetchError::Parked`] when
+/// the park is longer than a request waits, else the status (a retry waits the park out).
+fn park_for(resp: &reqwest::Response, host: &Host, s: &Settings) -> Option<FetchError> {
+    let code = resp.status().as_u16();
+    let wait = matches!(code, 429 | 503).then(|| retry_after(resp.headers())).flatten()?;
+    let wait = wait.min(s.retry_after_cap);
+    let until = SystemTime::now() + wait;
+    host.park(until);
+    Some(match wait > s.max_backoff {
+        true => FetchError::Parked { url: resp.url().to_string(), origin: host.origin.clone(), until },
+        false => FetchError::Status { url: resp.url().to_string(), status: code },
+    })
 }
 
 /// `Retry-After` as delay-seconds or an HTTP-date (RFC 9110 §10.2.3).
@@ -236,6 +286,8 @@ async fn fetch_robots(f: &Fetcher, url: &Url, s: &Settings, deadline: Instant) -
         {
             return Err(FetchError::Refused { url: url.to_string(), reason });
         }
+        // Nothing was asked of robots.txt: the request is not sent either.
+        Err(e @ FetchError::Parked { .. }) => return Err(e),
         Err(e) => RobotsEntry::unavailable(crate::error::chain(&e).to_string()),
         Ok(entry) => entry,
     };
@@ -249,12 +301,15 @@ async fn robots_hops(f: &Fetcher, url: &Url, s: &Settings, deadline: Instant) ->
     let mode = Mode { max_bytes: u64::MAX, decoding: Decoding::Sniff, accept_gzip: true };
     for _hop in 0..=ROBOTS_REDIRECTS {
         policy.check_url(&current)?;
-        let host = f.host(&current, s);
-        let permit = host.acquire(current.as_str(), deadline).await?;
+        let host = f.host_for_turn(&current, s).await;
+        let permit = host.acquire(current.as_str(), s.max_backoff, deadline).await?;
         let resp = send(&client, &host, &current, s, &mode, None, deadline).await?;
         if resp.status().is_redirection() {
             current = redirect_target(&current, &resp)?;
             continue;
+        }
+        if let Some(e @ FetchError::Parked { .. }) = park_for(&resp, &host, s) {
+            return Err(e);
         }
         return Ok(robots_outcome(f, resp, host, permit, s, deadline).await);
     }

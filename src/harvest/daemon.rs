@@ -21,6 +21,7 @@ use tokio::task::JoinSet;
 use super::report::{Progress, SourceReport, Summary};
 
 use super::ctx::{Ctx, HarvestError, Turns, join_error, load_state, save_state};
+use super::parks::Keeper;
 use super::push::Push;
 use crate::config::{Config, Source};
 use crate::fetch::Fetcher;
@@ -61,6 +62,7 @@ pub async fn harvest_once_until(
 ) -> Result<Summary, HarvestError> {
     let chosen = config.select(only)?;
     let started = Instant::now();
+    let parks = Keeper::start(store, fetcher).await;
     let ctx = context(config, store, fetcher, progress, shutdown, Turns::default());
     let sem = Arc::new(Semaphore::new(config.aggregator.max_concurrent_sources));
     let mut tasks = JoinSet::new();
@@ -79,6 +81,7 @@ pub async fn harvest_once_until(
         }
     }
     reports.sort_by_key(|(i, _)| *i);
+    parks.finish().await;
     Ok(Summary { sources: reports.into_iter().map(|(_, r)| r).collect(), duration: started.elapsed() })
 }
 
@@ -167,20 +170,25 @@ pub(crate) async fn harvest_source(ctx: &Ctx, source: &Source, sets: &[String]) 
     let started = Instant::now();
     let ctx = &Ctx { pass: format!("poll {}", W3cDateTime::now()), ..ctx.clone() };
     let mut report = crate::fetch::in_source(&source.id, async {
-        match begin(ctx, source).await {
-            Ok(state) => match super::sync::synchronize(ctx, source, sets, state).await {
-                Ok(r) => r,
-                Err(e) => SourceReport::failed_with(&source.id, crate::error::chain(&e).to_string()),
-            },
+        let state = match begin(ctx, source).await {
+            Ok(state) => state,
+            Err(e) => return SourceReport::failed_with(&source.id, crate::error::chain(&e).to_string()),
+        };
+        // Nothing is sent: the origin asked us to wait.
+        if let Some(park) = super::parks::blocking(&ctx.fetcher, source, &state) {
+            return SourceReport::parked(&source.id, park);
+        }
+        match super::sync::synchronize(ctx, source, sets, state).await {
+            Ok(r) => r,
             Err(e) => SourceReport::failed_with(&source.id, crate::error::chain(&e).to_string()),
         }
     })
     .await;
     settle(ctx, source, &mut report).await;
-    super::metrics::record_pass(&report, started.elapsed());
-    if let Err(e) = finish(ctx, source, &report).await {
+    if let Err(e) = finish(ctx, source, &mut report).await {
         tracing::error!(error = %crate::error::chain(&e), "could not save the source's status");
     }
+    super::metrics::record_pass(&report, started.elapsed());
     match &report.error {
         None => tracing::info!(
             fetched = report.fetched,
@@ -190,6 +198,7 @@ pub(crate) async fn harvest_source(ctx: &Ctx, source: &Source, sets: &[String]) 
             size_bytes = report.bytes,
             "source harvested"
         ),
+        Some(e) if report.parked.is_some() => tracing::warn!(error = %e, "source parked: not polled until then"),
         Some(e) if report.partial() => {
             tracing::warn!(error = %e, fetched = report.fetched, unchanged = report.unchanged,
             deleted = report.deleted, failed = report.failed, "source harvest partial: what it did is kept")
@@ -242,9 +251,14 @@ async fn begin(ctx: &Ctx, source: &Source) -> Result<SourceState, StoreError> {
 }
 
 /// Records the pass in the source's status (after the pass's own commit, which saved its
-/// position; this adds the counts, the outcome and the next due time).
-async fn finish(ctx: &Ctx, source: &Source, report: &SourceReport) -> Result<(), StoreError> {
+/// position; this adds the counts, the outcome and the next due time). A pass that failed
+/// while an origin it needs is parked is reported as parked.
+async fn finish(ctx: &Ctx, source: &Source, report: &mut SourceReport) -> Result<(), StoreError> {
     let mut state = load_state(ctx, &source.id).await?;
+    if report.error.is_some() && report.parked.is_none() {
+        report.parked = super::parks::blocking(&ctx.fetcher, source, &state);
+    }
+    super::moves::prune(&mut state.status, source);
     let resources = count_live(ctx, &source.id).await?;
     update_status(&mut state.status, report, resources, poll_interval(ctx, source));
     state.status.held_deletions = report.held;
@@ -289,6 +303,14 @@ fn update_status(status: &mut SourceStatus, report: &SourceReport, resources: u6
         deleted: report.deleted,
         partial: report.partial(),
     };
+    status.parked.clone_from(&report.parked);
+    if let (Some(e), Some(park)) = (&report.error, &report.parked) {
+        // Not a failure of the source: it is polled again when the park ends, not sooner.
+        status.last_error = Some(e.clone());
+        status.state = HarvestState::BackingOff;
+        status.next_attempt = Some(park.until.max(W3cDateTime::now()));
+        return;
+    }
     match &report.error {
         // Resume at the next start, without counting a failure.
         None if report.interrupted => {

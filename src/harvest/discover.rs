@@ -74,6 +74,9 @@ pub struct Discovered {
     pub capabilities: Capabilities,
     /// How it was found.
     pub route: Route,
+    /// Where the URL discovery started from has moved, when it answered a permanent redirect
+    /// (301, 308): the URL it led to.
+    pub moved: Option<Url>,
 }
 
 /// Discovers the Capability List and capabilities from `url` (see the module docs);
@@ -97,13 +100,23 @@ pub(crate) async fn discover_keeping(
 ) -> Result<(Discovered, Option<FetchedDoc>)> {
     let mut candidates: Vec<(Url, Route)> = Vec::new();
     let mut tried = Vec::new();
+    let mut moved = None;
     match fetch_doc(f, url, s).await {
-        Ok(d) if d.header.is_some() => return from_document(f, d, select, s, Route::Direct).await,
+        Ok(d) if d.header.is_some() => {
+            let moved = d.doc.moved.clone();
+            let (found, given) = from_document(f, d, select, s, Route::Direct).await?;
+            return Ok((Discovered { moved, ..found }, given));
+        }
         Ok(d) => {
             tried.push(format!("{url} (not a ResourceSync document)"));
             candidates.extend(page_links(&d.doc));
+            moved = d.doc.moved;
         }
         Err(DiscoverError::Fetch(FetchError::Status { status, .. })) if (400..500).contains(&status) => {
+            tried.push(format!("{url} (HTTP {status})"));
+        }
+        // Without credentials a refusal may be of the page only; with them, they are wrong.
+        Err(DiscoverError::Fetch(FetchError::Denied { status, credentials: false, .. })) => {
             tried.push(format!("{url} (HTTP {status})"));
         }
         Err(e) => return Err(e),
@@ -120,7 +133,10 @@ pub(crate) async fn discover_keeping(
             continue;
         }
         match fetch_doc(f, &cand, s).await {
-            Ok(d) if d.header.is_some() => return from_document(f, d, select, s, route).await,
+            Ok(d) if d.header.is_some() => {
+                let (found, given) = from_document(f, d, select, s, route).await?;
+                return Ok((Discovered { moved, ..found }, given));
+            }
             Ok(_) => tried.push(format!("{cand} (not a ResourceSync document)")),
             Err(e) => tried.push(format!("{cand} ({e})")),
         }
@@ -210,6 +226,7 @@ fn from_capability_list(d: &FetchedDoc, s: &Settings) -> Result<Discovered> {
         capability_list: Some(d.doc.url.clone()),
         capabilities: caps,
         route: Route::Direct,
+        moved: None,
     })
 }
 
@@ -257,7 +274,7 @@ async fn from_list(
     tracing::warn!(url = %given_url, "list has no up link to a Capability List; using it alone");
     let mut capabilities = Capabilities::default();
     fill_if_missing(&mut capabilities, kind, &given_url);
-    Ok((Discovered { source_description: None, capability_list: None, capabilities, route }, Some(given)))
+    Ok((Discovered { source_description: None, capability_list: None, capabilities, route, moved: None }, Some(given)))
 }
 
 /// Puts `url` in the slot of the capability a `kind` document provides, unless that slot is

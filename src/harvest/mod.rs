@@ -19,6 +19,8 @@
 //! - [`push`]: subscribing to the Sources' change notifications (WebSub) and applying them
 //!   through the same path as Change List entries.
 //! - `report`, `metrics`: what a pass did, for the caller, the dashboard and `/metrics`.
+//! - `parks`: origins parked by `Retry-After`, kept in the store across restarts, and the
+//!   sources they keep from being polled; `moves`: configured URLs that moved for good.
 //!
 //! Every request goes through [`crate::fetch`]. Depends on [`crate::model`],
 //! [`crate::config`], [`crate::store`] and [`crate::naming`]; nothing but the binary depends
@@ -34,7 +36,9 @@ pub mod dump;
 mod index;
 mod listed;
 mod metrics;
+mod moves;
 mod oai_error;
+mod parks;
 mod push;
 mod report;
 mod resource;
@@ -48,6 +52,7 @@ pub use discover::{Capabilities, Channel, Discovered, Route, discover};
 pub use document::DiscoverError;
 pub use index::{IndexWalker, WalkLimits};
 pub use oai_error::OaiHarvestError;
+pub use parks::honour_parks;
 pub use push::Push;
 pub use report::{NoProgress, Progress, ResourceOutcome, SourceReport, Summary};
 pub use service::{Harvester, PauseState, Runner, SourceChanges, SteerError};

@@ -6,7 +6,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::store::{Applied, Outcome};
+use crate::store::{Applied, Outcome, ParkedOrigin};
 
 /// What happened to one listed resource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +78,9 @@ pub struct SourceReport {
     pub interrupted: bool,
     /// Why the pass failed or ended early, if it did.
     pub error: Option<String>,
+    /// The origin the source needs, parked (`Retry-After`) for longer than a request waits,
+    /// when the pass met it: the pass ended (or never began) on it, and `error` says so.
+    pub parked: Option<ParkedOrigin>,
 }
 
 impl SourceReport {
@@ -87,6 +90,12 @@ impl SourceReport {
 
     pub(crate) fn failed_with(source: &str, error: String) -> Self {
         SourceReport { error: Some(error), ..SourceReport::new(source) }
+    }
+
+    /// A pass not begun: `park` is in the way.
+    pub(crate) fn parked(source: &str, park: ParkedOrigin) -> Self {
+        let error = format!("origin {} asked us to wait until {}", park.origin, park.until);
+        SourceReport { error: Some(error), parked: Some(park), ..SourceReport::new(source) }
     }
 
     /// Whether the pass changed or confirmed anything in the store.
@@ -116,7 +125,8 @@ impl Summary {
     }
 
     /// True when every source's pass ended without an error and no resource failed: what
-    /// `tributary harvest`'s exit status says (0, else 1).
+    /// `tributary harvest`'s exit status says (0, else 1). A parked source is not harvested,
+    /// so it fails the pass too.
     pub fn succeeded(&self) -> bool {
         self.failed_sources().next().is_none() && self.failed() == 0
     }
@@ -186,6 +196,10 @@ impl fmt::Display for Summary {
         }
         for r in self.failed_sources() {
             let error = r.error.as_deref().unwrap_or_default();
+            if let Some(p) = &r.parked {
+                write!(f, "\n  {}: parked: origin {} asked us to wait until {}", r.source, p.origin, p.until)?;
+                continue;
+            }
             match r.partial() {
                 true => write!(
                     f,

@@ -23,6 +23,7 @@ use super::ctx::{
     Configured, Ctx, HarvestError, Reconfigured, Turn, Turns, configured, join_error, load_state, save_state,
 };
 use super::daemon::{after, context, harvest_source, poll_interval, until};
+use super::parks::Keeper;
 use super::push::Push;
 use super::report::{Progress, ResourceOutcome, SourceReport, Summary};
 use crate::config::{Config, ConfigError};
@@ -55,6 +56,8 @@ struct Inner {
 pub struct Runner {
     tasks: mpsc::UnboundedReceiver<Task>,
     ctx: Arc<Ctx>,
+    /// Keeps the fetcher's parked origins in the store until the harvester stops.
+    parks: Keeper,
 }
 
 /// Why an operator's command could not be carried out.
@@ -126,6 +129,7 @@ impl Harvester {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(Harvester, Runner), HarvestError> {
         let turns = push.map_or_else(|| Turns::new(configured(config)), Push::turns);
+        let parks = Keeper::start(store, fetcher).await;
         let relay = Arc::new(Relay::default());
         let ctx = context(config, store, fetcher, relay.clone(), shutdown, turns);
         let (spawn, tasks) = mpsc::unbounded_channel();
@@ -152,7 +156,7 @@ impl Harvester {
         for (_, turn) in ctx.turns.all() {
             harvester.spawn_loop(turn);
         }
-        Ok((harvester, Runner { tasks, ctx }))
+        Ok((harvester, Runner { tasks, ctx, parks }))
     }
 
     fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
@@ -357,6 +361,7 @@ impl Runner {
                 break;
             }
         }
+        self.parks.finish().await;
         let s = self.ctx.store.clone();
         tokio::task::spawn_blocking(move || s.flush()).await.map_err(join_error)??;
         tracing::info!("harvester stopped");

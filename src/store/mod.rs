@@ -37,6 +37,7 @@ mod log;
 mod maint;
 mod open;
 mod pack;
+mod parked;
 mod published;
 mod record;
 mod remote;
@@ -73,8 +74,8 @@ pub use record::{Listing, NewRecord, Record, RecordIter, Via};
 pub use remote::{DEFAULT_GC_GRACE, PRESIGN_FOR, RemoteBlobs};
 pub use report::{EngineStats, FailureReport, FailureRow, GcReport, Problem, SetStats, Stats, VerifyReport};
 pub use state::{
-    DocumentValidators, HarvestState, KnownCapabilities, NotificationChannel, OaiState, PassCounts, SourceState,
-    SourceStatus,
+    DocumentValidators, HarvestState, KnownCapabilities, NotificationChannel, OaiState, ParkedOrigin, PassCounts,
+    SourceState, SourceStatus,
 };
 pub use subscription::{Lease, PendingRequest, Subscription};
 pub use view::{AttrView, LinkView, RawRecord, RawRecordIter, RecordHead, RecordView, ViaView};

@@ -168,12 +168,30 @@ pub struct SourceStatus {
     pub next_attempt: Option<W3cDateTime>,
     /// Counts of the last completed attempt.
     pub last_pass: PassCounts,
+    /// The origin the source needs that asked (`Retry-After`) not to be contacted before a
+    /// time, when the last attempt met it; not written when `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parked: Option<ParkedOrigin>,
+    /// Configured URLs that answered a permanent redirect (301, 308), each with where it led:
+    /// `sources.toml` should be updated. Not written when empty.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub moved: BTreeMap<String, String>,
     /// Deletions held for the operator (more than `max_deletions` in one pass).
     #[serde(skip_serializing_if = "is_zero")]
     pub held_deletions: u64,
     /// When the oldest held deletion was first found.
     #[serde(skip_serializing_if = "Option::is_none", with = "w3c_opt")]
     pub held_since: Option<W3cDateTime>,
+}
+
+/// An origin parked until a time, as a source's status shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParkedOrigin {
+    /// `scheme://host[:port]`.
+    pub origin: String,
+    /// Nothing is sent to it before this time.
+    #[serde(with = "super::codec::w3c")]
+    pub until: W3cDateTime,
 }
 
 fn is_zero(n: &u64) -> bool {

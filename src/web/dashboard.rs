@@ -83,8 +83,25 @@ pub(crate) struct Status {
     store_read_only: Option<String>,
     source_description: String,
     provenance: String,
+    /// Origins that asked (`Retry-After`) not to be contacted before a time: nothing is sent
+    /// to them until then.
+    parked_origins: Vec<ParkRow>,
     sources: Vec<SourceRow>,
     sets: Vec<SetRow>,
+}
+
+/// An origin parked until a time.
+#[derive(Debug, Serialize)]
+struct ParkRow {
+    origin: String,
+    until: String,
+}
+
+/// A configured URL that answered a permanent redirect, and where it led.
+#[derive(Debug, Serialize)]
+struct MovedRow {
+    from: String,
+    to: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -113,6 +130,11 @@ struct SourceRow {
     push: PushRow,
     /// For an OAI-PMH source, what its repository's Identify said.
     oai: Option<OaiRow>,
+    /// The origin the source needs that asked us to wait, while it does: the source is not
+    /// polled before `until`.
+    parked: Option<ParkRow>,
+    /// Configured URLs that moved for good: `sources.toml` should say `to`.
+    moved: Vec<MovedRow>,
     /// Since when the operator has it paused (`tributary pause`).
     paused: Option<String>,
     /// False for a source removed from the configuration whose records are still published
@@ -246,7 +268,10 @@ fn status(p: &Publisher, push: Option<&Push>, configured: Option<&HashSet<String
         let own = store.set_info(&id)?;
         let sub = subs.iter().find(|x| x.source == id && x.pending.as_ref().is_none_or(|p| p.mode != "unsubscribe"));
         let last_change = own.as_ref().and_then(|i| i.last_change);
+        let parked = s.parked.as_ref().filter(|p| p.until > now);
         sources.push(SourceRow {
+            parked: parked.map(|p| ParkRow { origin: p.origin.clone(), until: p.until.to_string() }),
+            moved: s.moved.iter().map(|(from, to)| MovedRow { from: from.clone(), to: to.clone() }).collect(),
             last_change: text(last_change),
             freshness_seconds: last_change.map(|t| (now.unix_timestamp() - t.unix_timestamp()).max(0)),
             push: PushRow::of(sub, now.unix_timestamp()),
@@ -290,11 +315,13 @@ fn status(p: &Publisher, push: Option<&Push>, configured: Option<&HashSet<String
             id: s.id.clone(),
         });
     }
+    let parked_origins = store.parked_origins()?.into_iter().filter(|(_, until)| *until > now);
     Ok(Status {
         generated: W3cDateTime::now().to_string(),
         store_read_only: store.read_only(),
         source_description: n.source_description(),
         provenance: n.provenance(),
+        parked_origins: parked_origins.map(|(origin, until)| ParkRow { origin, until: until.to_string() }).collect(),
         sources,
         sets,
     })

@@ -8,10 +8,13 @@
 //! right after a restart, when in-process counters start again from zero.
 //!
 //! The exporter is process-global (the facade allows one recorder); [`handle`] installs it
-//! once. Labels are source and set ids and a fixed set of route names, never URLs.
+//! once. Labels are source and set ids and a fixed set of route names, never URLs — but for
+//! `to` of `tributary_source_moved`, the one URL an operator must copy into `sources.toml`
+//! (one series per moved configured URL).
 
-use std::sync::{Arc, OnceLock};
-use std::time::Instant;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderValue, header};
@@ -21,8 +24,10 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use super::WebState;
 use super::error::WebError;
+use crate::config::Config;
+use crate::model::W3cDateTime;
 use crate::publish::Publisher;
-use crate::store::{HarvestState, StoreError};
+use crate::store::{HarvestState, StoreError, Subscription};
 
 /// Latency buckets in seconds: from a cached document to a slow bitstream or harvest pass.
 const BUCKETS: &[f64] =
@@ -65,6 +70,25 @@ fn describe() {
     describe_gauge!("tributary_source_consecutive_failures", "Failed passes in a row");
     describe_gauge!("tributary_source_last_success_timestamp_seconds", "Unix time of the last successful pass");
     describe_gauge!(
+        "tributary_source_last_change_timestamp_seconds",
+        "Unix time Tributary applied the source's newest change (from the store)"
+    );
+    describe_gauge!(
+        "tributary_source_parked_until_seconds",
+        "Unix time until which an origin the source needs asked (Retry-After) not to be contacted; 0 when none"
+    );
+    describe_gauge!(
+        "tributary_source_moved",
+        "1 while a configured URL of the source answers a permanent redirect to `to`: update sources.toml"
+    );
+    describe_gauge!(
+        "tributary_source_poll_interval_seconds",
+        "Seconds between two polls of the source: `poll`, or `push_poll` while a push subscription stands"
+    );
+    describe_gauge!("tributary_source_paused", "1 while the operator has the source paused");
+    describe_gauge!("tributary_source_deletions_held", "Deletions held for the operator (over max_deletions)");
+    describe_gauge!("tributary_origins_parked", "Origins parked now: asked (Retry-After) not to be contacted yet");
+    describe_gauge!(
         "tributary_store_read_only",
         "1 when the store accepts no writes since a write or sync failed (see the dashboard for why)"
     );
@@ -90,18 +114,54 @@ const STATES: [(HarvestState, &str); 4] = [
     (HarvestState::Failing, "failing"),
 ];
 
+/// Each configured source's `poll` and `push_poll`, by id: what
+/// `tributary_source_poll_interval_seconds` says, so that an alert can ask for "not polled
+/// successfully for three poll intervals" (see `contrib/prometheus/tributary-alerts.yml`).
+#[derive(Debug, Default)]
+pub(crate) struct Polls(HashMap<String, (Duration, Duration)>);
+
+impl Polls {
+    pub(crate) fn of(config: &Config) -> Polls {
+        Polls(config.sources.iter().map(|s| (s.id.clone(), (s.settings.poll, s.settings.push_poll))).collect())
+    }
+
+    /// The time between two polls of `id` (as the harvester schedules them: `push_poll`, never
+    /// shorter than `poll`, while a subscription's lease stands); `None` for a source no longer
+    /// configured, which is not polled.
+    fn interval(&self, id: &str, subs: &[Subscription], now: i64) -> Option<Duration> {
+        let (poll, push_poll) = *self.0.get(id)?;
+        let leased = subs.iter().any(|x| x.source == id && x.active.as_ref().is_some_and(|l| l.expires > now));
+        Some(if leased { poll.max(push_poll) } else { poll })
+    }
+}
+
 /// Reads the scrape-time series from the store into the recorder.
-fn refresh(p: &Publisher) -> Result<(), StoreError> {
+fn refresh(p: &Publisher, polls: &Polls) -> Result<(), StoreError> {
     let store = p.store();
+    let now = W3cDateTime::now();
+    let subs = store.subscriptions()?;
     metrics::gauge!("tributary_store_read_only").set(if store.read_only().is_some() { 1.0 } else { 0.0 });
+    let parked = store.parked_origins()?.into_iter().filter(|(_, until)| *until > now).count();
+    metrics::gauge!("tributary_origins_parked").set(parked as f64);
     for id in super::dashboard::source_ids(p) {
         let state = store.source_state(&id)?.unwrap_or_default();
         let on = |b: bool| if b { 1.0 } else { 0.0 };
         metrics::gauge!("tributary_source_paused", "source" => id.clone()).set(on(state.paused.is_some()));
+        if let Some(every) = polls.interval(&id, &subs, now.unix_timestamp()) {
+            metrics::gauge!("tributary_source_poll_interval_seconds", "source" => id.clone()).set(every.as_secs_f64());
+        }
         let status = state.status;
         metrics::gauge!("tributary_source_deletions_held", "source" => id.clone()).set(status.held_deletions as f64);
         let own = store.set_info(&id)?;
         let (live, events) = own.as_ref().map_or((0, 0), |i| (i.live, i.events));
+        if let Some(t) = own.as_ref().and_then(|i| i.last_change) {
+            metrics::gauge!("tributary_source_last_change_timestamp_seconds", "source" => id.clone())
+                .set(t.unix_timestamp() as f64);
+        }
+        let parked_until = status.parked.as_ref().map(|p| p.until).filter(|t| *t > now);
+        metrics::gauge!("tributary_source_parked_until_seconds", "source" => id.clone())
+            .set(parked_until.map_or(0.0, |t| t.unix_timestamp() as f64));
+        moved(&id, status.moved.values());
         metrics::gauge!("tributary_source_resources", "source" => id.clone()).set(live as f64);
         metrics::counter!("tributary_source_changes_applied_total", "source" => id.clone()).absolute(events);
         for (state, name) in STATES {
@@ -129,12 +189,28 @@ fn refresh(p: &Publisher) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// `tributary_source_moved{source, to}`: 1 for each place the source's URLs moved to, and 0
+/// for one it no longer moves to (a series, once exported, stays until the process ends).
+fn moved<'a>(source: &str, to: impl Iterator<Item = &'a String>) {
+    static EXPORTED: Mutex<BTreeMap<String, BTreeSet<String>>> = Mutex::new(BTreeMap::new());
+    let now: BTreeSet<String> = to.cloned().collect();
+    let mut exported = EXPORTED.lock().unwrap_or_else(|e| e.into_inner());
+    let before = exported.entry(source.to_owned()).or_default();
+    for gone in before.difference(&now) {
+        metrics::gauge!("tributary_source_moved", "source" => source.to_owned(), "to" => gone.clone()).set(0.0);
+    }
+    for to in &now {
+        metrics::gauge!("tributary_source_moved", "source" => source.to_owned(), "to" => to.clone()).set(1.0);
+    }
+    before.extend(now);
+}
+
 /// `GET /metrics`.
 pub(crate) async fn render(st: &WebState) -> Result<Response, WebError> {
-    let p = st.shared.publisher.clone();
+    let (p, polls) = (st.shared.publisher.clone(), st.polls());
     let text = tokio::task::spawn_blocking(move || {
         let h = handle();
-        refresh(&p).map(|()| h.render())
+        refresh(&p, &polls).map(|()| h.render())
     })
     .await??;
     let mut r = text.into_response();

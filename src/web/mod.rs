@@ -94,6 +94,8 @@ struct Shared {
     /// The ids of the configured sources, when known (sets may hold sources no longer
     /// configured, until they are forgotten); replaced by a reload.
     configured: std::sync::RwLock<Option<Arc<std::collections::HashSet<String>>>>,
+    /// Each configured source's poll intervals, for `/metrics`; replaced by a reload.
+    polls: std::sync::RwLock<Arc<metrics::Polls>>,
 }
 
 impl WebState {
@@ -191,6 +193,7 @@ impl WebState {
                 push,
                 server,
                 configured: std::sync::RwLock::new(None),
+                polls: std::sync::RwLock::default(),
             }),
             oai: None,
         }
@@ -265,11 +268,18 @@ impl WebState {
     fn set_configured(&self, config: &Config) {
         let ids = config.sources.iter().map(|s| s.id.clone()).collect();
         *self.shared.configured.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(ids));
+        *self.shared.polls.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(metrics::Polls::of(config));
     }
 
     /// Keeps what `from` knew of the configured sources (the `with_` builders make a new state).
     fn carry_configured(&self, from: &WebState) {
         *self.shared.configured.write().unwrap_or_else(|p| p.into_inner()) = from.configured();
+        *self.shared.polls.write().unwrap_or_else(|p| p.into_inner()) = from.polls();
+    }
+
+    /// The configured sources' poll intervals (empty when not known).
+    fn polls(&self) -> Arc<metrics::Polls> {
+        self.shared.polls.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// The configured sources' ids, when known.

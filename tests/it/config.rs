@@ -482,3 +482,36 @@ fn a_harvest_proxy_is_used_only_when_configured() {
     assert_eq!(c.aggregator.proxy.unwrap().as_str(), "http://10.0.0.5:3128/");
     assert_invalid(&format!("{HEAD}proxy = \"socks5://10.0.0.5:1080\"\n"), 6, "proxy", "http");
 }
+
+#[test]
+fn credentials_come_from_the_environment_and_politeness_is_one_of_two() {
+    use tributary::config::Politeness;
+    // Cargo sets CARGO_PKG_NAME for the tests it runs: a variable that is surely there.
+    let text = format!(
+        "{HEAD}[defaults]\nheaders_env = {{ X-Api-Key = \"CARGO_PKG_NAME\" }}\npoliteness = \"ip\"\n\n\
+         [[source]]\nid = \"x\"\nurl = \"https://a.example:8443/rs/\"\n\n\
+         [[source]]\nid = \"y\"\noai = \"http://b.example/oai\"\nheaders_env = {{}}\npoliteness = \"origin\"\n"
+    );
+    let c = parse(&text).unwrap();
+    let (x, y) = (&c.sources[0].settings, &c.sources[1].settings);
+    assert_eq!(x.credentials.origin.as_deref(), Some("https://a.example:8443"), "the source's own origin");
+    assert_eq!(x.credentials.headers.len(), 1);
+    assert_eq!(
+        (x.credentials.headers[0].name.as_str(), x.credentials.headers[0].value.expose()),
+        ("X-Api-Key", "tributary")
+    );
+    assert!(!format!("{x:?}").contains("tributary"), "the value never prints");
+    assert!(y.credentials.headers.is_empty(), "a source's table replaces the default's whole");
+    assert_eq!((x.politeness, y.politeness), (Politeness::Ip, Politeness::Origin));
+    assert!(c.defaults.credentials.origin.is_none(), "[defaults]' own settings go to no origin");
+    assert_eq!(c.defaults.retry_after_cap, Duration::from_secs(7 * 86_400));
+
+    let src = |extra: &str| format!("{HEAD}[[source]]\nid = \"x\"\nurl = \"https://a/\"\n{extra}\n");
+    let unset = "TRIBUTARY_TEST_VARIABLE_THAT_IS_NEVER_SET";
+    assert_invalid(&src(&format!("headers_env = {{ Authorization = \"{unset}\" }}")), 9, "headers_env", "is not set");
+    assert_invalid(&src("headers_env = { Host = \"CARGO_PKG_NAME\" }"), 9, "headers_env", "set by Tributary");
+    assert_invalid(&src("headers_env = { \"Bad Name\" = \"CARGO_PKG_NAME\" }"), 9, "headers_env", "not an HTTP header");
+    assert_invalid(&src("headers_env = { Authorization = \"\" }"), 9, "headers_env", "names no environment variable");
+    assert_invalid(&src("headers_env = \"UP_AUTH\""), 9, "headers_env", "");
+    assert_invalid(&src("politeness = \"host\""), 9, "politeness", "origin, ip");
+}

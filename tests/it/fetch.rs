@@ -88,11 +88,30 @@ async fn retries_are_bounded() {
     assert_eq!(up.count("/x"), 1);
 }
 
+/// A `max_backoff` longer than the `Retry-After`s below: a park that short is waited out within
+/// the request; a longer one ends it (`a_long_retry_after_parks_the_origin`).
+const WAITED_OUT: Duration = Duration::from_secs(5);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_retry_after_parks_the_origin() {
+    let up = Upstream::routes(vec![("/doc", vec![Reply::status(429).header("Retry-After", "3600")])]).await;
+    let f = fetcher();
+    let s = Settings { max_retries: 3, ..settings() };
+    let parked = |r: Result<Fetched<Document>, FetchError>| matches!(r, Err(FetchError::Parked { .. }));
+    assert!(parked(f.get_document(&up.url("/doc"), &s, None).await));
+    assert_eq!(up.count("/doc"), 1, "not retried");
+    let before = up.hits().len();
+    assert!(parked(f.get_document(&up.url("/other"), &s, None).await), "the whole origin waits");
+    assert_eq!(up.hits().len(), before, "nothing sent, robots.txt included: {:?}", up.hits());
+    let until = f.parked_until(&up.url("/")).unwrap();
+    assert!(until > std::time::SystemTime::now() + Duration::from_secs(3000));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retry_after_seconds_is_waited() {
     let first = Reply::status(429).header("Retry-After", "1");
     let up = Upstream::routes(vec![("/doc", vec![first, Reply::ok("ok")])]).await;
-    let s = Settings { max_retries: 1, ..settings() };
+    let s = Settings { max_retries: 1, max_backoff: WAITED_OUT, ..settings() };
     assert_eq!(&doc(&up.url("/doc"), &s).await.unwrap().body[..], b"ok");
     assert!(gap(&up, "/doc") >= Duration::from_millis(1000), "{:?}", gap(&up, "/doc"));
 }
@@ -102,7 +121,7 @@ async fn retry_after_http_date_is_waited() {
     let at = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(2));
     let up =
         Upstream::routes(vec![("/doc", vec![Reply::status(503).header("Retry-After", &at), Reply::ok("ok")])]).await;
-    let s = Settings { max_retries: 1, ..settings() };
+    let s = Settings { max_retries: 1, max_backoff: WAITED_OUT, ..settings() };
     assert_eq!(&doc(&up.url("/doc"), &s).await.unwrap().body[..], b"ok");
     // The date has one-second resolution: at least one second remained when it was sent.
     assert!(gap(&up, "/doc") >= Duration::from_millis(900), "{:?}", gap(&up, "/doc"));
@@ -113,7 +132,8 @@ async fn retry_after_is_capped() {
     let up =
         Upstream::routes(vec![("/doc", vec![Reply::status(503).header("Retry-After", "3600"), Reply::ok("ok")])]).await;
     // Without the cap the 15 s total timeout would fail the request.
-    let s = Settings { max_retries: 1, retry_after_cap: Duration::from_millis(700), ..settings() };
+    let s =
+        Settings { max_retries: 1, max_backoff: WAITED_OUT, retry_after_cap: Duration::from_millis(700), ..settings() };
     assert_eq!(&doc(&up.url("/doc"), &s).await.unwrap().body[..], b"ok");
     assert!(gap(&up, "/doc") >= Duration::from_millis(700));
 }
@@ -393,7 +413,7 @@ async fn retry_after_http_date_on_429_waits_until_that_date() {
     let up = Upstream::routes(vec![("/doc", vec![first, Reply::ok("ok")])]).await;
     // Hits carry `Instant`s; this pair turns them into wall-clock times comparable with the date.
     let (wall0, mono0) = (std::time::SystemTime::now(), Instant::now());
-    let s = Settings { max_retries: 1, ..settings() };
+    let s = Settings { max_retries: 1, max_backoff: WAITED_OUT, ..settings() };
     assert_eq!(&doc(&up.url("/doc"), &s).await.unwrap().body[..], b"ok");
     let hits: Vec<Instant> = up.hits().iter().filter(|h| h.path == "/doc").map(|h| h.at).collect();
     assert_eq!(hits.len(), 2);

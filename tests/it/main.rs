@@ -10,6 +10,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod support;
 
+mod alerts;
 mod audit;
 mod cli_check;
 mod cli_harvest;
@@ -37,6 +38,7 @@ mod harvest_hosts;
 mod harvest_oai;
 mod harvest_resource_dump;
 mod harvest_resume;
+mod harvest_wild;
 mod hostile;
 mod interop_resync;
 mod model_hostile;

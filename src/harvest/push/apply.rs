@@ -30,7 +30,7 @@ pub(super) fn topic_allowed(source: &Source, topic: &Url) -> bool {
 #[derive(Debug)]
 pub(super) enum Outcome {
     /// Applied; `gap` when it did not meet the last one (a poll was asked for).
-    Applied { report: SourceReport, gap: bool },
+    Applied { report: Box<SourceReport>, gap: bool },
     /// Older than the last one applied: nothing changed.
     Stale,
 }
@@ -77,5 +77,5 @@ pub(super) async fn apply(
         tracing::warn!(source.id = %source.id, from = ?n.from, last = ?last, "a gap in the notifications; polling now");
         turn.poll_now.notify_one();
     }
-    Ok(Outcome::Applied { report, gap })
+    Ok(Outcome::Applied { report: Box::new(report), gap })
 }

@@ -219,6 +219,8 @@ pub async fn audit_sources(
 ) -> Result<Vec<AuditReport>, AuditError> {
     let chosen = config.select(only)?;
     let fetcher = Fetcher::from_config(config)?;
+    // Parked origins are asked nothing by an audit either.
+    let parks = crate::harvest::parks::Keeper::start(store, &fetcher).await;
     let naming = Naming::new(&config.aggregator.base_url);
     let mut reports = Vec::new();
     for source in chosen {
@@ -243,6 +245,7 @@ pub async fn audit_sources(
         let changes = found.capabilities.changelist.as_ref();
         reports.push(audit_with_changes(&ctx, &source.id, &list, changes, fetch).await?);
     }
+    parks.finish().await;
     Ok(reports)
 }
 

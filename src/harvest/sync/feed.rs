@@ -113,9 +113,11 @@ async fn poll_one(
 ) -> Result<Option<(HashSet<String>, bool)>, HarvestError> {
     let Poll { ctx, source, .. } = *p;
     let validators = state.documents.get(url.as_str()).map(Validators::from);
-    let Some((final_url, feed, new_validators)) = fetch_feed(ctx, source, url, validators.as_ref()).await? else {
+    let Some((final_url, feed, new_validators, moved)) = fetch_feed(ctx, source, url, validators.as_ref()).await?
+    else {
         return Ok(None);
     };
+    crate::harvest::moves::note(&mut state.status, &source.id, url, moved.as_ref());
     // §4.1: the `until` kept is the subscribed feed's, not the complete feed's.
     let until = feed.sharing.as_ref().and_then(|s| s.until.clone());
     let kept = state.feed_until.get(url.as_str()).cloned();
@@ -144,13 +146,14 @@ fn set_refs(sets: &[String]) -> Vec<&str> {
     sets.iter().map(String::as_str).collect()
 }
 
-/// Fetches and reads a feed; `None` when it answered 304.
+/// Fetches and reads a feed: its final URL, the feed, its validators and where it moved for
+/// good (a permanent redirect); `None` when it answered 304.
 async fn fetch_feed(
     ctx: &Ctx,
     source: &Source,
     url: &Url,
     validators: Option<&Validators>,
-) -> Result<Option<(Url, Feed, Validators)>, HarvestError> {
+) -> Result<Option<(Url, Feed, Validators, Option<Url>)>, HarvestError> {
     let doc = match ctx.fetcher.get_document(url, &source.settings, validators).await {
         Ok(Fetched::Modified(d)) => d,
         Ok(Fetched::NotModified) if validators.is_some() => return Ok(None),
@@ -181,7 +184,7 @@ async fn fetch_feed(
             url: doc.url.to_string(),
             detail: e.to_string(),
         })?;
-    Ok(Some((doc.url, feed, doc.validators)))
+    Ok(Some((doc.url, feed, doc.validators, doc.moved)))
 }
 
 /// The feed to merge and whether it is complete (§4.1): the `complete` feed the partial one
@@ -208,7 +211,7 @@ async fn choose_complete(
         return Ok((feed, false));
     }
     match fetch_feed(ctx, source, &link, None).await? {
-        Some((_, complete, _)) => Ok((complete, true)),
+        Some((_, complete, _, _)) => Ok((complete, true)),
         None => Ok((feed, false)),
     }
 }

@@ -192,6 +192,7 @@ async fn capabilities(
     }
     let (found, given) =
         discover_keeping(&ctx.fetcher, &source.url, source.capability_list.as_ref(), &source.settings).await?;
+    crate::harvest::moves::note(&mut state.status, &source.id, &source.url, found.moved.as_ref());
     let c = found.capabilities;
     let caps = KnownCapabilities {
         resource_list: c.resourcelist.map(String::from),

