@@ -73,8 +73,8 @@ pub use record::{Listing, NewRecord, Record, RecordIter, Via};
 pub use remote::{DEFAULT_GC_GRACE, PRESIGN_FOR, RemoteBlobs};
 pub use report::{EngineStats, FailureReport, FailureRow, GcReport, Problem, SetStats, Stats, VerifyReport};
 pub use state::{
-    DocumentValidators, HarvestState, KnownCapabilities, NotificationChannel, OaiState, PassCounts, SourceState,
-    SourceStatus,
+    DocumentValidators, HarvestState, KnownCapabilities, NotificationChannel, OaiState, PASS_HISTORY, PassCounts,
+    PassRecord, SourceState, SourceStatus,
 };
 pub use subscription::{Lease, PendingRequest, Subscription};
 pub use view::{AttrView, LinkView, RawRecord, RawRecordIter, RecordHead, RecordView, ViaView};
