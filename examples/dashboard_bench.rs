@@ -20,7 +20,8 @@ use fantoccini::{ClientBuilder, Locator};
 use tributary::model::{HashList, W3cDateTime};
 use tributary::naming::Naming;
 use tributary::store::{
-    Batch, Expected, HarvestState, Listing, NewRecord, PassCounts, SourceState, SourceStatus, Store, Via,
+    Batch, Expected, HarvestState, Listing, NewRecord, PASS_HISTORY, PassCounts, PassRecord, SourceState, SourceStatus,
+    Store, Via,
 };
 use url::Url;
 
@@ -89,11 +90,12 @@ fn fill(dir: &str, base: &str, sources: usize, resources: usize) -> Result<(), B
     Ok(())
 }
 
-/// A plausible status: most sources idle, every 25th failing with an error.
+/// A plausible status: most sources idle, every 25th failing with an error; each with a full
+/// history of passes, as a long-running service has.
 fn state(s: usize, held: u64) -> SourceState {
     let now = W3cDateTime::now();
     let failing = s % 25 == 24;
-    SourceState {
+    let mut state = SourceState {
         status: SourceStatus {
             last_attempt: Some(now),
             last_success: Some(now),
@@ -109,7 +111,13 @@ fn state(s: usize, held: u64) -> SourceState {
             ..SourceStatus::default()
         },
         ..SourceState::default()
+    };
+    for _ in 0..PASS_HISTORY {
+        let error = state.status.last_error.clone();
+        let counts = PassCounts { unchanged: held, failed: u64::from(failing), ..PassCounts::default() };
+        state.record_pass(PassRecord { started: Some(now), finished: Some(now), counts, error });
     }
+    state
 }
 
 async fn browse(url: &str, runs: usize) -> Result<(), Box<dyn Error>> {

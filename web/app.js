@@ -1,5 +1,7 @@
-// Tributary dashboard: polls api/status and api/changes (relative to the base URL) and renders
-// them with the DOM API only (every value is third-party text: nothing goes through innerHTML).
+// Tributary dashboard: polls a page of api/status (problem sources first, filtered by name and
+// state) and api/changes, or on a source's page (#/source/ID) api/sources/ID, all relative to
+// the base URL, and renders them with the DOM API only (every value is third-party text:
+// nothing goes through innerHTML). The plot of changes per day is an SVG drawn here.
 // The provenance form works without JavaScript (it opens the /provenance page); with it, the
 // answer is shown in place.
 "use strict";
@@ -7,8 +9,14 @@
 (function () {
   const POLL_MS = 2000;
   const $ = (id) => document.getElementById(id);
+  const SVG_NS = "http://www.w3.org/2000/svg";
+  const PAGE = 50;
   let firstRender = true;
   let lastChangeKey = "";
+  // What the sources table shows: a page of the ranked list, by state and name.
+  const view = { offset: 0, state: "", q: "" };
+  // Answers to older requests (a filter since changed) are dropped, not rendered.
+  let requestNo = 0;
 
   function el(tag, attrs, ...children) {
     const e = document.createElement(tag);
@@ -46,8 +54,8 @@
 
   function renderSources(sources) {
     const rows = sources.map((s) =>
-      el("tr", { "data-source": s.id },
-        el("th", { scope: "row" }, el("a", { href: s.set_page }, s.id)),
+      el("tr", { "data-source": s.id, class: problemsOf(s).length ? "problem" : null },
+        el("th", { scope: "row" }, el("a", { href: sourceHash(s.id) }, s.id)),
         el("td", {}, el("span", { class: "state state-" + s.state }, s.state.replace("_", " ")), ...notes(s)),
         el("td", {}, ago(s.last_success)),
         el("td", {}, ago(s.next_attempt)),
@@ -60,11 +68,21 @@
           ? el("a", { href: "api/failures?source=" + encodeURIComponent(s.id) }, fmt(s.failing))
           : fmt(0)),
         el("td", { class: "err" }, s.last_error || "")));
-    replaceRows($("sources-body"), rows.length ? rows : [el("tr", {}, el("td", { colspan: 11 }, "No sources configured."))]);
+    const empty = view.q || view.state ? "No source matches the filter." : "No sources configured.";
+    replaceRows($("sources-body"), rows.length ? rows : [el("tr", {}, el("td", { colspan: 11 }, empty))]);
   }
 
+  const sourceHash = (id) => "#/source/" + encodeURIComponent(id);
+
+  // The server ranks and names the problems (web/problems.rs), most serious first.
+  const problemsOf = (s) => s.problems || [];
+
+  const PROBLEM_TEXT = { failing: "failing", parked: "parked", held: "deletions held", moved: "moved",
+    paused: "paused", unconfigured: "no longer configured", quiet: "quiet", never_harvested: "never harvested" };
+
   // What the operator must know beside the harvest state: paused, no longer configured,
-  // deletions held for a decision, an origin that asked us to wait, a configured URL that moved.
+  // deletions held for a decision, an origin that asked us to wait, a configured URL that moved,
+  // quiet, never harvested.
   function notes(s) {
     const out = [];
     if (s.paused) out.push(el("span", { class: "note note-paused", title: "since " + s.paused }, "paused"));
@@ -82,6 +100,10 @@
     }
     for (const m of s.moved || []) {
       out.push(el("div", { class: "note note-moved", "data-field": "moved" }, m.from + " moved to ", uriLink(m.to), " — update sources.toml"));
+    }
+    for (const p of problemsOf(s)) {
+      if (p === "quiet") out.push(el("span", { class: "note note-quiet", title: "no change applied for 7 days or more" }, "quiet"));
+      if (p === "never_harvested") out.push(el("span", { class: "note note-quiet" }, "never harvested"));
     }
     return out;
   }
@@ -151,9 +173,15 @@
     ro.textContent = status.store_read_only
       ? "The store is read-only: " + status.store_read_only + ". Nothing new is stored until the cause is fixed and Tributary restarted; what it holds is still served."
       : "";
+    renderSummary(status);
     renderSources(status.sources);
+    renderPager(status);
     renderSets(status.sets);
     $("updated").textContent = "Updated " + new Date().toLocaleTimeString();
+    rendered();
+  }
+
+  function rendered() {
     if (firstRender) {
       firstRender = false;
       document.body.dataset.rendered = "1";
@@ -161,16 +189,172 @@
     }
   }
 
+  // How many sources there are and how many have each problem; the state filter offers the same.
+  function renderSummary(status) {
+    const counts = status.problems || {};
+    const parts = Object.entries(counts).filter(([, n]) => n).map(([p, n]) => fmt(n) + " " + (PROBLEM_TEXT[p] || p));
+    $("sources-summary").textContent = fmt(status.total) + " sources" + (parts.length ? " · " + parts.join(", ") : " · no problems");
+    const select = $("filter-state");
+    const options = [["", "all"], ["problem", "with a problem"]]
+      .concat(Object.keys(counts).map((p) => [p, (PROBLEM_TEXT[p] || p) + " (" + fmt(counts[p]) + ")"]))
+      .concat([["ok", "healthy"], ["idle", "idle"], ["harvesting", "harvesting"], ["backing_off", "backing off"]]);
+    const key = options.map((o) => o.join("=")).join("|");
+    if (select.dataset.key === key) return;
+    select.dataset.key = key;
+    select.replaceChildren(...options.map(([v, t]) => el("option", { value: v }, t)));
+    select.value = view.state;
+  }
+
+  function renderPager(status) {
+    const first = status.matched ? status.offset + 1 : 0;
+    const last = Math.min(status.offset + status.sources.length, status.matched);
+    $("page-info").textContent = fmt(first) + "–" + fmt(last) + " of " + fmt(status.matched) +
+      (status.matched !== status.total ? " matching" : "");
+    $("page-prev").disabled = status.offset === 0;
+    $("page-next").disabled = last >= status.matched;
+  }
+
+  function statusURL() {
+    const q = new URLSearchParams({ offset: view.offset, limit: PAGE });
+    if (view.state) q.set("state", view.state);
+    if (view.q) q.set("q", view.q);
+    return "api/status?" + q.toString();
+  }
+
   async function refresh() {
+    const no = ++requestNo;
     try {
-      // Status first: the changes are a separate, slower read and must not hold the table back.
-      const changes = getJSON("api/changes?limit=25");
-      renderStatus(await getJSON("api/status"));
-      renderChanges((await changes).changes);
+      const id = routeSource();
+      if (id !== null) {
+        const page = await getJSON("api/sources/" + encodeURIComponent(id));
+        if (no === requestNo) renderSourcePage(page);
+      } else {
+        // Status first: the changes are a separate, slower read and must not hold the table back.
+        const changes = getJSON("api/changes?limit=25");
+        const status = await getJSON(statusURL());
+        if (no === requestNo) renderStatus(status);
+        renderChanges((await changes).changes);
+      }
       notice("");
     } catch (e) {
-      notice("Cannot reach Tributary (" + e.message + "); retrying every " + POLL_MS / 1000 + " s.");
+      if (no === requestNo) notice("Cannot reach Tributary (" + e.message + "); retrying every " + POLL_MS / 1000 + " s.");
     }
+  }
+
+  // The source named by the address (#/source/ID), or null for the list.
+  function routeSource() {
+    const m = /^#\/source\/(.+)$/.exec(location.hash);
+    if (!m) return null;
+    try { return decodeURIComponent(m[1]); } catch (e) { return null; }
+  }
+
+  function route() {
+    const id = routeSource();
+    const onSource = id !== null;
+    for (const section of ["sources", "sets", "provenance", "changes"]) $(section).hidden = onSource;
+    $("source-page").hidden = !onSource;
+    if (onSource) {
+      $("source-h").textContent = id;
+      $("source-body").replaceChildren(el("p", { class: "muted" }, "Loading…"));
+      window.scrollTo(0, 0);
+    }
+    refresh();
+  }
+
+  function renderSourcePage(page) {
+    const s = page.source;
+    $("source-h").replaceChildren(s.id, " ", el("span", { class: "state state-" + s.state }, s.state.replace("_", " ")), ...notes(s));
+    const facts = table([
+      ["problems", problemsOf(s).map((p) => PROBLEM_TEXT[p] || p).join(", ") || "none"],
+      ["last attempt", ago(s.last_attempt)], ["last success", ago(s.last_success)], ["next poll", ago(s.next_attempt)],
+      ["followed by", s.oai ? oaiCell(s.oai) : pushCell(s.push)], ["last change", ago(s.last_change)],
+      ["resources", fmt(s.resources)], ["changes applied", fmt(s.changes)],
+      ["failures in total", fmt(s.failures)], ["attempts failed in a row", fmt(s.consecutive_failures)],
+      ["last error", s.last_error ? el("span", { class: "err" }, s.last_error) : "–"],
+      ["set", el("a", { href: s.set_page }, s.set_page)]]);
+    $("source-body").replaceChildren(facts,
+      el("h3", {}, "Changes per day, last " + page.changes_per_day.length + " days"), plot(page.changes_per_day),
+      el("h3", {}, "Last passes"), passesTable(page.passes),
+      el("h3", {}, "Failing resources (" + fmt(page.failures.failing) + ")"), failuresList(page.failures, s.id),
+      el("h3", {}, "Held deletions (" + fmt(s.held_deletions) + ")"), heldList(page.held, s),
+      ...parkedAndMoved(s));
+    $("updated").textContent = "Updated " + new Date().toLocaleTimeString();
+    rendered();
+  }
+
+  // One bar per day, tallest = the busiest day; each bar's title gives the date and count.
+  function plot(days) {
+    const W = 600, H = 140, top = 14, bottom = 18;
+    const max = Math.max(1, ...days.map((d) => d.changes));
+    const step = W / Math.max(1, days.length);
+    const svg = svgEl("svg", { class: "plot", viewBox: "0 0 " + W + " " + (H + bottom), role: "img",
+      "aria-label": "Changes per day: " + fmt(days.reduce((n, d) => n + d.changes, 0)) + " in " + days.length + " days, at most " + fmt(max) + " a day" });
+    days.forEach((d, i) => {
+      const h = Math.round((d.changes / max) * (H - top));
+      const bar = svgEl("rect", { class: "bar", x: (i * step + 1).toFixed(1), y: H - h, width: (step - 2).toFixed(1), height: h,
+        "data-day": d.day, "data-changes": d.changes });
+      bar.append(svgEl("title", {}, d.day + ": " + fmt(d.changes) + " changes"));
+      svg.append(bar);
+    });
+    svg.append(svgEl("line", { class: "axis", x1: 0, y1: H + 0.5, x2: W, y2: H + 0.5 }),
+      svgEl("text", { x: 0, y: 10, class: "label" }, "max " + fmt(max)),
+      svgEl("text", { x: 0, y: H + bottom - 3, class: "label" }, days.length ? days[0].day : ""),
+      svgEl("text", { x: W, y: H + bottom - 3, class: "label", "text-anchor": "end" }, days.length ? days[days.length - 1].day : ""));
+    return svg;
+  }
+
+  function svgEl(tag, attrs, text) {
+    const e = document.createElementNS(SVG_NS, tag);
+    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+
+  function passesTable(passes) {
+    if (!passes.length) return el("p", { class: "muted" }, "No pass recorded yet.");
+    const num = (n) => el("td", { class: "num" }, fmt(n));
+    const rows = passes.map((p) => el("tr", { class: p.error ? "pass-failed" : null },
+      el("td", {}, ago(p.finished)), el("td", {}, duration(p.started, p.finished)),
+      num(p.counts.fetched), num(p.counts.unchanged), num(p.counts.failed), num(p.counts.deleted),
+      el("td", {}, p.counts.partial ? "partial" : p.error ? "failed" : "complete"),
+      el("td", { class: "err" }, p.error || "")));
+    return el("div", { class: "scroll" }, el("table", { id: "passes" },
+      el("thead", {}, el("tr", {}, ...["Finished", "Took", "Fetched", "Unchanged", "Failed", "Deleted", "Outcome", "Error"]
+        .map((h, i) => el("th", { scope: "col", class: i >= 2 && i <= 5 ? "num" : null }, h)))),
+      el("tbody", {}, ...rows)));
+  }
+
+  function duration(from, to) {
+    if (!from || !to) return "–";
+    const s = Math.max(0, Math.round((Date.parse(to) - Date.parse(from)) / 1000));
+    return s < 90 ? s + " s" : s < 5400 ? Math.round(s / 60) + " min" : Math.round(s / 3600) + " h";
+  }
+
+  function failuresList(report, id) {
+    if (!report.failures.length) return el("p", { class: "muted" }, "None.");
+    const more = report.failing > report.failures.length
+      ? el("p", {}, el("a", { href: "api/failures?source=" + encodeURIComponent(id) }, "All " + fmt(report.failing))) : null;
+    return el("div", {}, el("ul", { class: "failures" }, ...report.failures.map((f) =>
+      el("li", {}, uriLink(f.upstream), " ", el("span", { class: "err" }, f.reason), " ",
+        el("span", { class: "muted" }, "since " + f.first_failed)))), more);
+  }
+
+  function heldList(held, s) {
+    if (!held.length) return el("p", { class: "muted" }, "None.");
+    return el("div", {}, el("p", { class: "muted" }, "`tributary deletions --source " + s.id + " apply` or `keep` releases them."),
+      el("ul", {}, ...held.map((h) => el("li", {}, uriLink(h.uri), " ", el("span", { class: "muted" }, "since " + h.first_seen)))));
+  }
+
+  function parkedAndMoved(s) {
+    const out = [];
+    if (s.parked) {
+      out.push(el("h3", {}, "Parked"), el("p", {}, uriLink(s.parked.origin), " asked to wait until " + (s.parked.until || "?") + "."));
+    }
+    const moved = s.moved || [];
+    if (moved.length) {
+      out.push(el("h3", {}, "Moved"), el("ul", {}, ...moved.map((m) => el("li", {}, uriLink(m.from), " → ", uriLink(m.to), " — update sources.toml"))));
+    }
+    return out;
   }
 
   function table(rows) {
@@ -231,10 +415,24 @@
     }
   }
 
+  function filtersChanged() {
+    view.q = $("filter-q").value.trim();
+    view.state = $("filter-state").value;
+    view.offset = 0;
+    refresh();
+  }
+
   function start() {
     $("provenance-form").addEventListener("submit", lookup);
-    renderEmbedded();
-    refresh();
+    let typing = null;
+    $("filter-q").addEventListener("input", () => { clearTimeout(typing); typing = setTimeout(filtersChanged, 200); });
+    $("filter-state").addEventListener("change", filtersChanged);
+    $("source-filter").addEventListener("submit", (ev) => { ev.preventDefault(); filtersChanged(); });
+    $("page-prev").addEventListener("click", () => { view.offset = Math.max(0, view.offset - PAGE); refresh(); });
+    $("page-next").addEventListener("click", () => { view.offset += PAGE; refresh(); });
+    window.addEventListener("hashchange", route);
+    if (routeSource() === null) renderEmbedded();
+    route();
     setInterval(() => { if (!document.hidden) refresh(); }, POLL_MS);
   }
 

@@ -27,7 +27,7 @@ use crate::config::{Config, Source};
 use crate::fetch::Fetcher;
 use crate::model::W3cDateTime;
 use crate::naming::Naming;
-use crate::store::{HarvestState, PassCounts, SourceState, SourceStatus, Store, StoreError};
+use crate::store::{HarvestState, PassCounts, PassRecord, SourceState, SourceStatus, Store, StoreError};
 
 /// Failed attempts in a row after which a source counts as failing, not just backing off.
 const FAILING_AFTER: u32 = 3;
@@ -261,6 +261,9 @@ async fn finish(ctx: &Ctx, source: &Source, report: &mut SourceReport) -> Result
     super::moves::prune(&mut state.status, source);
     let resources = count_live(ctx, &source.id).await?;
     update_status(&mut state.status, report, resources, poll_interval(ctx, source));
+    let counts = state.status.last_pass;
+    let (started, error) = (state.status.last_attempt, report.error.clone());
+    state.record_pass(PassRecord { started, finished: Some(W3cDateTime::now()), counts, error });
     state.status.held_deletions = report.held;
     state.status.held_since = report.held_since;
     state.status.failing = count_failing(ctx, &source.id).await?;

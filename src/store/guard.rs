@@ -278,6 +278,16 @@ impl Store {
         rows.map(|kv| decode_held(&kv?.1)).collect()
     }
 
+    /// The first `limit` staged and held deletions of `source`, in URI order: a page shows a
+    /// few without reading them all.
+    ///
+    /// # Errors
+    /// As [`Store::held_deletions`].
+    pub fn held_deletions_first(&self, source: &str, limit: usize) -> Result<Vec<HeldDeletion>, StoreError> {
+        let rows = self.inner.trees.held.scan_prefix(pair_prefix(source.as_bytes()));
+        rows.take(limit).map(|kv| decode_held(&kv?.1)).collect()
+    }
+
     /// Judges the deletions `settle.pass` staged for `settle.source` (see the module docs): at
     /// most the limit, they are applied; more, they are held. A complete pass also counts as
     /// finding every held deletion of the source again, and with `confirm_deletions` releases

@@ -74,8 +74,8 @@ pub use record::{Listing, NewRecord, Record, RecordIter, Via};
 pub use remote::{DEFAULT_GC_GRACE, PRESIGN_FOR, RemoteBlobs};
 pub use report::{EngineStats, FailureReport, FailureRow, GcReport, Problem, SetStats, Stats, VerifyReport};
 pub use state::{
-    DocumentValidators, HarvestState, KnownCapabilities, NotificationChannel, OaiState, ParkedOrigin, PassCounts,
-    SourceState, SourceStatus,
+    DocumentValidators, HarvestState, KnownCapabilities, NotificationChannel, OaiState, PASS_HISTORY, ParkedOrigin,
+    PassCounts, PassRecord, SourceState, SourceStatus,
 };
 pub use subscription::{Lease, PendingRequest, Subscription};
 pub use view::{AttrView, LinkView, RawRecord, RawRecordIter, RecordHead, RecordView, ViaView};

@@ -69,6 +69,50 @@ pub struct SourceState {
     pub paused: Option<W3cDateTime>,
     /// Dashboard status.
     pub status: SourceStatus,
+    /// The last passes, oldest first, at most [`PASS_HISTORY`] (the source's page shows them).
+    /// Not written while empty, so rows of earlier builds read the same.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub passes: Vec<PassRecord>,
+}
+
+/// Passes a source's state remembers: enough to see a pattern on the source's page, few enough
+/// that the row every status read decodes stays small.
+pub const PASS_HISTORY: usize = 20;
+
+/// Longest error text a [`PassRecord`] keeps (the full chain of the last error is in
+/// [`SourceStatus::last_error`]).
+const PASS_ERROR_CHARS: usize = 500;
+
+/// One finished pass over a source, as its history keeps it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PassRecord {
+    /// When the pass started.
+    #[serde(with = "w3c_opt")]
+    pub started: Option<W3cDateTime>,
+    /// When it ended.
+    #[serde(with = "w3c_opt")]
+    pub finished: Option<W3cDateTime>,
+    /// What it did (with `partial` when it failed part-way).
+    pub counts: PassCounts,
+    /// Why it failed, if it did (cut to a few hundred characters).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl SourceState {
+    /// Appends a finished pass to the history, dropping the oldest beyond [`PASS_HISTORY`].
+    pub fn record_pass(&mut self, mut pass: PassRecord) {
+        if let Some(e) = &mut pass.error
+            && let Some((cut, _)) = e.char_indices().nth(PASS_ERROR_CHARS)
+        {
+            e.truncate(cut);
+            e.push('…');
+        }
+        self.passes.push(pass);
+        let excess = self.passes.len().saturating_sub(PASS_HISTORY);
+        self.passes.drain(..excess);
+    }
 }
 
 /// What an OAI-PMH source's harvester keeps between polls: what Identify said (shown on the
@@ -292,5 +336,31 @@ impl Store {
             out.push((String::from_utf8_lossy(&k).into_owned(), decode(&v)?));
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_without_a_history_read_and_write_as_before() {
+        let old = br#"{"baselined":true,"status":{"failures":2}}"#;
+        let state = decode(old).unwrap();
+        assert!(state.baselined && state.passes.is_empty() && state.status.failures == 2);
+        assert!(!String::from_utf8(encode(&state).unwrap()).unwrap().contains("passes"));
+    }
+
+    #[test]
+    fn the_history_keeps_the_newest_passes_and_short_errors() {
+        let mut state = SourceState::default();
+        for n in 0..(PASS_HISTORY as u64 + 5) {
+            let counts = PassCounts { fetched: n, ..PassCounts::default() };
+            state.record_pass(PassRecord { counts, error: Some("x".repeat(2000)), ..PassRecord::default() });
+        }
+        assert_eq!(state.passes.len(), PASS_HISTORY);
+        assert_eq!((state.passes[0].counts.fetched, state.passes[PASS_HISTORY - 1].counts.fetched), (5, 24));
+        assert_eq!(state.passes[0].error.as_ref().unwrap().chars().count(), PASS_ERROR_CHARS + 1);
+        assert_eq!(decode(&encode(&state).unwrap()).unwrap(), state);
     }
 }

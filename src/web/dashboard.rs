@@ -1,14 +1,16 @@
 //! The operator's dashboard: the static page from the top-level `web/` directory (compiled into
 //! the binary, so an installed `tributary` needs no files beside it), the two small JSON
 //! endpoints it polls, `api/status` and `api/changes`, and `api/failures`, the resources of a
-//! source that could not be stored.
+//! source that could not be stored. One source's page is `source_page`.
 //!
 //! The polled endpoints read only counters and status rows — a source's saved status, each
 //! set's counters, and the last few events of a log by sequence number — never a scan of
-//! records, so they cost the same with a thousand resources or a million. `api/failures` reads
+//! records, so they cost the same with a thousand resources or a million. `api/status` orders
+//! and filters every source (a status row and a counter each, see `problems`) but answers one
+//! page of them, so its size does not grow with the number of sources. `api/failures` reads
 //! one source's failure rows, at most [`MAX_FAILURES`] of them.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
@@ -16,10 +18,12 @@ use serde::Serialize;
 
 use super::WebState;
 use super::error::WebError;
+use super::problems::{self, Problem, StateFilter};
 use crate::model::W3cDateTime;
+use crate::naming::Naming;
 use crate::notify::Push;
-use crate::publish::Publisher;
-use crate::store::{Event, FailureReport, SourceState, Store, StoreError, Subscription};
+use crate::publish::{Publisher, SetConfig};
+use crate::store::{Event, FailureReport, SetInfo, SourceState, Store, StoreError, Subscription};
 
 const INDEX_HTML: &str = include_str!("../../web/index.html");
 const STYLE_CSS: &str = include_str!("../../web/style.css");
@@ -33,6 +37,11 @@ const DASHBOARD_CSP: &str = "default-src 'none'; script-src 'self'; style-src 's
 const DEFAULT_CHANGES: usize = 25;
 /// Most changes one request returns.
 const MAX_CHANGES: usize = 500;
+
+/// Sources on a page of `api/status` when the client does not say: the dashboard's first screen.
+const DEFAULT_SOURCES: usize = 50;
+/// Most sources one page holds.
+const MAX_SOURCES: usize = 1000;
 
 /// Failures returned when the client does not say.
 const DEFAULT_FAILURES: usize = 100;
@@ -58,7 +67,8 @@ pub(crate) async fn index(st: &WebState) -> Result<Response, WebError> {
     let p = st.shared.publisher.clone();
     let push = st.shared.push.clone();
     let configured = st.configured();
-    let s = tokio::task::spawn_blocking(move || status(&p, push.as_ref(), configured.as_deref())).await??;
+    let q = StatusQuery::default();
+    let s = tokio::task::spawn_blocking(move || status(&p, push.as_ref(), configured.as_deref(), &q)).await??;
     // `<` only occurs inside JSON strings, where \u003c means the same; so no `</script>`.
     let data = serde_json::to_string(&s).unwrap_or_default().replace('<', "\\u003c");
     let block = format!("<script type=\"application/json\" id=\"status-data\">{data}</script>");
@@ -86,7 +96,18 @@ pub(crate) struct Status {
     /// Origins that asked (`Retry-After`) not to be contacted before a time: nothing is sent
     /// to them until then.
     parked_origins: Vec<ParkRow>,
+    /// Sources in all.
+    total: usize,
+    /// Sources the filter admits (all of them without one).
+    matched: usize,
+    /// Where the page starts among them, and its most rows.
+    offset: usize,
+    limit: usize,
+    /// How many sources have each problem, among them all.
+    problems: BTreeMap<&'static str, usize>,
+    /// The page: problems first.
     sources: Vec<SourceRow>,
+    /// The merged sets, and the own sets of the sources on the page.
     sets: Vec<SetRow>,
 }
 
@@ -105,8 +126,10 @@ struct MovedRow {
 }
 
 #[derive(Debug, Serialize)]
-struct SourceRow {
+pub(super) struct SourceRow {
     id: String,
+    /// What an operator should look at, most serious first; empty when healthy.
+    problems: Vec<Problem>,
     state: crate::store::HarvestState,
     last_attempt: Option<String>,
     last_success: Option<String>,
@@ -256,64 +279,105 @@ pub(crate) fn source_ids(p: &Publisher) -> Vec<String> {
     p.sets().flat_map(|s| s.sources).filter(|id| seen.insert(id.clone())).collect()
 }
 
-fn status(p: &Publisher, push: Option<&Push>, configured: Option<&HashSet<String>>) -> Result<Status, StoreError> {
+/// Everything `api/status` knows of one source before it is shown: enough to order and filter
+/// every source (a state row and a set counter each), and to build the row of those on the
+/// page.
+pub(super) struct Candidate {
+    pub(super) id: String,
+    pub(super) state: SourceState,
+    pub(super) own: Option<SetInfo>,
+    pub(super) configured: bool,
+    pub(super) problems: Vec<Problem>,
+}
+
+/// Reads what orders and filters one source.
+pub(super) fn candidate(
+    store: &Store,
+    id: String,
+    configured: Option<&HashSet<String>>,
+    now: i64,
+) -> Result<Candidate, StoreError> {
+    let state = store.source_state(&id)?.unwrap_or_default();
+    let own = store.set_info(&id)?;
+    let configured = configured.is_none_or(|c| c.contains(&id));
+    let problems = problems::problems(&state, configured, own.as_ref().and_then(|i| i.last_change), now);
+    Ok(Candidate { id, state, own, configured, problems })
+}
+
+/// The dashboard row of one source.
+pub(super) fn source_row(n: &Naming, subs: &[Subscription], now: W3cDateTime, c: Candidate) -> SourceRow {
+    let Candidate { id, state: SourceState { status: s, oai, paused, .. }, own, configured, problems } = c;
+    let sub = subs.iter().find(|x| x.source == id && x.pending.as_ref().is_none_or(|p| p.mode != "unsubscribe"));
+    let last_change = own.as_ref().and_then(|i| i.last_change);
+    SourceRow {
+        last_change: text(last_change),
+        freshness_seconds: last_change.map(|t| (now.unix_timestamp() - t.unix_timestamp()).max(0)),
+        push: PushRow::of(sub, now.unix_timestamp()),
+        oai: oai.map(OaiRow::of),
+        resources: own.as_ref().map_or(0, |i| i.live),
+        changes: own.as_ref().map_or(0, |i| i.events),
+        state: s.state,
+        last_attempt: text(s.last_attempt),
+        last_success: text(s.last_success),
+        next_attempt: text(s.next_attempt),
+        failures: s.failures,
+        failing: s.failing,
+        consecutive_failures: s.consecutive_failures,
+        last_error: s.last_error,
+        last_pass: s.last_pass,
+        set_page: n.set_page(&id),
+        paused: text(paused),
+        configured,
+        held_deletions: s.held_deletions,
+        held_since: text(s.held_since),
+        parked: s.parked.filter(|p| p.until > now).map(|p| ParkRow { origin: p.origin, until: p.until.to_string() }),
+        moved: s.moved.into_iter().map(|(from, to)| MovedRow { from, to }).collect(),
+        problems,
+        id,
+    }
+}
+
+/// Every source, problems first (most serious first, then in configuration order), with the
+/// counts of each problem among them all.
+fn ranked(
+    p: &Publisher,
+    configured: Option<&HashSet<String>>,
+    now: i64,
+) -> Result<(Vec<Candidate>, BTreeMap<&'static str, usize>), StoreError> {
+    let mut all = Vec::new();
+    for id in source_ids(p) {
+        all.push(candidate(p.store(), id, configured, now)?);
+    }
+    // Stable: equal ranks keep the configuration order.
+    all.sort_by_key(|c| c.problems.first().copied().map_or(usize::MAX, |p| p as usize));
+    let mut counts: BTreeMap<&'static str, usize> = Problem::ALL.iter().map(|p| (p.as_str(), 0)).collect();
+    for p in all.iter().flat_map(|c| &c.problems) {
+        *counts.entry(p.as_str()).or_default() += 1;
+    }
+    Ok((all, counts))
+}
+
+fn status(
+    p: &Publisher,
+    push: Option<&Push>,
+    configured: Option<&HashSet<String>>,
+    q: &StatusQuery,
+) -> Result<Status, StoreError> {
     let store = p.store();
     let n = p.naming();
-    let mut sources = Vec::new();
-    let subs = store.subscriptions()?;
     let now = W3cDateTime::now();
-    for id in source_ids(p) {
-        let SourceState { status: s, oai, paused, .. } = store.source_state(&id)?.unwrap_or_default();
-        let (held_deletions, held_since) = (s.held_deletions, text(s.held_since));
-        let own = store.set_info(&id)?;
-        let sub = subs.iter().find(|x| x.source == id && x.pending.as_ref().is_none_or(|p| p.mode != "unsubscribe"));
-        let last_change = own.as_ref().and_then(|i| i.last_change);
-        let parked = s.parked.as_ref().filter(|p| p.until > now);
-        sources.push(SourceRow {
-            parked: parked.map(|p| ParkRow { origin: p.origin.clone(), until: p.until.to_string() }),
-            moved: s.moved.iter().map(|(from, to)| MovedRow { from: from.clone(), to: to.clone() }).collect(),
-            last_change: text(last_change),
-            freshness_seconds: last_change.map(|t| (now.unix_timestamp() - t.unix_timestamp()).max(0)),
-            push: PushRow::of(sub, now.unix_timestamp()),
-            oai: oai.map(OaiRow::of),
-            resources: own.as_ref().map_or(0, |i| i.live),
-            changes: own.as_ref().map_or(0, |i| i.events),
-            state: s.state,
-            last_attempt: text(s.last_attempt),
-            last_success: text(s.last_success),
-            next_attempt: text(s.next_attempt),
-            failures: s.failures,
-            failing: s.failing,
-            consecutive_failures: s.consecutive_failures,
-            last_error: s.last_error,
-            last_pass: s.last_pass,
-            set_page: n.set_page(&id),
-            paused: text(paused),
-            configured: configured.is_none_or(|c| c.contains(&id)),
-            held_deletions,
-            held_since,
-            id,
-        });
-    }
+    let (all, problems) = ranked(p, configured, now.unix_timestamp())?;
+    let total = all.len();
+    let matched: Vec<Candidate> = all.into_iter().filter(|c| q.admits(c)).collect();
+    let matched_count = matched.len();
+    let subs = store.subscriptions()?;
+    let sources: Vec<SourceRow> =
+        matched.into_iter().skip(q.offset).take(q.limit).map(|c| source_row(n, &subs, now, c)).collect();
+    let shown: HashSet<&str> = sources.iter().map(|r| r.id.as_str()).collect();
     let mut sets = Vec::new();
-    for s in p.sets() {
-        let info = store.set_info(&s.id)?;
-        sets.push(SetRow {
-            resources: info.as_ref().map_or(0, |i| i.live),
-            changes: info.as_ref().map_or(0, |i| i.events),
-            last_change: text(info.and_then(|i| i.last_change)),
-            capability_list: n.capability_list(&s.id),
-            feed: n.set_feed(&s.id),
-            page: n.set_page(&s.id),
-            notifications: push.map(|push| NotificationRow {
-                topic: n.notification_topic(&s.id),
-                hub: push.hub().to_owned(),
-                subscribers: push.is_builtin().then(|| push.subscriber_count(&s.id)),
-                deliveries: push.subscriber_totals(&s.id),
-            }),
-            sources: s.sources.clone(),
-            id: s.id.clone(),
-        });
+    // A source's own set is shown with the source; merged sets always.
+    for s in p.sets().filter(|s| !is_own_set(s) || shown.contains(s.id.as_str())) {
+        sets.push(set_row(store, n, push, &s)?);
     }
     let parked_origins = store.parked_origins()?.into_iter().filter(|(_, until)| *until > now);
     Ok(Status {
@@ -322,17 +386,93 @@ fn status(p: &Publisher, push: Option<&Push>, configured: Option<&HashSet<String
         source_description: n.source_description(),
         provenance: n.provenance(),
         parked_origins: parked_origins.map(|(origin, until)| ParkRow { origin, until: until.to_string() }).collect(),
+        total,
+        matched: matched_count,
+        offset: q.offset,
+        limit: q.limit,
+        problems,
         sources,
         sets,
     })
 }
 
-/// `api/status`: every source's harvest status and every set's counters.
-pub(crate) async fn api_status(st: &WebState) -> Result<Response, WebError> {
+fn is_own_set(s: &SetConfig) -> bool {
+    matches!(s.sources.as_slice(), [only] if *only == s.id)
+}
+
+fn set_row(store: &Store, n: &Naming, push: Option<&Push>, s: &SetConfig) -> Result<SetRow, StoreError> {
+    let info = store.set_info(&s.id)?;
+    Ok(SetRow {
+        resources: info.as_ref().map_or(0, |i| i.live),
+        changes: info.as_ref().map_or(0, |i| i.events),
+        last_change: text(info.and_then(|i| i.last_change)),
+        capability_list: n.capability_list(&s.id),
+        feed: n.set_feed(&s.id),
+        page: n.set_page(&s.id),
+        notifications: push.map(|push| NotificationRow {
+            topic: n.notification_topic(&s.id),
+            hub: push.hub().to_owned(),
+            subscribers: push.is_builtin().then(|| push.subscriber_count(&s.id)),
+            deliveries: push.subscriber_totals(&s.id),
+        }),
+        sources: s.sources.clone(),
+        id: s.id.clone(),
+    })
+}
+
+/// A page of `api/status`: which sources, by position in the ranked list, a state and a name.
+#[derive(Debug, Clone)]
+pub(crate) struct StatusQuery {
+    offset: usize,
+    limit: usize,
+    state: Option<StateFilter>,
+    /// Part of the id, lower case.
+    name: Option<String>,
+}
+
+impl Default for StatusQuery {
+    fn default() -> Self {
+        StatusQuery { offset: 0, limit: DEFAULT_SOURCES, state: None, name: None }
+    }
+}
+
+impl StatusQuery {
+    /// `offset=N&limit=N&state=NAME&q=TEXT`, each optional.
+    fn parse(raw: Option<&str>) -> Result<StatusQuery, WebError> {
+        let mut q = StatusQuery::default();
+        for (k, v) in url::form_urlencoded::parse(raw.unwrap_or("").as_bytes()) {
+            let number =
+                |v: &str| v.parse::<usize>().map_err(|_| WebError::BadRequest(format!("{k}={v}: expected a number")));
+            match k.as_ref() {
+                "offset" => q.offset = number(&v)?,
+                "limit" => q.limit = number(&v)?.clamp(1, MAX_SOURCES),
+                "state" if v.is_empty() || v == "all" => q.state = None,
+                "state" => {
+                    let bad = || WebError::BadRequest(format!("state={v}: not a problem or harvest state"));
+                    q.state = Some(StateFilter::parse(&v).ok_or_else(bad)?);
+                }
+                "q" => q.name = Some(v.trim().to_lowercase()).filter(|v| !v.is_empty()),
+                _ => {}
+            }
+        }
+        Ok(q)
+    }
+
+    fn admits(&self, c: &Candidate) -> bool {
+        self.state.is_none_or(|f| f.admits(c.state.status.state, &c.problems))
+            && self.name.as_ref().is_none_or(|n| c.id.to_lowercase().contains(n.as_str()))
+    }
+}
+
+/// `api/status[?offset=N][&limit=N][&state=NAME][&q=TEXT]`: a page of the sources, problems
+/// first, with the counts of every problem, and the sets those sources publish plus the merged
+/// sets.
+pub(crate) async fn api_status(st: &WebState, raw_query: Option<&str>) -> Result<Response, WebError> {
+    let q = StatusQuery::parse(raw_query)?;
     let p = st.shared.publisher.clone();
     let push = st.shared.push.clone();
     let configured = st.configured();
-    let s = tokio::task::spawn_blocking(move || status(&p, push.as_ref(), configured.as_deref())).await??;
+    let s = tokio::task::spawn_blocking(move || status(&p, push.as_ref(), configured.as_deref(), &q)).await??;
     Ok(json(&s))
 }
 
@@ -458,7 +598,7 @@ pub(crate) async fn api_failures(st: &WebState, raw_query: Option<&str>) -> Resu
     Ok(json(&f))
 }
 
-fn json<T: Serialize>(v: &T) -> Response {
+pub(super) fn json<T: Serialize>(v: &T) -> Response {
     let body = serde_json::to_vec(v).unwrap_or_default();
     let mut r = body.into_response();
     let h = r.headers_mut();

@@ -6,7 +6,8 @@
 //! whose file names [`crate::naming`] parses; Resource Dump packages, served from their files
 //! with ranges, in `dumps`), bitstreams (`bitstream`), the provenance
 //! endpoint (`provenance`) and the pages for people (`pages`); the operator's dashboard and
-//! its JSON (`dashboard`) and `metrics`. `/robots.txt` is answered at the host root whatever
+//! its JSON (`dashboard`; what is wrong with a source in `problems`, one source's page in
+//! `source_page`) and `metrics`. `/robots.txt` is answered at the host root whatever
 //! the base path, since crawlers look only there. Anything else is a 404. Documents come from
 //! [`crate::publish`], always on the blocking pool, because every store call blocks.
 //!
@@ -36,9 +37,11 @@ mod hub;
 mod metrics;
 mod oai;
 mod pages;
+mod problems;
 mod provenance;
 mod routes;
 mod server;
+mod source_page;
 
 use std::future::Future;
 use std::io;

@@ -17,7 +17,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use super::error::WebError;
-use super::{WebState, bitstream, dashboard, documents, hub, oai, pages, provenance};
+use super::{WebState, bitstream, dashboard, documents, hub, oai, pages, provenance, source_page};
 
 /// Where `/robots.txt` lives whatever the base path: crawlers only look at the host's root.
 const ROBOTS: &str = "/robots.txt";
@@ -32,6 +32,7 @@ pub(super) fn table(base: &str) -> Router<WebState> {
         .route(&at("api/status"), read_only(api_status))
         .route(&at("api/changes"), read_only(api_changes))
         .route(&at("api/failures"), read_only(api_failures))
+        .route(&at("api/sources/{id}"), read_only(api_source))
         .route(&at("metrics"), read_only(metrics_text))
         .route(&at(".well-known/resourcesync"), read_only(source_description))
         .route(&at("provenance"), read_only(provenance_answer))
@@ -157,8 +158,12 @@ async fn to_base(State(st): State<WebState>) -> Redirect {
     Redirect::permanent(&st.shared.base_path)
 }
 
-async fn api_status(State(st): State<WebState>) -> Result<Response, WebError> {
-    dashboard::api_status(&st).await
+async fn api_status(State(st): State<WebState>, RawQuery(q): RawQuery) -> Result<Response, WebError> {
+    dashboard::api_status(&st, q.as_deref()).await
+}
+
+async fn api_source(State(st): State<WebState>, Params(id): Params<String>) -> Result<Response, WebError> {
+    source_page::api_source(&st, id).await
 }
 
 async fn api_changes(State(st): State<WebState>, RawQuery(q): RawQuery) -> Result<Response, WebError> {

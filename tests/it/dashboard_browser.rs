@@ -2,7 +2,9 @@
 //! started here on 127.0.0.1) against a real `tributary run` harvesting a simulated Source.
 //! Checks that the sources and counts appear and update, that the page works from the
 //! keyboard, runs a provenance search and checks the answer (with its via chain), and saves a
-//! screenshot. No timing asserts: the first-render time is printed, not judged.
+//! screenshot. No timing asserts: the first-render time is printed, not judged. A second test
+//! serves a store of 1,000 sources (`dashboard_sources`): the problem sources on the first
+//! screen, the filters, and a source's page with its plot.
 //!
 //! Without `chromium` and `chromedriver` (Debian packages `chromium`, `chromium-driver`;
 //! `.ci/setup` installs them) the test fails when CI=true and is skipped loudly otherwise
@@ -155,5 +157,85 @@ async fn drive(c: &Client, s: &Service) -> Result<(), String> {
     std::fs::write(&path, &png).map_err(|e| e.to_string())?;
     println!("screenshot: {}", path.display());
     assert!(png.starts_with(b"\x89PNG"));
+    Ok(())
+}
+
+/// A thousand sources (issue 50): the first screen shows the problem sources, the name and
+/// state filters narrow the table, and a source's page draws its plot of changes per day.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_sources_in_headless_chromium() {
+    const TEST: &str = "dashboard_browser::a_thousand_sources_in_headless_chromium";
+    let (Some(chromium), Some(chromedriver)) = (require("chromium", TEST), require("chromedriver", TEST)) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let s = crate::dashboard_sources::thousand_sources(dir.path()).await;
+    let driver = start_driver(&chromedriver);
+    let c = browser(&driver, &chromium).await;
+    let result = drive_thousand(&c, &s).await;
+    let _ = c.close().await;
+    result.unwrap_or_else(|e| panic!("{e}\nservice log:\n{}", s.log()));
+}
+
+/// The source ids of the table's rows, top to bottom.
+async fn row_ids(c: &Client) -> Vec<String> {
+    let script = "return [...document.querySelectorAll('#sources-body tr[data-source]')].map(r => r.dataset.source);";
+    let v = c.execute(script, vec![]).await.unwrap_or_default();
+    v.as_array().map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect()).unwrap_or_default()
+}
+
+/// Waits (at most 20 s) until the table's rows are `want`.
+async fn rows_become(c: &Client, want: &[String], what: &str) -> Result<(), String> {
+    let ok = eventually(Duration::from_secs(20), || async { row_ids(c).await == want }).await;
+    if ok { Ok(()) } else { Err(format!("{what}: rows are {:?}, not {want:?}", row_ids(c).await)) }
+}
+
+async fn drive_thousand(c: &Client, s: &Service) -> Result<(), String> {
+    use crate::dashboard_sources::{FAILING_CHANGES, FAILING_PASSES, PROBLEMS};
+    let err = |e: fantoccini::error::CmdError| e.to_string();
+    c.goto(&s.base).await.map_err(err)?;
+    c.wait()
+        .at_most(Duration::from_secs(20))
+        .for_element(Locator::Css("body[data-rendered='1'] tr[data-source]"))
+        .await
+        .map_err(err)?;
+
+    // The first screen: the problem sources at the top of the table, within the window.
+    let rows = row_ids(c).await;
+    assert_eq!(rows.len(), 50, "one page of sources");
+    assert_eq!(rows[..PROBLEMS.len()], PROBLEMS, "problem sources first");
+    let script = format!(
+        "const r = document.querySelector(\"tr[data-source='{}']\").getBoundingClientRect(); return r.bottom <= window.innerHeight;",
+        PROBLEMS[PROBLEMS.len() - 1]
+    );
+    assert_eq!(c.execute(&script, vec![]).await.map_err(err)?, json!(true), "the problems are on the first screen");
+    let summary = c.find(Locator::Id("sources-summary")).await.map_err(err)?.text().await.map_err(err)?;
+    assert!(summary.starts_with("1,000 sources") && summary.contains("1 failing"), "{summary}");
+
+    // Filter by name, then by state.
+    c.find(Locator::Id("filter-q")).await.map_err(err)?.send_keys("s-012").await.map_err(err)?;
+    let named: Vec<String> = (120..130).map(|i| format!("s-{i:04}")).collect();
+    rows_become(c, &named, "filtered by name").await?;
+    c.execute("document.getElementById('filter-q').value = '';", vec![]).await.map_err(err)?;
+    c.find(Locator::Id("filter-state")).await.map_err(err)?.select_by_value("failing").await.map_err(err)?;
+    rows_become(c, &[PROBLEMS[0].to_owned()], "filtered by state").await?;
+
+    // The failing source's page: its passes and a plot of 30 days, today's bar its changes.
+    c.find(Locator::Css("tr[data-source='s-0100'] th a")).await.map_err(err)?.click().await.map_err(err)?;
+    c.wait().at_most(Duration::from_secs(20)).for_element(Locator::Css("svg.plot rect.bar")).await.map_err(err)?;
+    let bars = c.find_all(Locator::Css("svg.plot rect.bar")).await.map_err(err)?;
+    assert_eq!(bars.len(), 30, "a bar per day");
+    let today = bars.last().unwrap().attr("data-changes").await.map_err(err)?;
+    assert_eq!(today, Some(FAILING_CHANGES.to_string()));
+    let height = bars.last().unwrap().attr("height").await.map_err(err)?.unwrap_or_default();
+    assert!(height.parse::<f64>().unwrap_or(0.0) > 0.0, "today's bar is drawn: height {height}");
+    let passes = c.find_all(Locator::Css("#passes tbody tr")).await.map_err(err)?;
+    assert_eq!(passes.len(), FAILING_PASSES);
+    assert!(c.find(Locator::Id("sources")).await.map_err(err)?.attr("hidden").await.map_err(err)?.is_some());
+
+    let png = c.screenshot().await.map_err(err)?;
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard-source.png");
+    std::fs::write(&path, &png).map_err(|e| e.to_string())?;
+    println!("screenshot: {}", path.display());
     Ok(())
 }

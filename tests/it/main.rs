@@ -20,6 +20,7 @@ mod cli_shard;
 mod config;
 mod control;
 mod dashboard_browser;
+mod dashboard_sources;
 mod deletions;
 mod demo_shards;
 mod discover;

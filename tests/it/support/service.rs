@@ -36,11 +36,21 @@ impl Service {
     /// Writes `config` into `dir` and starts `tributary <args…> run` there, then waits (at
     /// most 30 s) until it answers HTTP.
     pub(crate) async fn start(dir: &Path, config: &str, args: &[&str], env: &[(&str, &str)]) -> Service {
+        Service::start_command(dir, config, args, env, "run").await
+    }
+
+    /// As [`Service::start`], with `tributary <args…> serve`: the aggregate of the store as
+    /// it is, nothing harvested.
+    pub(crate) async fn serve(dir: &Path, config: &str) -> Service {
+        Service::start_command(dir, config, &[], &[], "serve").await
+    }
+
+    async fn start_command(dir: &Path, config: &str, args: &[&str], env: &[(&str, &str)], command: &str) -> Service {
         std::fs::write(dir.join("sources.toml"), config).unwrap();
         let port = config.split("listen = \"127.0.0.1:").nth(1).and_then(|r| r.split('"').next()).unwrap();
         let log = std::fs::File::create(dir.join("stderr.log")).unwrap();
         let mut cmd = cli::tributary(args);
-        cmd.current_dir(dir).arg("run").stdout(Stdio::null()).stderr(log).envs(env.iter().copied());
+        cmd.current_dir(dir).arg(command).stdout(Stdio::null()).stderr(log).envs(env.iter().copied());
         let mut s = Service {
             child: Some(cmd.spawn().unwrap()),
             base: format!("http://127.0.0.1:{port}/"),
