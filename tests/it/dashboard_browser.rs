@@ -221,16 +221,23 @@ async fn drive_thousand(c: &Client, s: &Service) -> Result<(), String> {
     rows_become(c, &[PROBLEMS[0].to_owned()], "filtered by state").await?;
 
     // The failing source's page: its passes and a plot of 30 days, today's bar its changes.
-    c.find(Locator::Css("tr[data-source='s-0100'] th a")).await.map_err(err)?.click().await.map_err(err)?;
+    // Read in one script each: the page re-renders on every refresh, which would leave a
+    // WebDriver element reference stale between two calls.
+    c.execute("document.querySelector(\"tr[data-source='s-0100'] th a\").click();", vec![]).await.map_err(err)?;
     c.wait().at_most(Duration::from_secs(20)).for_element(Locator::Css("svg.plot rect.bar")).await.map_err(err)?;
-    let bars = c.find_all(Locator::Css("svg.plot rect.bar")).await.map_err(err)?;
-    assert_eq!(bars.len(), 30, "a bar per day");
-    let today = bars.last().unwrap().attr("data-changes").await.map_err(err)?;
-    assert_eq!(today, Some(FAILING_CHANGES.to_string()));
-    let height = bars.last().unwrap().attr("height").await.map_err(err)?.unwrap_or_default();
-    assert!(height.parse::<f64>().unwrap_or(0.0) > 0.0, "today's bar is drawn: height {height}");
-    let passes = c.find_all(Locator::Css("#passes tbody tr")).await.map_err(err)?;
-    assert_eq!(passes.len(), FAILING_PASSES);
+    let plot = c
+        .execute(
+            "const b = [...document.querySelectorAll('svg.plot rect.bar')]; const t = b[b.length - 1]; \
+             return [b.length, t.dataset.changes, Number(t.getAttribute('height')), \
+             document.querySelectorAll('#passes tbody tr').length];",
+            vec![],
+        )
+        .await
+        .map_err(err)?;
+    assert_eq!(plot[0], json!(30), "a bar per day");
+    assert_eq!(plot[1], json!(FAILING_CHANGES.to_string()), "today's bar is its changes");
+    assert!(plot[2].as_f64().unwrap_or(0.0) > 0.0, "today's bar is drawn: {plot}");
+    assert_eq!(plot[3], json!(FAILING_PASSES));
     assert!(c.find(Locator::Id("sources")).await.map_err(err)?.attr("hidden").await.map_err(err)?.is_some());
 
     let png = c.screenshot().await.map_err(err)?;
