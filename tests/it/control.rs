@@ -345,7 +345,7 @@ async fn a_hot_export_is_one_snapshot_that_imports_verifies_and_serves() {
     // Into an empty directory with the bitstreams copied over.
     let moved = dir.path().join("moved");
     for sub in ["packs", "blobs"] {
-        copy_tree(&dir.path().join("store").join(sub), &moved.join(sub));
+        crate::store_export::copy_tree(&dir.path().join("store").join(sub), &moved.join(sub));
     }
     let data_dir = moved.to_str().unwrap();
     let export = dir.path().join("hot.jsonl.gz");
@@ -385,17 +385,4 @@ async fn a_hot_export_is_one_snapshot_that_imports_verifies_and_serves() {
 fn parse_records(line: &str) -> (u64, u64) {
     let nums: Vec<u64> = line.split(|c: char| !c.is_ascii_digit()).filter_map(|t| t.parse().ok()).collect();
     (nums[0], nums[1])
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }
