@@ -122,7 +122,7 @@ pub(crate) struct Turn {
     pub(crate) polled: tokio::sync::Notify,
     /// Rung when the subscription's state changed (a verification arrived).
     pub(crate) changed: tokio::sync::Notify,
-    /// Rung when a verified lease begins: the poll loop moves its next poll out to `push_poll`.
+    /// Rung when a verified lease begins: the poll loop polls once to catch up, then every `push_poll`.
     pub(crate) verified: tokio::sync::Notify,
     pub(crate) subscribed: std::sync::atomic::AtomicBool,
     /// The source as configured now, with its sets; `None` once a reload removed it.

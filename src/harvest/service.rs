@@ -19,10 +19,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 
-use super::ctx::{
-    Configured, Ctx, HarvestError, Reconfigured, Turn, Turns, configured, join_error, load_state, save_state,
-};
-use super::daemon::{after, context, harvest_source, poll_interval, until};
+use super::ctx::{Ctx, HarvestError, Reconfigured, Turn, Turns, configured, join_error, load_state, save_state};
+use super::daemon::{after, context, harvest_source, until};
 use super::parks::Keeper;
 use super::push::Push;
 use super::report::{Progress, ResourceOutcome, SourceReport, Summary};
@@ -379,13 +377,13 @@ async fn poll_loop(ctx: Arc<Ctx>, turn: Arc<Turn>, passes: Arc<Semaphore>) {
     let mut due = load_state(&ctx, &id).await.ok().and_then(|s| s.status.next_attempt);
     // Ends at shutdown or removal; each turn waits, then runs at most one pass.
     loop {
-        let Some(current) = turn.configured() else {
+        if turn.configured().is_none() {
             if ctx.turns.loop_ended(&id) {
                 tracing::info!(source.id = %id, "no longer configured: polling stopped; its records stay published until `tributary source forget`");
                 return;
             }
             continue;
-        };
+        }
         if turn.is_paused() {
             turn.pass_ended(&SourceReport::failed_with(&id, "paused by the operator".into()));
             tokio::select! {
@@ -405,11 +403,10 @@ async fn poll_loop(ctx: Arc<Ctx>, turn: Arc<Turn>, passes: Arc<Semaphore>) {
             _ = shutdown.wait_for(|stop| *stop) => return,
         };
         if verified {
-            // A poll already due (the first, or a restart after downtime) still runs now: it
-            // catches what was missed while nobody was subscribed.
-            if due.as_ref().is_some_and(|d| !until(d).is_zero()) {
-                due = reschedule_for_push(&ctx, &current, &turn).await.or(due);
-            }
+            // One catch-up poll now: a change published after the last pass read the Change
+            // List and before the hub recorded us is never notified, and the next notification
+            // that would show the gap may never come. After it, polls are `push_poll` apart.
+            due = None;
             continue;
         }
         let permit = tokio::select! {
@@ -450,28 +447,6 @@ fn pass_ctx(ctx: &Arc<Ctx>, turn: &Turn) -> Arc<Ctx> {
         tx.closed().await;
     });
     Arc::new(Ctx { shutdown: rx, ..Ctx::clone(ctx) })
-}
-
-/// A subscription verified after the last pass had scheduled the next one at `poll` (the
-/// baseline usually ends before the hub verifies): while it stands, the next poll is
-/// `push_poll` after that pass instead, or the safety net would poll once at `poll` for
-/// nothing. Only after a successful pass; a backoff after a failure is kept. Saved, so the
-/// dashboard and a restart see it, under the source's turn (push deliveries save its state too).
-async fn reschedule_for_push(ctx: &Ctx, current: &Configured, turn: &Turn) -> Option<W3cDateTime> {
-    let source = &current.source;
-    let _turn = turn.lock.lock().await;
-    let mut state = load_state(ctx, &source.id).await.ok()?;
-    if state.status.state != HarvestState::Idle {
-        return None;
-    }
-    let last = state.status.last_success?;
-    let wait = i64::try_from(poll_interval(ctx, source).as_secs()).unwrap_or(i64::MAX / 2);
-    let next = W3cDateTime::from_unix(last.unix_timestamp().saturating_add(wait), 0).ok()?;
-    state.status.next_attempt = Some(next);
-    if let Err(e) = save_state(ctx, &source.id, state).await {
-        tracing::warn!(source.id = %source.id, error = %crate::error::chain(&e), "cannot save the next poll");
-    }
-    Some(next)
 }
 
 /// The error of an id that names no configured source.

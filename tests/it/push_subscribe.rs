@@ -266,10 +266,7 @@ async fn a_change_reaches_tributary_through_flask_websub_s_hub() {
     let cfg = config(free_port(), "", &[("up", &source.url("capabilitylist.xml"), "")]);
     let svc = Service::start(dir.path(), &cfg, &[], &[]).await;
     wait_changes(&svc, "up", 2).await;
-    svc.wait_until("flask-websub verified the subscription", LIMIT, |s| async move {
-        source_row(s, "up").await["push"]["mode"] == "subscribed"
-    })
-    .await;
+    wait_push_only(&svc, "up").await;
 
     let t1 = source.at + 10;
     let entry = source.update(1, "up v2 of 1, through flask-websub", t1);

@@ -84,7 +84,7 @@ pub(super) async fn manage(push: Push, id: String) {
 
 /// Tells the poll loop whether a verified lease stands; one that just lapsed asks for a poll
 /// now, so the source is not left waiting for the slow safety interval, and one that just began
-/// lets it wait that long. Returns `subscribed`.
+/// asks for one catch-up poll, after which it waits that long. Returns `subscribed`.
 fn mark(turn: &Turn, source: &str, subscribed: bool, was: bool) -> bool {
     turn.subscribed.store(subscribed, Ordering::Release);
     if subscribed && !was {

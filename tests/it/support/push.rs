@@ -392,6 +392,22 @@ pub(crate) async fn wait_push_mode(svc: &Service, id: &str, mode: &str) {
     svc.wait_until(&what, LIMIT, |s| async move { source_row(s, id).await["push"]["mode"] == mode }).await;
 }
 
+/// Waits until `id` is subscribed, no pass is in flight and its next poll is out at
+/// `push_poll` (an hour in these tests). Before that, a pass begun at `poll` while the hub
+/// verified may still read the change list, and find a change the test means to push.
+pub(crate) async fn wait_push_only(svc: &Service, id: &str) {
+    let what = format!("source {id} is subscribed, idle and not due for a poll");
+    svc.wait_until(&what, LIMIT, |s| async move {
+        let row = source_row(s, id).await;
+        let now = tributary::model::W3cDateTime::now().unix_timestamp();
+        let next = row["next_attempt"].as_str().and_then(|t| t.parse::<tributary::model::W3cDateTime>().ok());
+        row["push"]["mode"] == "subscribed"
+            && row["state"] == "idle"
+            && next.is_some_and(|t| t.unix_timestamp() > now + 600)
+    })
+    .await;
+}
+
 pub(crate) async fn wait_changes(svc: &Service, id: &str, n: u64) {
     let what = format!("source {id} has {n} change events");
     svc.wait_until(&what, LIMIT, |s| async move { changes(s, id).await == n }).await;
@@ -461,6 +477,7 @@ pub(crate) async fn world_granting(defaults: &str, grants: &[Option<&str>]) -> W
     let recorded = eventually(LIMIT, || async { hub.subscription().is_some() }).await;
     assert!(recorded, "the hub never recorded the verified subscription");
     wait_changes(&svc, "up", 2).await;
+    wait_push_only(&svc, "up").await;
     World { _dir: dir, files, source, hub, svc }
 }
 
