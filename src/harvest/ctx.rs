@@ -12,6 +12,7 @@ use super::dump::DumpError;
 use super::report::Progress;
 use crate::config::ConfigError;
 use crate::fetch::Fetcher;
+use crate::model::W3cDateTime;
 use crate::naming::Naming;
 use crate::store::{SourceState, Store, StoreError};
 
@@ -87,8 +88,8 @@ pub(crate) struct Ctx {
     pub(crate) progress: Arc<dyn Progress>,
     /// What polling and push share per source (empty outside `run`).
     pub(crate) turns: Turns,
-    /// The pass under way (`poll <start>`), which stages the deletions it finds; empty outside
-    /// a pass.
+    /// The pass under way (`poll <start>`, see [`pass_name`]), which stages the deletions it
+    /// finds; empty outside a pass.
     pub(crate) pass: String,
 }
 
@@ -331,4 +332,13 @@ pub(crate) fn join_error(e: tokio::task::JoinError) -> StoreError {
 /// A fetch semaphore that closed under a waiting task: only when the runtime is going away.
 pub(crate) fn closed(e: tokio::sync::AcquireError) -> HarvestError {
     HarvestError::Store(StoreError::Io { path: "harvest".into(), source: std::io::Error::other(e) })
+}
+
+/// The name of a pass (`kind` is `poll` or `push`) starting now: its start to the clock's full
+/// precision. Held deletions are judged by the pass that staged them, so a name must never
+/// repeat for one source; its passes run one at a time under its turn. (At whole seconds, two
+/// notifications pushed within a second shared a name, and the second released the first's
+/// held deletions as if they were its own.)
+pub(crate) fn pass_name(kind: &str) -> String {
+    format!("{kind} {}", W3cDateTime::now_precise())
 }

@@ -168,7 +168,7 @@ pub(super) fn after(d: Duration) -> W3cDateTime {
 pub(crate) async fn harvest_source(ctx: &Ctx, source: &Source, sets: &[String]) -> SourceReport {
     ctx.progress.source_started(&source.id);
     let started = Instant::now();
-    let ctx = &Ctx { pass: format!("poll {}", W3cDateTime::now()), ..ctx.clone() };
+    let ctx = &Ctx { pass: super::ctx::pass_name("poll"), ..ctx.clone() };
     let mut report = crate::fetch::in_source(&source.id, async {
         let state = match begin(ctx, source).await {
             Ok(state) => state,

@@ -282,3 +282,52 @@ async fn a_source_with_change_dumps_but_no_change_list_is_followed_through_its_p
     pass(&h).await;
     assert_eq!(change_log(&h).len(), 4, "re-polling applies nothing twice");
 }
+
+/// A package that deletes more than `max_deletions` allows: its creations are applied, its
+/// deletions held (stored, unpublished) until the operator applies them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_package_deleting_past_the_limit_has_its_deletions_held() {
+    let site = Arc::new(Mutex::new(Site { no_change_list: true, ..Site::default() }));
+    let (_up, base) = start(&site).await;
+    let gone = ["/a", "/b", "/c", "/d"];
+    {
+        let mut s = site.lock().unwrap();
+        for p in gone.iter().chain(&["/e", "/f"]) {
+            s.live.insert((*p).into(), format!("{p} v1").into_bytes());
+        }
+    }
+    let defaults = "rate = \"unlimited\"\nconcurrency = 4\nmax_retries = 0\ntotal_timeout = \"10s\"\n";
+    let url = format!("{base}/capabilitylist.xml");
+    let h = Harness::new(|dir| config_text(dir, "", defaults, &[("a", &url, "dumps = true\nmax_deletions = 2")]));
+    pass(&h).await;
+    let before = h.live("a");
+    {
+        let mut s = site.lock().unwrap();
+        s.live.insert("/g".into(), b"/g v1".to_vec());
+        let mut changes = vec![("/g", "created", "2024-01-01T01:00:00Z")];
+        changes.extend(gone.iter().map(|p| (*p, "deleted", "2024-01-01T02:00:00Z")));
+        let z = package(&s, &base, T0, "2024-01-01T03:00:00Z", &changes);
+        s.packages.push(("/cd/1.zip".into(), z, T0.into(), "2024-01-01T03:00:00Z".into()));
+        gone.iter().for_each(|p| drop(s.live.remove(*p)));
+    }
+    let second = pass(&h).await;
+    assert_eq!((second.sources[0].held, second.sources[0].deleted), (4, 0), "{second}");
+    let kinds: Vec<Change> = change_log(&h)[6..].iter().map(|(_, c)| *c).collect();
+    assert_eq!(kinds, vec![Change::Created], "the creation is applied, no deletion published");
+    let live = h.live("a");
+    assert!(before.iter().all(|(uri, sha)| live.get(uri) == Some(sha)), "every held resource stays");
+    let held = h.store.held_deletions(Some("a")).unwrap();
+    assert_eq!(held.len(), 4);
+    assert!(
+        held.iter()
+            .all(|d| d.uri.ends_with("/a") || d.uri.ends_with("/b") || d.uri.ends_with("/c") || d.uri.ends_with("/d"))
+    );
+    // Re-polling the same dump holds the same four, and publishes nothing.
+    let third = pass(&h).await;
+    assert_eq!(third.sources[0].held, 4, "{third}");
+    assert_eq!(change_log(&h).len(), 7);
+    assert_eq!(h.store.apply_held("a").unwrap(), 4);
+    assert_eq!(h.live("a"), expected(&base, &site.lock().unwrap()));
+    let kinds: Vec<Change> = change_log(&h)[7..].iter().map(|(_, c)| *c).collect();
+    assert_eq!(kinds, vec![Change::Deleted; 4], "applied, the deletions are published once");
+}

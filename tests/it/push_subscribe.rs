@@ -59,6 +59,40 @@ async fn a_verified_subscription_applies_each_change_once_whether_pushed_or_poll
     assert_eq!(changes(&w.svc, "up").await, 4);
 }
 
+/// Pushed deletions past `max_deletions` are held like a poll's: stored, unpublished, shown;
+/// a pushed update of one cancels its deletion, and the operator's `deletions apply` through
+/// the running service publishes the rest.
+#[tokio::test]
+async fn pushed_deletions_past_the_limit_are_held_until_the_operator_applies_them() {
+    let mut w = subscribed_world("max_deletions = 1").await;
+    let deleted = |i: usize, when: i64| {
+        let loc = w.source.url(&format!("res{i}"));
+        format!("<url><loc>{loc}</loc><rs:md change=\"deleted\" datetime=\"{}\"/></url>", w3c(when))
+    };
+    let t1 = w.source.at + 10;
+    let n1 = notification(w.source.at, t1, &[&deleted(1, t1), &deleted(2, t1)]);
+    assert_eq!(w.hub.deliver(&n1, None).await, 204);
+    let row = source_row(&w.svc, "up").await;
+    assert_eq!((row["held_deletions"].as_u64(), row["resources"].as_u64()), (Some(2), Some(2)), "{row}");
+    assert_eq!(events_for(&w.svc, "up", "/res1").await, ["created"], "nothing published");
+    assert_eq!(events_for(&w.svc, "up", "/res2").await, ["created"]);
+
+    // The Source takes res2 back: a pushed update cancels its held deletion.
+    let t2 = t1 + 10;
+    let entry = w.source.update(2, "up v2 of 2", t2);
+    assert_eq!(w.hub.deliver(&notification(t1, t2, &[&entry]), None).await, 204);
+    assert_eq!(source_row(&w.svc, "up").await["held_deletions"], 1);
+
+    let mut cmd = crate::support::cli::tributary(&["deletions", "apply", "--source", "up"]);
+    cmd.current_dir(&w.svc.dir);
+    let out = crate::support::cli::finish(cmd).await;
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let row = source_row(&w.svc, "up").await;
+    assert_eq!((row["held_deletions"].as_u64(), row["resources"].as_u64()), (Some(0), Some(1)), "{row}");
+    assert_eq!(events_for(&w.svc, "up", "/res1").await, ["created", "deleted"]);
+    assert_eq!(events_for(&w.svc, "up", "/res2").await, ["created", "updated"]);
+}
+
 #[tokio::test]
 async fn a_hub_that_never_verifies_or_is_down_leaves_the_source_polling_at_its_interval() {
     let silent = Hub::start(HubMode::Silent).await;

@@ -60,7 +60,7 @@ pub(super) async fn apply(
     // topic on another site would otherwise let the Source push that site's resources.
     let base = if topic_allowed(source, topic) { topic } else { &source.url };
     // A notification is judged like a pass: its deletions staged, then applied or held.
-    let ctx = &Ctx { pass: format!("push {}", crate::model::W3cDateTime::now()), ..ctx.clone() };
+    let ctx = &Ctx { pass: crate::harvest::ctx::pass_name("push"), ..ctx.clone() };
     let mut report = crate::fetch::in_source(
         &source.id,
         crate::harvest::sync::apply_pushed(ctx, source, sets, state, base, n.entries),
