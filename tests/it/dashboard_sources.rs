@@ -5,7 +5,7 @@
 //! store drives the Chromium test in `dashboard_browser`.
 
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::support::net::free_port;
 use crate::support::service::Service;
@@ -158,4 +158,32 @@ async fn api_status_pages_a_thousand_sources_problems_first() {
     assert_eq!(days[29]["changes"], FAILING_CHANGES);
     assert_eq!(days[29]["day"].as_str().unwrap(), &W3cDateTime::now().to_string()[..10]);
     assert_eq!(s.get("api/sources/nope").await.0, 404);
+}
+
+/// A real `tributary run` polling its simulator every second: each pass lands on the source's
+/// page, newest first, the baseline with everything it fetched, the later ones with the
+/// simulator's changes, and the changes per day count what the log holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_pass_of_a_running_service_lands_on_the_source_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let (port, sim_port) = (free_port(), free_port());
+    let cfg = crate::support::service::config(port, sim_port, 30, 5.0);
+    let s = Service::start(dir.path(), &cfg, &[], &[]).await;
+    s.wait_until("three passes are recorded", Duration::from_secs(60), |s| async move {
+        s.json("api/sources/sim").await["passes"].as_array().is_some_and(|p| p.len() >= 3)
+    })
+    .await;
+    let one = s.json("api/sources/sim").await;
+    let passes = one["passes"].as_array().unwrap();
+    let started: Vec<W3cDateTime> = passes.iter().map(|p| p["started"].as_str().unwrap().parse().unwrap()).collect();
+    assert!(started.windows(2).all(|w| w[0] >= w[1]), "newest first: {started:?}");
+    assert!(passes.iter().all(|p| p["error"].is_null() && p["finished"].is_string()), "{passes:?}");
+    let baseline = passes.last().unwrap();
+    assert_eq!(baseline["counts"]["fetched"], 30, "the baseline: {baseline}");
+    let fetched: u64 = passes.iter().map(|p| p["counts"]["fetched"].as_u64().unwrap()).sum();
+    let deleted: u64 = passes.iter().map(|p| p["counts"]["deleted"].as_u64().unwrap()).sum();
+    assert!(fetched + deleted > 30, "later passes brought the simulator's changes: {passes:?}");
+    let days = one["changes_per_day"].as_array().unwrap();
+    let logged: u64 = days.iter().map(|d| d["changes"].as_u64().unwrap()).sum();
+    assert!(logged >= fetched + deleted, "{logged} changes logged against the passes' {}", fetched + deleted);
 }
