@@ -1,4 +1,4 @@
-//! `tributary simulate`: the command-line face of the simulator. `main.rs` flattens
+//! `tributary simulate`: the command-line face of the simulator. `src/cli/` flattens
 //! [`SimulateArgs`] into its subcommand and awaits [`run`] with its Ctrl-C future.
 //!
 //! The command always uses the real clock and ticks in the background: it is the changing

@@ -127,8 +127,9 @@ async fn harvest_once_prints_a_summary() {
     assert!(stdout.contains("fetched 30, unchanged 0, failed 0, deleted 0"), "{stdout}");
     assert!(dir.path().join("store/FORMAT").exists());
 
-    // The command exits without tearing the store down (see `exit_durably` in main.rs): what
-    // it harvested must be durable and consistent, and a second pass fetches none of it again.
+    // The command exits without tearing the store down (see `exit_durably` in
+    // src/cli/common.rs): what it harvested must be durable and consistent, and a second pass
+    // fetches none of it again.
     let verify = run(&["--config", cfg, "store", "verify"]).await;
     assert!(verify.status.success(), "{}", String::from_utf8_lossy(&verify.stdout));
     let out = run(&["--config", cfg, "harvest", "--source", "a"]).await;
