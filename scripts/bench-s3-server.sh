@@ -6,8 +6,9 @@
 #
 #   scripts/bench-s3-server.sh     env: N (2000), SIZE (141640, bench-s3.sh's average bitstream)
 #
-# Prints SeaweedFS's CPU-seconds and wall time for N of each: PUTs of SIZE random bytes,
-# empty PUTs (a reference marker), HEADs of present and of absent keys.
+# Prints SeaweedFS's CPU-seconds and wall time for N of each: PUTs of SIZE random bytes, plain
+# and conditional (`If-None-Match: *`, of new keys and of present ones), empty PUTs (a
+# reference marker), HEADs of present and of absent keys.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 N=${N:-2000}
@@ -31,10 +32,10 @@ def cpu():
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
-def request(method, path, body=None):
+def request(method, path, body=None, headers={}):
     if not hasattr(local, "conn"):
         local.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    local.conn.request(method, path, body=body)
+    local.conn.request(method, path, body=body, headers=headers)
     response = local.conn.getresponse()
     response.read()
     return response.status
@@ -51,6 +52,9 @@ assert request("PUT", "/server-cost") == 200
 body = os.urandom(size)
 print(f"{n} requests of each kind, 16 connections:")
 phase(f"PUT {size} B", lambda i: request("PUT", f"/server-cost/ab/{i:064x}", body), 200)
+new = {"If-None-Match": "*"}
+phase(f"PUT {size} B, If-None-Match", lambda i: request("PUT", f"/server-cost/cd/{i:064x}", body, new), 200)
+phase("the same, present (412)", lambda i: request("PUT", f"/server-cost/cd/{i:064x}", body, new), 412)
 phase("PUT empty (marker)", lambda i: request("PUT", f"/server-cost/refs/{i:064x}/a", b""), 200)
 phase("HEAD, present", lambda i: request("HEAD", f"/server-cost/ab/{i:064x}"), 200)
 phase("HEAD, absent", lambda i: request("HEAD", f"/server-cost/doomed/{i:064x}"), 404)
