@@ -406,7 +406,11 @@ async fn poll_loop(ctx: Arc<Ctx>, turn: Arc<Turn>, passes: Arc<Semaphore>) {
             // One catch-up poll now: a change published after the last pass read the Change
             // List and before the hub recorded us is never notified, and the next notification
             // that would show the gap may never come. After it, polls are `push_poll` apart.
-            due = None;
+            // A source backing off after failures keeps its backoff: that poll catches up.
+            let failing = load_state(&ctx, &id).await.is_ok_and(|s| s.status.consecutive_failures > 0);
+            if !failing {
+                due = None;
+            }
             continue;
         }
         let permit = tokio::select! {
