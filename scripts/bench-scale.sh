@@ -14,7 +14,9 @@
 # Environment: CHAIN=1 (records harvested from another aggregator: upstream ≠ origin), PORT
 # (18095), WORK (keep the store there instead of a temporary directory; it takes ~3 KB per
 # record), PROFILE (the cargo profile the examples are built with: release, or test-opt for a
-# quicker build without LTO). Needs curl and wrk.
+# quicker build without LTO), EXAMPLES (a directory holding ingest_bench and publish_bench
+# already built, e.g. another build's target/release/examples: nothing is built then). Needs
+# curl and wrk.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export LC_NUMERIC=C
@@ -31,8 +33,12 @@ cleanup() {
 trap cleanup EXIT
 
 profile=${PROFILE:-release}
-cargo build --profile "$profile" --quiet --example ingest_bench --example publish_bench
-bin=${CARGO_TARGET_DIR:-target}/$profile/examples
+if [ -n "${EXAMPLES:-}" ]; then
+  bin=$EXAMPLES
+else
+  cargo build --profile "$profile" --quiet --example ingest_bench --example publish_bench
+  bin=${CARGO_TARGET_DIR:-target}/$profile/examples
+fi
 
 rm -rf "$work/store"
 echo "ingesting $n records ..."

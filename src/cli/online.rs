@@ -60,12 +60,11 @@ pub(super) fn online(global: &Global, command: wire::Command) -> anyhow::Result<
 #[derive(Default)]
 pub(super) struct Forward {
     bar: Option<Arc<progress::Display>>,
-    value: Option<serde_json::Value>,
 }
 
 impl Forward {
     pub(super) fn with_progress() -> Forward {
-        Forward { bar: Some(progress::for_terminal()), value: None }
+        Forward { bar: Some(progress::for_terminal()) }
     }
 
     pub(super) fn finish(&self) {
@@ -90,9 +89,5 @@ impl control::client::Sink for Forward {
         if let Some(bar) = &self.bar {
             bar.show(p);
         }
-    }
-
-    fn value(&mut self, value: serde_json::Value) {
-        self.value = Some(value);
     }
 }
