@@ -3,9 +3,10 @@
 //! ```text
 //! ingest_bench fill <store dir> <base URL> <records> [batch]
 //! ```
-//! Writes `records` resources of one source (set `bench`, so that `publish_bench serve` publishes it) the way the harvester does — each
-//! bitstream put (small, so packed; distinct content per record), its record created, one
-//! batch applied durably per `batch` records (default 1,000) — and prints a line per tenth of
+//! Writes `records` resources of one source (set `bench`, so that `publish_bench serve`
+//! publishes it) the way the harvester does — each bitstream put (small, so packed; distinct
+//! content per record), its record created, one batch applied durably per `batch` records
+//! (default 1,000) on another thread while the next batch fills — and prints a line per tenth of
 //! the run with the records/s of that tenth, then the whole run's rate, the bytes the
 //! metadata (the database's directory, `meta/`; `db/` and `lsm/` of store format 8, for a
 //! build of that format) takes per record at the end and once the engine's compactions are
@@ -50,24 +51,42 @@ fn fill(dir: &Path, base: &str, n: usize, batch_size: usize) -> Result<(), Box<d
     let start = Instant::now();
     let tenth = (n / 10).max(1);
     let mut mark = Instant::now();
+    // As the harvester's committer does, batches are applied on one thread while the next one
+    // is filled on another: at most one apply in flight, one batch filling (a rendezvous
+    // channel hands each batch over when the apply before it is done).
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(0);
+    let filler = {
+        let store = store.clone();
+        std::thread::Builder::new().name("filler".into()).spawn(move || -> Result<(), String> {
+            let mut i = 0;
+            while i < n {
+                let mut batch = Batch::new();
+                let end = (i + batch_size).min(n);
+                for k in i..end {
+                    // A first baseline, as the harvester writes one: each record created
+                    // without a look for an old one (`Batch::create`).
+                    batch.create(&["bench"], record(&store, &naming, k, chain, modified).map_err(|e| e.to_string())?);
+                }
+                i = end;
+                if tx.send(batch).is_err() {
+                    break; // the applier stopped on an error, which it reports
+                }
+            }
+            Ok(())
+        })?
+    };
     let mut i = 0;
-    while i < n {
-        let mut batch = Batch::new();
-        let end = (i + batch_size).min(n);
-        for k in i..end {
-            // A first baseline, as the harvester writes one: each record created without a
-            // look for an old one (`Batch::create`).
-            batch.create(&["bench"], record(&store, &naming, k, chain, modified)?);
-        }
+    for batch in rx {
         store.apply(&batch)?;
         let before = i;
-        i = end;
+        i += batch.len();
         if before / tenth != i / tenth || i == n {
             let rate = tenth as f64 / mark.elapsed().as_secs_f64();
             println!("records {:>10}: {:>8.0} records/s over the last tenth", i, rate);
             mark = Instant::now();
         }
     }
+    filler.join().map_err(|_| "the filling thread panicked")??;
     let secs = start.elapsed().as_secs_f64();
     store.flush()?;
     println!("total: {n} records in {secs:.1} s = {:.0} records/s", n as f64 / secs);

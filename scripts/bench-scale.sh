@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The metadata store at scale (issue #24's figures), over the real ingest path and real HTTP:
 #  1. N records (default 1,000,000) of one source written as the harvester writes them, without
-#     fetching (examples/ingest_bench.rs: put a small distinct bitstream, upsert, one durable
-#     batch per 1,000): records/s per tenth of the run (first vs last), the whole run's rate,
-#     bytes the metadata (the database's `meta/`) takes per record, and peak RSS;
+#     fetching (examples/ingest_bench.rs: put a small distinct bitstream, create its record, one
+#     durable batch per 1,000, applied while the next fills): records/s per tenth of the run
+#     (first vs last), the whole run's rate, bytes the metadata (the database's `meta/`) takes
+#     per record, and peak RSS;
 #  2. that store served by the publisher (examples/publish_bench.rs serve): the Resource List
 #     index and all its parts streamed with curl, MB/s;
 #  3. provenance lookups by origin URI (`/provenance?uri=…`, JSON) of random records, one
