@@ -280,6 +280,11 @@ fn open_trees(db: &Db, options: &StoreOptions) -> Result<Trees, StoreError> {
 ///   keyed by random sha-256s and read one at a time, keep small blocks.
 /// - Memtables of 16 MiB: with three busy keyspaces, fjall's 64 MiB default held up to 200 MiB
 ///   of memtables, most of a harvester's resident memory (docs/STORE.md, "Sizing").
+/// - Blob rows compact less often (8 tables in level 0, not 4; levels 16 times larger, not 10):
+///   their keys are random sha-256s, so every compaction rewrites whole overlapping ranges, and
+///   on two cores that work took the CPU the ingest needed (docs/STORE.md, "Sizing"). A blob
+///   row is read by key, through the tables' Bloom filters and the store's own filter, so more
+///   tables cost its reads little.
 fn tuning(name: &str, memtable_bytes: Option<u64>) -> fjall::KeyspaceCreateOptions {
     use fjall::config::{BlockSizePolicy, CompressionPolicy};
     let block = match name {
@@ -287,10 +292,15 @@ fn tuning(name: &str, memtable_bytes: Option<u64>) -> fjall::KeyspaceCreateOptio
         "log" => 32 * 1024,
         _ => 4 * 1024,
     };
-    fjall::KeyspaceCreateOptions::default()
+    let options = fjall::KeyspaceCreateOptions::default()
         .data_block_compression_policy(CompressionPolicy::all(fjall::CompressionType::Lz4))
         .data_block_size_policy(BlockSizePolicy::all(block))
-        .max_memtable_size(memtable_bytes.unwrap_or(MEMTABLE_BYTES))
+        .max_memtable_size(memtable_bytes.unwrap_or(MEMTABLE_BYTES));
+    if name == "blobs" {
+        let leveled = fjall::compaction::Leveled::default().with_l0_threshold(8).with_level_ratio_policy(vec![16.0]);
+        return options.compaction_strategy(std::sync::Arc::new(leveled));
+    }
+    options
 }
 
 /// See [`tuning`].
