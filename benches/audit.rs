@@ -56,7 +56,7 @@ fn setup(store: &Store, naming: &Naming) -> String {
             },
         );
     }
-    store.apply(&batch).unwrap();
+    store.apply(&mut batch).unwrap();
     list + "</urlset>\n"
 }
 

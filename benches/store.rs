@@ -87,8 +87,7 @@ fn harvest(store: &Store, seed: u64) {
         let info = store.put(&content[..], &Expected { length: Some(SMALL as u64), ..Expected::none() }).expect("put");
         batch.upsert(&["bench", "merged"], record(i, info.id));
         if batch.len() == PER_BATCH {
-            store.apply(&batch).expect("apply");
-            batch = Batch::new();
+            store.apply(&mut batch).expect("apply");
         }
     }
 }
@@ -99,8 +98,8 @@ fn harvest_pipelined(store: &Store, seed: u64) {
     let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(2);
     std::thread::scope(|s| {
         s.spawn(move || {
-            for batch in rx {
-                store.apply(&batch).expect("apply");
+            for mut batch in rx {
+                store.apply(&mut batch).expect("apply");
             }
         });
         let mut content = vec![0u8; SMALL];

@@ -80,7 +80,7 @@ fn fill(dir: &str, base: &str, sources: usize, resources: usize) -> Result<(), B
                     },
                 );
             }
-            store.apply(&batch)?;
+            store.apply(&mut batch)?;
         }
         store.save_source_state(&id, &state(s, per_source as u64))?;
         if s % 20 == 19 {

@@ -76,7 +76,7 @@ fn fill(store: &Store) -> Result<(), Box<dyn std::error::Error>> {
     }
     batch.upsert(&SETS, record(store, 12, b"shared content")?);
     batch.source_state("museum", state(1));
-    store.apply(&batch)?;
+    store.apply(&mut batch)?;
 
     // Changes: an update, a deletion, a re-creation of a deleted one, and failures.
     let mut batch = Batch::new();
@@ -92,12 +92,12 @@ fn fill(store: &Store) -> Result<(), Box<dyn std::error::Error>> {
     });
     batch.feed_item("news", "urn:uuid:1", Some(vec![1, 2, 3, 0, 255]));
     batch.source_state("museum", state(2));
-    store.apply(&batch)?;
+    store.apply(&mut batch)?;
 
     let mut batch = Batch::new();
     batch.upsert(&SETS, record(store, 6, b"item 6, back")?);
     batch.source_state("museum", state(3));
-    store.apply(&batch)?;
+    store.apply(&mut batch)?;
 
     store.save_hub_subscriber(&HubSubscriber {
         topic: "http://tributary.example.org/sets/museum/notify".into(),

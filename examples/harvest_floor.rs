@@ -113,8 +113,8 @@ fn store(site: &str, data_dir: &str) {
     let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(2);
     std::thread::scope(|s| {
         let applier = s.spawn(|| {
-            for batch in rx {
-                store.apply(&batch).expect("apply");
+            for mut batch in rx {
+                store.apply(&mut batch).expect("apply");
             }
             cpu_seconds_of("/proc/thread-self/stat")
         });

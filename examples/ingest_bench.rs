@@ -76,10 +76,10 @@ fn fill(dir: &Path, base: &str, n: usize, batch_size: usize) -> Result<(), Box<d
         })?
     };
     let mut i = 0;
-    for batch in rx {
-        store.apply(&batch)?;
+    for mut batch in rx {
         let before = i;
         i += batch.len();
+        store.apply(&mut batch)?;
         if before / tenth != i / tenth || i == n {
             let rate = tenth as f64 / mark.elapsed().as_secs_f64();
             println!("records {:>10}: {:>8.0} records/s over the last tenth", i, rate);

@@ -73,7 +73,7 @@ fn fill(dir: &str, base: &str, n: usize, size: usize) -> Result<(), Box<dyn Erro
                 },
             );
         }
-        store.apply(&batch)?;
+        store.apply(&mut batch)?;
     }
     Ok(())
 }

@@ -205,11 +205,11 @@ pub fn forget(config: &Config, store: &Store, id: &str, out: &mut dyn Out) -> Re
     Ok(0)
 }
 
-fn applied_deletions(store: &Store, batch: crate::store::Batch) -> Result<u64, StoreError> {
+fn applied_deletions(store: &Store, mut batch: crate::store::Batch) -> Result<u64, StoreError> {
     if batch.is_empty() {
         return Ok(0);
     }
-    let applied = store.apply(&batch)?;
+    let applied = store.apply(&mut batch)?;
     Ok(applied.ops.iter().filter(|op| op.outcome == crate::store::Outcome::Deleted).count() as u64)
 }
 
@@ -433,6 +433,6 @@ fn fetch_again(store: &Store, t: &crate::store::Takedown) -> Result<usize, Store
         });
         n += 1;
     }
-    store.apply(&batch)?;
+    store.apply(&mut batch)?;
     Ok(n)
 }

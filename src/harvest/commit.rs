@@ -52,9 +52,9 @@ pub(crate) enum Msg {
 
 /// Applies `batch` on a blocking thread (a commit may fsync), for the steps that commit one
 /// batch at a time rather than through a committer.
-pub(crate) async fn apply_blocking(store: &Store, batch: Batch) -> Result<Applied, super::ctx::HarvestError> {
+pub(crate) async fn apply_blocking(store: &Store, mut batch: Batch) -> Result<Applied, super::ctx::HarvestError> {
     let store = store.clone();
-    Ok(tokio::task::spawn_blocking(move || store.apply(&batch)).await.map_err(join_error)??)
+    Ok(tokio::task::spawn_blocking(move || store.apply(&mut batch)).await.map_err(join_error)??)
 }
 
 /// Starts a committer for `source`; send it [`Msg`]s, drop the sender, await the handle.
@@ -119,14 +119,14 @@ async fn run(
         let busy = inflight.as_ref().is_some_and(|apply| !apply.is_finished());
         if finish || batch.len() >= MAX_BATCH || (batch.len() >= BATCH && !busy) {
             wait(&mut inflight, &mut tally).await?;
-            let b = std::mem::take(&mut batch);
+            let mut b = std::mem::take(&mut batch);
             let s = store.clone();
             // Every batch is durable when its apply returns: the records fetched so far survive
             // a power cut, and nothing is reported before that.
             inflight = Some(tokio::task::spawn_blocking(move || {
-                let started = Instant::now();
-                let applied = s.apply(&b);
-                tracing::debug!(records = b.len(), duration_ms = started.elapsed().as_millis() as u64, "batch applied");
+                let (started, records) = (Instant::now(), b.len());
+                let applied = s.apply(&mut b);
+                tracing::debug!(records, duration_ms = started.elapsed().as_millis() as u64, "batch applied");
                 applied
             }));
         }
@@ -146,7 +146,7 @@ async fn wait(
     Ok(())
 }
 
-async fn blocking_apply(store: &Store, batch: Batch) -> Result<Applied, StoreError> {
+async fn blocking_apply(store: &Store, mut batch: Batch) -> Result<Applied, StoreError> {
     let s = store.clone();
-    tokio::task::spawn_blocking(move || s.apply(&batch)).await.map_err(join_error)?
+    tokio::task::spawn_blocking(move || s.apply(&mut batch)).await.map_err(join_error)?
 }

@@ -313,7 +313,7 @@ mod tests {
         let uri = naming().resource("a", &upstream).unwrap();
         let mut batch = Batch::new();
         batch.upsert(&["a"], NewRecord { uri, source: "a".into(), upstream, sha256: info.id, listing });
-        store.apply(&batch).unwrap();
+        store.apply(&mut batch).unwrap();
     }
 
     fn index_from(p: &Publisher) -> W3cDateTime {

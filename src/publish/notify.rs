@@ -217,7 +217,7 @@ mod tests {
                     },
                 },
             );
-            store.apply(&batch).unwrap();
+            store.apply(&mut batch).unwrap();
         }
         let p = Publisher::new(store, naming, vec![SetConfig::source("a")], LinkPolicies::default(), Limits::default())
             .unwrap();

@@ -215,7 +215,7 @@ mod tests {
                 r.uri = format!("{}-{md5}", r.uri);
                 batch.upsert(&["s"], r);
             }
-            store.apply(&batch).unwrap();
+            store.apply(&mut batch).unwrap();
         }
         let policy = LinkPolicy::default();
         let mut n = 0;

@@ -282,7 +282,8 @@ mod tests {
         let mut b = Batch::new();
         b.fail(new.clone()).fail(new.clone()).fail(other.clone());
         assert_eq!(b.len(), 3, "failure rows count toward a batch's size");
-        let applied = store.apply(&b).unwrap();
+        let applied = store.apply(&mut b).unwrap();
+        assert!(b.is_empty(), "an applied batch is left empty");
         assert!(applied.ops.is_empty(), "failures write no record and no event");
         let f = store.failure("s", &new.uri).unwrap().unwrap();
         assert_eq!(f.attempts, 2, "a second failure in the same batch counts on");
@@ -296,11 +297,12 @@ mod tests {
         assert_eq!(store.failures("s").next().unwrap().unwrap(), f, "survives a reopen");
         let mut b = Batch::new();
         b.clear_failure("s", &new.uri).clear_failure("s", "http://agg/never-failed");
-        store.apply(&b).unwrap();
+        store.apply(&mut b).unwrap();
         assert!(store.failure("s", &new.uri).unwrap().is_none());
         assert_eq!(store.failure_count("t").unwrap(), 1);
         let mut b = Batch::new();
         b.fail(NewFailure { uri: "bad\0key".into(), ..sample() });
-        assert!(matches!(store.apply(&b), Err(StoreError::InvalidKey { .. })));
+        assert!(matches!(store.apply(&mut b), Err(StoreError::InvalidKey { .. })));
+        assert_eq!(b.len(), 1, "a refused batch is left as it was");
     }
 }

@@ -78,14 +78,14 @@ mod tests {
         b.feed_item("news", "urn:a", Some(b"<entry>a</entry>".to_vec()));
         b.feed_item("news", "urn:b", Some(b"<entry>b</entry>".to_vec()));
         b.feed_item("newsroom", "urn:a", Some(b"other source".to_vec()));
-        store.apply(&b).unwrap();
+        store.apply(&mut b).unwrap();
         assert_eq!(store.feed_item("news", "urn:a").unwrap().as_deref(), Some(&b"<entry>a</entry>"[..]));
         let ids: Vec<String> = store.feed_items("news").map(|r| r.unwrap().0).collect();
         assert_eq!(ids, ["urn:a", "urn:b"], "a source's rows only, not those of a source sharing its prefix");
 
         let mut b = Batch::new();
         b.feed_item("news", "urn:a", None);
-        store.apply(&b).unwrap();
+        store.apply(&mut b).unwrap();
         assert_eq!(store.feed_item("news", "urn:a").unwrap(), None);
     }
 
@@ -95,7 +95,7 @@ mod tests {
         let mut b = Batch::new();
         b.feed_item("news", "urn:ok", Some(vec![1]));
         b.feed_item("news", "bad\0id", Some(vec![2]));
-        assert!(store.apply(&b).is_err());
+        assert!(store.apply(&mut b).is_err());
         assert_eq!(store.feed_item("news", "urn:ok").unwrap(), None);
     }
 }

@@ -358,7 +358,7 @@ impl Store {
         for r in &rows {
             batch.unhold(&r.source, &r.uri);
         }
-        self.apply(&batch)?;
+        self.apply(&mut batch)?;
         Ok(rows.len() as u64)
     }
 
@@ -385,7 +385,7 @@ impl Store {
         if batch.is_empty() {
             return Ok(0);
         }
-        let applied = self.apply(&batch)?;
+        let applied = self.apply(&mut batch)?;
         Ok(applied.ops.iter().filter(|o| o.outcome == super::Outcome::Deleted).count() as u64)
     }
 
@@ -425,7 +425,7 @@ impl Store {
             batch.delete(&sets, uri);
         }
         batch.takedown(takedown.clone());
-        let applied = self.apply(&batch)?;
+        let applied = self.apply(&mut batch)?;
         Ok(applied.ops.iter().filter(|o| o.outcome == super::Outcome::Deleted).count() as u64)
     }
 
@@ -438,7 +438,7 @@ impl Store {
         let takedown = decode_takedown(&v)?;
         let mut batch = Batch::new();
         batch.lift(target);
-        self.apply(&batch)?;
+        self.apply(&mut batch)?;
         Ok(Some(takedown))
     }
 }

@@ -588,10 +588,10 @@ mod tests {
             let sha = store.put(format!("content {}", n % 250).as_bytes(), &Expected::none()).unwrap().id;
             batch.upsert(&["s", "all"], crate::store::test_util::record(&format!("http://t/{n:04}"), sha));
         }
-        store.apply(&batch).unwrap();
+        store.apply(&mut batch).unwrap();
         let mut batch = Batch::new();
         batch.delete(&["s", "all"], "http://t/0007");
-        store.apply(&batch).unwrap();
+        store.apply(&mut batch).unwrap();
         let export = export_of(&store);
         drop(store);
 
@@ -615,7 +615,7 @@ mod tests {
         let sha = store.put(&b"x"[..], &Expected::none()).unwrap().id;
         let mut batch = Batch::new();
         batch.upsert(&["s"], crate::store::test_util::record("http://t/x", sha));
-        store.apply(&batch).unwrap();
+        store.apply(&mut batch).unwrap();
         let export = export_of(&store);
         drop(store);
 

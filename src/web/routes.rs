@@ -258,7 +258,7 @@ mod tests {
                 },
             },
         );
-        store.apply(&batch).unwrap();
+        store.apply(&mut batch).unwrap();
         let sets = vec![SetConfig::source("src-a"), SetConfig::new("all", ["src-a"])];
         let state =
             WebState::new(store.clone(), naming.clone(), sets, LinkPolicies::default(), Limits::default()).unwrap();

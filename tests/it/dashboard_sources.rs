@@ -66,7 +66,7 @@ fn fill(path: &Path) {
             batch.upsert(&[source.as_str()], rec);
         }
     }
-    store.apply(&batch).unwrap();
+    store.apply(&mut batch).unwrap();
     for i in 0..SOURCES {
         if let Some(state) = state(&id(i)) {
             store.save_source_state(&id(i), &state).unwrap();

@@ -159,7 +159,7 @@ fn batches_create_update_delete_with_gapless_events_in_every_set() {
     batch
         .upsert(&["set-a", "merged"], record(uri, a))
         .upsert(&["set-a", "merged"], record("http://tributary.test/r/2", a));
-    let applied = store.apply(&batch).unwrap();
+    let applied = store.apply(&mut batch).unwrap();
     assert_eq!(applied.ops[0].outcome, Outcome::Created);
     assert_eq!(applied.ops[1].events, vec![("merged".to_owned(), 2), ("set-a".to_owned(), 2)]);
 
@@ -201,7 +201,7 @@ fn created_records_are_updated_and_counted_as_upserted_ones() {
     let (one, two) = ("http://tributary.test/r/1", "http://tributary.test/r/2");
     let mut batch = Batch::new();
     batch.create(&["s"], record(one, a)).create(&["s"], record(two, a)).create(&["s"], record(two, b));
-    let applied = store.apply(&batch).unwrap();
+    let applied = store.apply(&mut batch).unwrap();
     let outcomes: Vec<_> = applied.ops.iter().map(|o| o.outcome).collect();
     assert_eq!(outcomes, vec![Outcome::Created, Outcome::Created, Outcome::Updated]);
     let updated = store.apply(Batch::new().upsert(&["s"], record(one, b))).unwrap();
@@ -241,7 +241,7 @@ fn a_batch_naming_missing_content_commits_nothing() {
     batch.upsert(&["s"], record("http://tributary.test/good", good));
     batch.upsert(&["s"], record("http://tributary.test/bad", missing));
     batch.source_state("src-a", SourceState { change_list: Some("http://u/cl.xml".into()), ..SourceState::default() });
-    let err = store.apply(&batch).unwrap_err();
+    let err = store.apply(&mut batch).unwrap_err();
     assert!(matches!(err, StoreError::MissingBlob { ref uri, .. } if uri == "http://tributary.test/bad"), "{err}");
     assert!(store.record("http://tributary.test/good").unwrap().is_none());
     assert!(store.set_info("s").unwrap().is_none());
@@ -479,7 +479,7 @@ fn gc_rewrites_mostly_unreferenced_packs() {
         let sha = put(&store, data);
         batch.upsert(&["s"], record(&format!("http://tributary.test/p/{i:02}"), sha));
     }
-    store.apply(&batch).unwrap();
+    store.apply(&mut batch).unwrap();
     let packs_before = dir_entries(&path.join("packs"));
     assert!(packs_before >= 10, "40 × 2 KiB in 8 KiB packs: {packs_before} packs");
     let stats = store.stats().unwrap();
@@ -489,7 +489,7 @@ fn gc_rewrites_mostly_unreferenced_packs() {
     for i in (0..40).filter(|i| i % 4 != 0) {
         batch.delete(&["s"], &format!("http://tributary.test/p/{i:02}"));
     }
-    store.apply(&batch).unwrap();
+    store.apply(&mut batch).unwrap();
     drop(store);
     // A new process: the deleted blobs are no longer fresh.
     let store = Store::open_with(&path, &options).unwrap();
@@ -617,7 +617,7 @@ fn stats_count_dedup_and_sets() {
     for i in 0..4 {
         batch.upsert(&["s1", "s2"], record(&format!("http://tributary.test/{i}"), sha));
     }
-    store.apply(&batch).unwrap();
+    store.apply(&mut batch).unwrap();
     store.apply(Batch::new().delete(&["s1", "s2"], "http://tributary.test/0")).unwrap();
     let stats = store.stats().unwrap();
     assert_eq!((stats.blobs, stats.stored_bytes, stats.logical_bytes), (1, 1000, 3000));
@@ -733,7 +733,7 @@ fn a_full_disk_during_a_put_leaves_nothing() {
     assert!(store.stats().unwrap().read_only.is_some());
     let err = store.put(&b"small"[..], &Expected::none()).unwrap_err();
     assert!(matches!(err, StoreError::ReadOnly { .. }), "{err}");
-    let err = store.apply(&Batch::new()).unwrap_err();
+    let err = store.apply(&mut Batch::new()).unwrap_err();
     assert!(matches!(err, StoreError::ReadOnly { .. }), "{err}");
     // Restarted with space again, it writes.
     let path = store.path().to_path_buf();

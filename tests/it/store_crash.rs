@@ -57,8 +57,8 @@ fn crash_child() {
         if start.elapsed() > Duration::from_secs(20) {
             break;
         }
-        let (batch, described) = child_batch(&store, &mut rng, next_batch);
-        let applied = store.apply(&batch).expect("child: apply");
+        let (mut batch, described) = child_batch(&store, &mut rng, next_batch);
+        let applied = store.apply(&mut batch).expect("child: apply");
         let mut line = format!("ack {next_batch}");
         for (op, uri) in applied.ops.iter().zip(&described) {
             for (set, seq) in &op.events {

@@ -45,7 +45,7 @@ fn records_in_range_respects_prefix_and_bounds() {
         let uri = format!("http://tributary.test/{u}");
         batch.upsert(&["s"], record(&uri, sha));
     }
-    store.apply(&batch).unwrap();
+    store.apply(&mut batch).unwrap();
     let uris = |from: &str, until: Option<&str>| -> Vec<String> {
         store
             .records_in_range("http://tributary.test/r/a/", from, until)

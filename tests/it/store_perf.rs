@@ -109,7 +109,7 @@ fn harvest_10k_small_records() {
         if batch.len() == per_batch {
             let t1 = thread_cpu();
             put += t1 - t;
-            store.apply(&batch).unwrap();
+            store.apply(&mut batch).unwrap();
             t = thread_cpu();
             apply += t - t1;
             batch = Batch::new();

@@ -33,7 +33,7 @@ fn exported(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
             let sha = store.put(format!("content {n}").as_bytes(), &Expected::none()).unwrap().id;
             batch.upsert(&["s", "all"], record(&format!("http://tributary.test/r/{n:06}"), sha));
         }
-        store.apply(&batch).unwrap();
+        store.apply(&mut batch).unwrap();
     }
     let file = dir.join("export.jsonl");
     let mut out = std::fs::File::create(&file).unwrap();

@@ -126,7 +126,7 @@ pub(crate) fn upsert(store: &Store, naming: &Naming, sets: &[&str], resources: &
         uris.push(rec.uri.clone());
         batch.upsert(sets, rec);
     }
-    store.apply(&batch).unwrap();
+    store.apply(&mut batch).unwrap();
     uris
 }
 
@@ -136,7 +136,7 @@ pub(crate) fn delete(store: &Store, sets: &[&str], uris: &[String]) {
     for u in uris {
         batch.delete(sets, u);
     }
-    store.apply(&batch).unwrap();
+    store.apply(&mut batch).unwrap();
 }
 
 /// GETs a document, asserts 200 and zero `check` errors and warnings, and parses it.
@@ -258,7 +258,7 @@ pub(crate) async fn harvest(
             },
         );
     }
-    store.apply(&batch).unwrap();
+    store.apply(&mut batch).unwrap();
     listed.len()
 }
 
