@@ -295,7 +295,7 @@ impl Store {
     /// batch done.
     ///
     /// The batch is left empty, as [`Vec::append`] leaves its argument: its records move into
-    /// the rows written instead of being copied (a tenth of the work of a baseline's commits).
+    /// the rows written instead of being copied (docs/STORE.md, "Tuning").
     /// A batch refused before anything is read ([`StoreError::InvalidKey`],
     /// [`StoreError::ReadOnly`]) is left as it was.
     ///
@@ -311,7 +311,7 @@ impl Store {
         let batch = std::mem::take(batch);
         // Read before `build` takes the batch apart.
         let reload = batch.guard.iter().any(|g| matches!(g, GuardOp::Takedown(_) | GuardOp::Lift(_)));
-        let created: Vec<BlobId> = batch.ops.iter().filter_map(Op::content).collect();
+        let referred: Vec<BlobId> = batch.ops.iter().filter_map(Op::content).collect();
         // Before the pack's commit lock, as `gc` takes them in that order.
         let _gc = inner.gc_lock.read().unwrap_or_else(|p| p.into_inner());
         // The rows of blobs put into the pack since the last commit join this batch, their
@@ -341,7 +341,7 @@ impl Store {
         if reload {
             inner.reload_takedowns()?;
         }
-        inner.unfresh(&created);
+        inner.unfresh(&referred);
         if logged {
             inner.listeners.call();
         }
@@ -397,9 +397,9 @@ fn build<'a>(
 
 impl Inner {
     /// Referenced blobs are protected by the index now; stop tracking them as fresh.
-    fn unfresh(&self, created: &[BlobId]) {
+    fn unfresh(&self, referred: &[BlobId]) {
         let mut fresh = self.fresh.lock().unwrap_or_else(|p| p.into_inner());
-        for id in created {
+        for id in referred {
             fresh.remove(id);
         }
     }
