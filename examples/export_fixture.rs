@@ -1,9 +1,10 @@
-//! Writes a small store holding a row of every table, and its export: the fixture the import
-//! test starts from (`tests/fixtures/store-export/`). The committed fixture was written by the
-//! last build of store format 8, so the test shows that a store of that format crosses to the
-//! current one; running this again with a newer build writes that build's export instead.
+//! Writes a small store holding a row of every table, and its export: the fixtures the import
+//! test starts from (`tests/fixtures/store-format-N/`). Each committed fixture was written by
+//! the last build of store format N, so the test shows that a store of that format crosses to
+//! the current one; when the format changes again, run this with the last build of the old one.
 //!
-//! `cargo run --example export_fixture -- DIR` writes `DIR/store/` and `DIR/export.jsonl`.
+//! `cargo run --example export_fixture -- DIR` writes `DIR/store/` and `DIR/export.jsonl`
+//! (DIR must exist).
 
 use std::path::PathBuf;
 

@@ -49,6 +49,9 @@ pub struct ImportReport {
     pub from_format: u32,
     /// Metadata of the older format that was removed once the new store was complete.
     pub removed: Vec<PathBuf>,
+    /// The older format's database (format 9 and later keep it in `meta/`) that the new one
+    /// replaced.
+    pub replaced: Option<PathBuf>,
 }
 
 impl std::fmt::Display for ImportReport {
@@ -61,6 +64,9 @@ impl std::fmt::Display for ImportReport {
         }
         for path in &self.removed {
             write!(f, "\nremoved the old format's {}", path.display())?;
+        }
+        if let Some(path) = &self.replaced {
+            write!(f, "\nreplaced the old format's database in {}", path.display())?;
         }
         Ok(())
     }
@@ -97,7 +103,7 @@ pub fn import(
             return Err(e);
         }
     };
-    install(root, &building)?;
+    report.replaced = install(root, &building)?;
     report.removed = remove_old_metadata(root);
     Ok(report)
 }
@@ -107,12 +113,7 @@ fn refuse_current_store(root: &Path) -> Result<(), StoreError> {
     if !root.join(META_DIR).join("version").is_file() {
         return Ok(());
     }
-    let text = match fs::read_to_string(root.join(open::FORMAT_FILE)) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(StoreError::io(root.join(open::FORMAT_FILE), e)),
-    };
-    if text.split_whitespace().nth(1) == Some(&FORMAT_VERSION.to_string()) {
+    if named_format(root)? == Some(FORMAT_VERSION) {
         return Err(StoreError::Import {
             file: PathBuf::new(),
             line: 0,
@@ -124,6 +125,16 @@ fn refuse_current_store(root: &Path) -> Result<(), StoreError> {
         });
     }
     Ok(())
+}
+
+/// The format `FORMAT` names, if it is there and names one.
+fn named_format(root: &Path) -> Result<Option<u32>, StoreError> {
+    let text = match fs::read_to_string(root.join(open::FORMAT_FILE)) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(StoreError::io(root.join(open::FORMAT_FILE), e)),
+    };
+    Ok(text.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
 }
 
 /// Reads the whole file into a new database at `building`, complete when this returns.
@@ -165,6 +176,7 @@ fn build(
         objects_unchecked: loader.objects,
         from_format: header.store_format,
         removed: Vec::new(),
+        replaced: None,
     };
     drop(loader);
     drop(trees);
@@ -173,11 +185,19 @@ fn build(
     Ok(report)
 }
 
-/// Puts the complete database in place and writes `FORMAT`, the commit point.
-fn install(root: &Path, building: &Path) -> Result<(), StoreError> {
+/// Puts the complete database in place and writes `FORMAT`, the commit point; returns the
+/// older format's database it replaced, if there was one.
+fn install(root: &Path, building: &Path) -> Result<Option<PathBuf>, StoreError> {
     let meta = root.join(META_DIR);
+    let mut replaced = None;
     if meta.exists() {
-        // Only an earlier import's, never named by FORMAT (a current store was refused).
+        // An older format's database (its rows are the export's: a store of this format was
+        // refused), or an earlier import's that stopped before FORMAT named it. Stopped between
+        // here and FORMAT, the directory still names the older format, which refuses to open
+        // until the import is run again. Formats 9 and later keep their database in `meta/`.
+        if named_format(root)?.is_some_and(|v| v >= 9) {
+            replaced = Some(meta.clone());
+        }
         fs::remove_dir_all(&meta).map_err(|e| StoreError::io(&meta, e))?;
     }
     fs::rename(building, &meta).map_err(|e| StoreError::io(&meta, e))?;
@@ -185,7 +205,8 @@ fn install(root: &Path, building: &Path) -> Result<(), StoreError> {
     for dir in ["packs", "blobs", "tmp"] {
         open::create_dir_durable(&root.join(dir))?;
     }
-    open::write_format(root)
+    open::write_format(root)?;
+    Ok(replaced)
 }
 
 /// The metadata directories store format 8 and older kept, no longer used once the new

@@ -61,7 +61,7 @@ impl Store {
         let db = self.inner.db.fjall();
         stats.database_bytes = db.disk_space()?;
         stats.engine = EngineStats {
-            tables: t.all().iter().map(|t| t.keyspace().table_count() as u64).sum(),
+            tables: t.keyspaces().map(|k| k.table_count() as u64).sum(),
             journals: db.journal_count() as u64,
             journal_bytes: db.journal_disk_space()?,
             write_buffer_bytes: db.write_buffer_size(),
@@ -81,8 +81,8 @@ impl Store {
     /// running or waiting; true when none is. Nothing needs this for correctness: it is for
     /// measuring a settled store (its size on disk, journals released) in benchmarks.
     pub fn settle(&self, limit: Duration) -> bool {
-        for table in self.inner.trees.all() {
-            if let Err(e) = table.keyspace().rotate_memtable_and_wait() {
+        for keyspace in self.inner.trees.keyspaces() {
+            if let Err(e) = keyspace.rotate_memtable_and_wait() {
                 tracing::warn!(error = %e, "could not write a memtable out");
             }
         }

@@ -6,7 +6,7 @@
 //! and fjall types never leave this module. Small bitstreams (≤ [`INLINE_MAX`]) are appended
 //! to pack files (see [`pack`]); larger ones are files under `blobs/`, named by their sha-256,
 //! or objects in a bucket ([`remote`]). Everything else (records, indexes, change log,
-//! counters, source state) is one fjall database, a keyspace per table ([`table`]), and every
+//! counters, source state) is one fjall database of tables ([`table`]), and every
 //! [`Batch`] is one fjall write batch, durable before anyone can read it, so a crash never
 //! separates a record from its change events and nothing shown can be lost. This module must
 //! not depend on the harvester, the publisher or tokio.
@@ -89,10 +89,10 @@ pub use writer::BlobWriter;
 pub const INLINE_MAX: usize = 8 * 1024;
 
 /// The store format this build reads and writes (the `FORMAT` file and the `meta` table's
-/// `format_version`). Format 9 moved every table into fjall; stores of format 8 and older are
-/// carried over by `tributary store export` with the release that wrote them and `tributary
-/// store import` with this one.
-pub const FORMAT_VERSION: u32 = 9;
+/// `format_version`). Format 9 moved every table into fjall; format 10 put the nine small
+/// tables into one shared keyspace. Stores of older formats are carried over by `tributary store
+/// export` with the release that wrote them and `tributary store import` with this one.
+pub const FORMAT_VERSION: u32 = 10;
 
 /// An open store. Cheap to clone; all clones share one database. `Send + Sync`: the harvester
 /// may write from several threads, the publisher read from others.
@@ -101,7 +101,7 @@ pub struct Store {
     inner: Arc<Inner>,
 }
 
-/// The kinds of row, each a [`table::Table`]: a keyspace of the one database.
+/// The kinds of row, each a [`table::Table`] of the one database.
 struct Trees {
     meta: table::Table,
     blobs: table::Table,
@@ -128,7 +128,7 @@ struct Trees {
 
 impl Trees {
     /// Every table, in the order of their ids.
-    fn all(&self) -> [&table::Table; 12] {
+    fn all(&self) -> [&table::Table; 14] {
         [
             &self.meta,
             &self.blobs,
@@ -142,7 +142,15 @@ impl Trees {
             &self.feed_items,
             &self.hub_subscribers,
             &self.subscriptions,
+            &self.held,
+            &self.takedowns,
         ]
+    }
+
+    /// Every keyspace once: the tables' own, and the shared one (`meta`'s).
+    fn keyspaces(&self) -> impl Iterator<Item = &fjall::Keyspace> {
+        let shared = std::iter::once(self.meta.keyspace());
+        self.all().into_iter().filter(|t| !t.is_shared()).map(table::Table::keyspace).chain(shared)
     }
 }
 

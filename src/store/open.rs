@@ -102,7 +102,8 @@ fn is_harmless(name: &str) -> bool {
     name.starts_with("README") || matches!(name, ".gitignore" | ".gitkeep" | "LOCK" | "FORMAT.tmp")
 }
 
-/// What a store's keyspaces are called, and their ids in a batch.
+/// What a store's tables are called; their ids (in a batch, and as a shared table's key
+/// prefix) are their places here.
 pub(super) const TABLES: [&str; 14] = [
     "meta",
     "blobs",
@@ -119,6 +120,13 @@ pub(super) const TABLES: [&str; 14] = [
     "held",
     "takedowns",
 ];
+
+/// The tables with a keyspace of their own, named as the table: they grow with the records,
+/// and each is tuned for how it is read ([`tuning`]).
+const OWN_KEYSPACE: [&str; 5] = ["blobs", "records", "by_origin", "by_sha", "log"];
+
+/// The keyspace every other table shares, its keys behind the table's id.
+const SHARED_KEYSPACE: &str = "small";
 
 /// What [`inspect`] found.
 enum Found {
@@ -240,10 +248,14 @@ fn open_db(root: &Path, options: &StoreOptions) -> Result<Db, StoreError> {
 }
 
 fn open_trees(db: &Db, options: &StoreOptions) -> Result<Trees, StoreError> {
+    let keyspace = |name: &str| db.fjall().keyspace(name, || tuning(name, options.memtable_bytes));
+    let shared = keyspace(SHARED_KEYSPACE)?;
     let table = |id: u8| -> Result<Table, StoreError> {
         let name = TABLES[usize::from(id)];
-        let ks = db.fjall().keyspace(name, || tuning(name, options.memtable_bytes))?;
-        Ok(Table::new(db, ks, id))
+        Ok(match OWN_KEYSPACE.contains(&name) {
+            true => Table::new(db, keyspace(name)?, id),
+            false => Table::shared(db, shared.clone(), id),
+        })
     };
     let trees = Trees {
         meta: table(0)?,

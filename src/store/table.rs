@@ -1,4 +1,10 @@
-//! Tables: the store's kinds of rows, one fjall keyspace each, in one fjall database.
+//! Tables: the store's kinds of rows, in one fjall database.
+//!
+//! The tables that grow with the records (blobs, records, the two indexes, the change log) have
+//! a keyspace each, tuned for how they are read. The nine that stay small share one keyspace,
+//! each table's keys behind its id as a one-byte prefix: fjall makes a keyspace durable with
+//! about 18 `fsync`s, so one keyspace each made creating a store take ~265 (docs/STORE.md,
+//! "What is stored where").
 //!
 //! Everything the store writes goes through [`Db::commit`]: one fjall write batch, across any
 //! keyspaces, written to fjall's journal and made durable with `fdatasync` before it becomes
@@ -103,14 +109,7 @@ impl Db {
             return Ok(());
         }
         let mut batch = self.inner.db.batch().durability(Some(PersistMode::SyncData));
-        for (_, (ks, rows)) in writes.tables {
-            for (k, v) in rows {
-                match v {
-                    Some(v) => batch.insert(&ks, k, v),
-                    None => batch.remove(&ks, k),
-                }
-            }
-        }
+        writes.into_batch(&mut batch);
         batch.commit().map_err(|e| self.failed("committing a batch to the journal", e))
     }
 
@@ -119,14 +118,7 @@ impl Db {
     pub(super) fn commit_buffered(&self, writes: Overlay) -> Result<(), StoreError> {
         self.check_writable()?;
         let mut batch = self.inner.db.batch();
-        for (_, (ks, rows)) in writes.tables {
-            for (k, v) in rows {
-                match v {
-                    Some(v) => batch.insert(&ks, k, v),
-                    None => batch.remove(&ks, k),
-                }
-            }
-        }
+        writes.into_batch(&mut batch);
         batch.commit().map_err(|e| self.failed("writing a batch to the journal", e))
     }
 
@@ -155,22 +147,58 @@ impl Db {
 #[derive(Clone)]
 pub(super) struct View(fjall::Snapshot);
 
-/// One kind of row: a keyspace.
+/// One kind of row: a keyspace of its own, or its share of the keyspace small tables share.
 #[derive(Clone)]
 pub(super) struct Table {
     ks: Keyspace,
     db: Db,
-    /// Small and fixed: names the table in a batch's [`Overlay`].
+    /// Small and fixed: names the table in a batch's [`Overlay`], and prefixes its keys in a
+    /// shared keyspace.
     id: u8,
+    /// Whether the keyspace is shared: every key is stored behind `id`.
+    shared: bool,
 }
 
 impl Table {
+    /// A table with a keyspace of its own.
     pub(super) fn new(db: &Db, ks: Keyspace, id: u8) -> Self {
-        Table { ks, db: db.clone(), id }
+        Table { ks, db: db.clone(), id, shared: false }
+    }
+
+    /// A table whose rows are those of `ks` behind the prefix `id`.
+    pub(super) fn shared(db: &Db, ks: Keyspace, id: u8) -> Self {
+        Table { ks, db: db.clone(), id, shared: true }
     }
 
     pub(super) fn keyspace(&self) -> &Keyspace {
         &self.ks
+    }
+
+    /// Whether the table shares its keyspace with others.
+    pub(super) fn is_shared(&self) -> bool {
+        self.shared
+    }
+
+    /// `key` as stored in the keyspace.
+    fn stored<'k>(&self, key: &'k [u8]) -> std::borrow::Cow<'k, [u8]> {
+        if self.shared {
+            std::borrow::Cow::Owned(self.owned_key(key.to_vec()))
+        } else {
+            std::borrow::Cow::Borrowed(key)
+        }
+    }
+
+    /// `key` as stored in the keyspace, taking it: a table of its own stores it as it is.
+    fn owned_key(&self, mut key: Vec<u8>) -> Vec<u8> {
+        if self.shared {
+            key.insert(0, self.id);
+        }
+        key
+    }
+
+    /// How many bytes of a stored key are the table's prefix.
+    fn prefix_len(&self) -> usize {
+        usize::from(self.shared)
     }
 
     pub(super) fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Bytes>, StoreError> {
@@ -178,20 +206,20 @@ impl Table {
     }
 
     pub(super) fn get_in(&self, view: &View, key: impl AsRef<[u8]>) -> Result<Option<Bytes>, StoreError> {
-        Ok(view.0.get(&self.ks, key)?)
+        Ok(view.0.get(&self.ks, self.stored(key.as_ref()))?)
     }
 
     /// Whether a row is there. Without a snapshot: one key cannot be half-committed, and
     /// whatever a read sees was made durable before it became visible.
     pub(super) fn contains_key(&self, key: impl AsRef<[u8]>) -> Result<bool, StoreError> {
-        Ok(self.ks.contains_key(key)?)
+        Ok(self.ks.contains_key(self.stored(key.as_ref()))?)
     }
 
     /// The newest value, without a snapshot: for the writer, which holds the write lock, so
     /// no other batch is committing and the newest state is a whole one. Opening a snapshot
     /// for each of a batch's reads was a visible part of its cost.
     pub(super) fn get_latest(&self, key: impl AsRef<[u8]>) -> Result<Option<Bytes>, StoreError> {
-        Ok(self.ks.get(key)?)
+        Ok(self.ks.get(self.stored(key.as_ref()))?)
     }
 
     /// Writes one row on its own, durably; the caller holds whatever lock keeps batches away
@@ -220,7 +248,10 @@ impl Table {
     }
 
     pub(super) fn iter_in(&self, view: &View) -> TableIter {
-        TableIter { inner: view.0.iter(&self.ks) }
+        if self.shared {
+            return self.scan_prefix_in(view, []);
+        }
+        self.walk(view.0.iter(&self.ks))
     }
 
     /// Rows whose key starts with `prefix`, in key order.
@@ -229,16 +260,23 @@ impl Table {
     }
 
     pub(super) fn scan_prefix_in(&self, view: &View, prefix: impl AsRef<[u8]>) -> TableIter {
-        TableIter { inner: view.0.prefix(&self.ks, prefix) }
+        self.walk(view.0.prefix(&self.ks, self.stored(prefix.as_ref())))
     }
 
     /// Rows with `first <= key < end` (`end = None`: to the end of the table), in key order.
     pub(super) fn range_in(&self, view: &View, first: &[u8], end: Option<&[u8]>) -> TableIter {
-        let inner = match end {
-            Some(end) => view.0.range(&self.ks, first..end),
-            None => view.0.range(&self.ks, first..),
+        let first = self.stored(first);
+        let inner = match (end, self.shared) {
+            (Some(end), _) => view.0.range(&self.ks, first..self.stored(end)),
+            // The end of a shared table is where the next table's prefix begins.
+            (None, true) => view.0.range(&self.ks, first..std::borrow::Cow::Owned(vec![self.id + 1])),
+            (None, false) => view.0.range(&self.ks, first..),
         };
-        TableIter { inner }
+        self.walk(inner)
+    }
+
+    fn walk(&self, inner: fjall::Iter) -> TableIter {
+        TableIter { inner, strip: self.prefix_len() }
     }
 
     /// The last row with `first <= key <= last`.
@@ -248,13 +286,22 @@ impl Table {
         first: &[u8],
         last: &[u8],
     ) -> Result<Option<(Bytes, Bytes)>, StoreError> {
-        Ok(view.0.range(&self.ks, first..=last).next_back().map(|g| g.into_inner()).transpose()?)
+        let mut range = view.0.range(&self.ks, self.stored(first)..=self.stored(last));
+        let found = range.next_back().map(|g| g.into_inner()).transpose()?;
+        Ok(found.map(|(k, v)| (strip(k, self.prefix_len()), v)))
     }
+}
+
+/// A stored key without its table's prefix.
+fn strip(key: Bytes, prefix: usize) -> Bytes {
+    if prefix == 0 { key } else { Bytes::from(&key[prefix..]) }
 }
 
 /// Rows of a table, in key order, as of the view they were started from.
 pub(super) struct TableIter {
     inner: fjall::Iter,
+    /// The table's prefix, taken off each key.
+    strip: usize,
 }
 
 impl TableIter {
@@ -268,7 +315,8 @@ impl Iterator for TableIter {
     type Item = Result<(Bytes, Bytes), StoreError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        Some(self.inner.next()?.into_inner().map_err(Into::into))
+        let strip_len = self.strip;
+        Some(self.inner.next()?.into_inner().map(|(k, v)| (strip(k, strip_len), v)).map_err(Into::into))
     }
 }
 
@@ -283,7 +331,7 @@ type Writes = FastMap<Vec<u8>, Option<Vec<u8>>>;
 /// end; reads through it see the batch's own earlier writes (two ops on one URI in a batch).
 #[derive(Default)]
 pub(super) struct Overlay {
-    tables: HashMap<u8, (Keyspace, Writes)>,
+    tables: HashMap<u8, (Table, Writes)>,
     /// How many writes the busiest table is expected to take.
     capacity: usize,
 }
@@ -298,12 +346,25 @@ impl Overlay {
         self.tables.values().all(|(_, w)| w.is_empty())
     }
 
+    /// Moves every write into fjall's `batch`, keys as stored.
+    fn into_batch(self, batch: &mut fjall::OwnedWriteBatch) {
+        for (_, (table, rows)) in self.tables {
+            for (k, v) in rows {
+                let k = table.owned_key(k);
+                match v {
+                    Some(v) => batch.insert(&table.ks, k, v),
+                    None => batch.remove(&table.ks, k),
+                }
+            }
+        }
+    }
+
     fn writes(&mut self, table: &Table) -> &mut Writes {
         let capacity = self.capacity;
         &mut self
             .tables
             .entry(table.id)
-            .or_insert_with(|| (table.ks.clone(), Writes::with_capacity_and_hasher(capacity, Default::default())))
+            .or_insert_with(|| (table.clone(), Writes::with_capacity_and_hasher(capacity, Default::default())))
             .1
     }
 
@@ -325,5 +386,53 @@ impl Overlay {
 
     pub(super) fn remove(&mut self, table: &Table, key: &[u8]) {
         self.writes(table).insert(key.to_vec(), None);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two tables sharing a keyspace (ids 3 and 4) and one of its own, in a new database.
+    fn tables(dir: &std::path::Path) -> (Table, Table, Table) {
+        let fjall = fjall::Database::builder(dir).open().unwrap();
+        let db = Db::new(fjall, dir);
+        let shared = db.fjall().keyspace("small", fjall::KeyspaceCreateOptions::default).unwrap();
+        let own = db.fjall().keyspace("own", fjall::KeyspaceCreateOptions::default).unwrap();
+        (Table::shared(&db, shared.clone(), 3), Table::shared(&db, shared, 4), Table::new(&db, own, 5))
+    }
+
+    fn keys(iter: TableIter) -> Vec<Vec<u8>> {
+        iter.keys().map(|k| k.unwrap().to_vec()).collect()
+    }
+
+    #[test]
+    fn tables_sharing_a_keyspace_see_only_their_own_rows_under_their_own_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b, own) = tables(dir.path());
+        let mut w = Overlay::default();
+        for (t, k) in [(&a, &b"k1"[..]), (&a, b"k2"), (&a, b"\xff"), (&b, b"k1"), (&b, b"\x00"), (&own, b"k1")] {
+            w.insert(t, k, t.id.to_be_bytes().to_vec());
+        }
+        a.db.commit(w).unwrap();
+
+        assert_eq!(keys(a.iter()), [b"k1".to_vec(), b"k2".to_vec(), b"\xff".to_vec()]);
+        assert_eq!(keys(b.iter()), [b"\x00".to_vec(), b"k1".to_vec()]);
+        assert_eq!(keys(own.iter()), [b"k1".to_vec()]);
+        assert_eq!(a.get(b"k1").unwrap().as_deref(), Some(&[3u8][..]));
+        assert_eq!(b.get(b"k1").unwrap().as_deref(), Some(&[4u8][..]));
+        assert!(!b.contains_key(b"k2").unwrap() && a.contains_key(b"k2").unwrap());
+        assert_eq!(keys(a.scan_prefix(b"k")), [b"k1".to_vec(), b"k2".to_vec()]);
+
+        // Open-ended ranges and floors stop at the table's end, not the next table's rows.
+        let view = a.db.view();
+        assert_eq!(keys(a.range_in(&view, b"k2", None)), [b"k2".to_vec(), b"\xff".to_vec()]);
+        assert_eq!(keys(b.range_in(&view, b"", Some(b"k1"))), [b"\x00".to_vec()]);
+        let floor = b.floor_in(&view, b"", b"\xff\xff").unwrap().unwrap();
+        assert_eq!(&*floor.0, b"k1");
+        assert!(a.floor_in(&view, b"", b"a").unwrap().is_none(), "b's rows are not a's");
+
+        assert!(a.remove(b"k1").unwrap());
+        assert_eq!(b.get(b"k1").unwrap().as_deref(), Some(&[4u8][..]), "b's row with the same key stays");
     }
 }

@@ -1,9 +1,10 @@
 //! `tributary store export` and `tributary store import`: the file an operator backs up,
-//! moves, or upgrades a store with. The fixture `tests/fixtures/store-format-8/` is a small
-//! store with a row of every table, written by the last build of store format 8 (sled and the
-//! project's own engine), and the export that build wrote of it
-//! (`examples/export_fixture.rs`). This build must refuse that store, and rebuild it exactly
-//! from its export.
+//! moves, or upgrades a store with. The fixtures `tests/fixtures/store-format-N/` are a small
+//! store with a row of every table, written by the last build of store format N, and the export
+//! that build wrote of it (`examples/export_fixture.rs`): format 8 (sled and the project's own
+//! engine) and format 9 (fjall, a keyspace per table; its 64 MiB preallocated journal cut to the
+//! length fjall itself truncates it to when it opens the store). This build must refuse those
+//! stores, and rebuild them exactly from their exports.
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -14,6 +15,7 @@ use tributary::store::Store;
 use crate::support::cli::tributary;
 
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/store-format-8");
+const FIXTURE_9: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/store-format-9");
 
 /// Copies a directory tree (the fixture's store), so a test may open and change it.
 pub(crate) fn copy_tree(from: &Path, to: &Path) {
@@ -51,9 +53,13 @@ fn body(text: &str) -> Vec<&str> {
 
 /// The fixture's format 8 store, copied into a temporary directory.
 fn fixture_store() -> (tempfile::TempDir, PathBuf) {
+    fixture_store_of(FIXTURE)
+}
+
+fn fixture_store_of(fixture: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
-    copy_tree(&Path::new(FIXTURE).join("store"), &store);
+    copy_tree(&Path::new(fixture).join("store"), &store);
     (dir, store)
 }
 
@@ -97,7 +103,7 @@ fn the_format_8_export_imports_into_exactly_the_same_tables() {
     let (code, _, err) = run(&["--data-dir", data_dir, "store", "import", fixture_export().to_str().unwrap()]);
     assert_eq!(code, Some(0), "{err}");
     assert!(err.contains("records           13") && err.contains("bitstreams        14 found"), "{err}");
-    assert_eq!(std::fs::read_to_string(store.join("FORMAT")).unwrap().trim(), "tributary-store 9");
+    assert_eq!(std::fs::read_to_string(store.join("FORMAT")).unwrap().trim(), "tributary-store 10");
     assert!(!store.join("db").exists() && !store.join("lsm").exists(), "the old engine's files are gone");
 
     // Exported again, every row is the one the format 8 build wrote: positions, datetimes,
@@ -134,6 +140,32 @@ fn the_format_8_export_imports_into_exactly_the_same_tables() {
 }
 
 #[test]
+fn a_format_9_store_is_refused_and_its_export_imports_over_it() {
+    let (_dir, store) = fixture_store_of(FIXTURE_9);
+    let data_dir = store.to_str().unwrap();
+    let before = listing(&store);
+    let (code, _, err) = run(&["--data-dir", data_dir, "store", "stats"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("format version 9"), "{err}");
+    assert!(err.contains("tributary store export FILE") && err.contains("tributary store import FILE"), "{err}");
+    assert_eq!(listing(&store), before, "nothing was written");
+
+    // The export the format 9 build wrote goes into the same data directory, over its store.
+    let export = Path::new(FIXTURE_9).join("export.jsonl");
+    let (code, _, err) = run(&["--data-dir", data_dir, "store", "import", export.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("records           13") && err.contains("bitstreams        14 found"), "{err}");
+    assert!(err.contains("replaced the old format's database in"), "{err}");
+    assert_eq!(std::fs::read_to_string(store.join("FORMAT")).unwrap().trim(), "tributary-store 10");
+    let (code, again, err) = run(&["--data-dir", data_dir, "store", "export", "-"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(body(&again), body(&std::fs::read_to_string(&export).unwrap()));
+    let (code, out, err) = run(&["--data-dir", data_dir, "verify"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("clean"), "{out}");
+}
+
+#[test]
 fn an_import_cut_short_or_into_a_current_store_changes_nothing() {
     let (dir, store) = fixture_store();
     let data_dir = store.to_str().unwrap();
@@ -153,7 +185,7 @@ fn an_import_cut_short_or_into_a_current_store_changes_nothing() {
     assert_eq!(run(&["--data-dir", data_dir, "store", "import", whole.to_str().unwrap()]).0, Some(0));
     let (code, _, err) = run(&["--data-dir", data_dir, "store", "import", whole.to_str().unwrap()]);
     assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("already holds a store of format 9"), "{err}");
+    assert!(err.contains("already holds a store of format 10"), "{err}");
 }
 
 #[test]
@@ -171,7 +203,7 @@ fn an_export_has_a_header_every_row_and_an_end_line_with_the_counts() {
         (all[0]["magic"].as_str(), all[0]["export_version"].as_u64()),
         (Some("tributary-store-export"), Some(1))
     );
-    assert_eq!(all[0]["store_format"], 9);
+    assert_eq!(all[0]["store_format"], 10);
     let end = all.last().unwrap();
     assert_eq!(kind(end), "end");
     let count = |k: &str| all.iter().filter(|v| kind(v) == k).count() as u64;
