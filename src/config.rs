@@ -267,6 +267,9 @@ pub struct SetDef {
 /// Everything `[defaults]` sets and a `[[source]]` may override, resolved.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
+    /// The source these are resolved for (empty outside a source). A host's limits are the
+    /// strictest of each source's latest ask, by this id (`fetch::host`).
+    pub source_id: String,
     /// Request rate per host.
     pub rate: Rate,
     /// Requests in flight per host.
@@ -358,6 +361,7 @@ impl Default for Settings {
     fn default() -> Self {
         let s = Duration::from_secs;
         Settings {
+            source_id: String::new(),
             rate: Rate::Every(Duration::from_millis(200)),
             concurrency: NonZeroU32::new(2).unwrap(),
             poll: s(3600),

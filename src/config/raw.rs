@@ -294,6 +294,7 @@ impl RawConfig {
             };
             let capability_list = s.capability_list.as_ref().map(|c| at.http_url(c, "capability_list")).transpose()?;
             let mut settings = s.apply(&defaults, at)?;
+            settings.source_id = s.id.get_ref().clone();
             settings.credentials.origin = Some(url.origin().ascii_serialization());
             if s.dumps.is_none() && self.defaults.dumps.is_none() && shares_bucket(&aggregator, &shards, &url) {
                 settings.dumps = false;

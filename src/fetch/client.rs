@@ -291,6 +291,12 @@ impl Fetcher {
         Ok(sitemaps.iter().filter_map(|s| robots_url.join(s).ok()).collect())
     }
 
+    /// The configuration was reloaded with the sources `configured` accepts: each host forgets
+    /// what the others asked for (see [`super::host`]).
+    pub fn reconfigured(&self, configured: &dyn Fn(&str) -> bool) {
+        self.inner.hosts.reconfigured(configured);
+    }
+
     /// Per-host state and counters, sorted by origin.
     pub fn hosts(&self) -> Vec<HostSnapshot> {
         self.inner.hosts.snapshots()

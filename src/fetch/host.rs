@@ -4,7 +4,10 @@
 //! [`Host::acquire`].
 //!
 //! Several sources may share a host; the strictest rate and concurrency any of them asks for
-//! wins, because the host's operator sees one harvester, not our configuration. Under
+//! wins, because the host's operator sees one harvester, not our configuration. A budget keeps
+//! each source's latest ask, so a source whose limits a reload loosened loosens the host once
+//! its next pass asks, unless another source still asks for less; a source the reload removed
+//! asks for nothing. Under
 //! `politeness = "ip"` several hosts share one budget: those whose names resolve to the same
 //! address, which is one server however many names it has.
 
@@ -96,7 +99,11 @@ impl Counters {
 }
 
 struct Gate {
+    /// The strictest rate of the asks.
     configured: Rate,
+    /// Each source's latest ask (its id; empty for requests outside a source): rate and
+    /// concurrency. Never empty.
+    asks: HashMap<String, (Rate, u32)>,
     /// robots.txt `Crawl-delay` per origin sharing the budget (already capped); the longest wins.
     crawl_delays: HashMap<String, Duration>,
     limiter: Option<Arc<DefaultDirectRateLimiter>>,
@@ -106,6 +113,13 @@ struct Gate {
 impl Gate {
     fn effective(&self) -> Rate {
         self.crawl_delays.values().max().map_or(self.configured, |d| self.configured.stricter(Rate::Every(*d)))
+    }
+
+    /// The strictest rate and the lowest concurrency of the asks.
+    fn strictest(&self) -> (Rate, u32) {
+        let mut asks = self.asks.values();
+        let first = asks.next().copied().unwrap_or((Rate::Unlimited, u32::MAX));
+        asks.fold(first, |(rate, cap), (r, c)| (rate.stricter(*r), cap.min(*c)))
     }
 
     /// Rebuilds the limiter after the rate changed; when the budget was already used, the
@@ -128,31 +142,82 @@ impl Gate {
 pub(crate) struct Budget {
     gate: Mutex<Gate>,
     semaphore: Arc<Semaphore>,
-    cap: Mutex<u32>,
+    /// Locked after `gate` when both are.
+    cap: Mutex<Cap>,
+}
+
+/// A budget's concurrency: the cap asked for, and the permits the semaphore has (free or in
+/// use). Permits in use cannot be taken back at once, so after a cap is lowered there may be
+/// more permits than the cap for a while: each later ask takes back those freed since.
+struct Cap {
+    wanted: u32,
+    permits: u32,
 }
 
 impl Budget {
     fn new(settings: &Settings) -> Budget {
-        let mut gate = Gate { configured: settings.rate, crawl_delays: HashMap::new(), limiter: None, used: false };
-        gate.rebuild();
         let cap = settings.concurrency.get();
-        Budget { gate: Mutex::new(gate), semaphore: Arc::new(Semaphore::new(cap as usize)), cap: Mutex::new(cap) }
+        let mut gate = Gate {
+            configured: settings.rate,
+            asks: HashMap::from([(settings.source_id.clone(), (settings.rate, cap))]),
+            crawl_delays: HashMap::new(),
+            limiter: None,
+            used: false,
+        };
+        gate.rebuild();
+        Budget {
+            gate: Mutex::new(gate),
+            semaphore: Arc::new(Semaphore::new(cap as usize)),
+            cap: Mutex::new(Cap { wanted: cap, permits: cap }),
+        }
     }
 
-    /// Tightens rate and concurrency to `rate` and `wanted`, if stricter.
-    fn tighten(&self, rate: Rate, wanted: u32) {
+    /// Records what `settings`' source asks for now, replacing its earlier ask.
+    fn ask(&self, settings: &Settings) {
+        self.update(|asks| {
+            let ask = (settings.rate, settings.concurrency.get());
+            if asks.get(&settings.source_id) != Some(&ask) {
+                asks.insert(settings.source_id.clone(), ask);
+            }
+        });
+    }
+
+    /// Takes on every ask of `other` (a host's own budget, as the host joins this shared one).
+    fn merge(&self, other: &Budget) {
+        let theirs = lock(&other.gate).asks.clone();
+        self.update(|asks| asks.extend(theirs));
+    }
+
+    /// Forgets the asks of sources `keep` refuses (those no longer configured); the ask made
+    /// outside any source stays, and so do all when none would (a budget always has one).
+    fn retain(&self, keep: &dyn Fn(&str) -> bool) {
+        let kept = |source: &String| source.is_empty() || keep(source);
+        self.update(|asks| {
+            if asks.keys().any(kept) {
+                asks.retain(|source, _| kept(source));
+            }
+        });
+    }
+
+    /// Changes the asks, then sets rate and concurrency to the strictest of them. A lower cap
+    /// takes the permits that are free now (see [`Cap`]).
+    fn update(&self, change: impl FnOnce(&mut HashMap<String, (Rate, u32)>)) {
         let mut gate = lock(&self.gate);
-        let stricter = gate.configured.stricter(rate);
-        if stricter != gate.configured {
-            gate.configured = stricter;
+        change(&mut gate.asks);
+        let (rate, wanted) = gate.strictest();
+        if rate != gate.configured {
+            gate.configured = rate;
             gate.rebuild();
         }
-        drop(gate);
         let mut cap = lock(&self.cap);
-        if wanted < *cap {
-            self.semaphore.forget_permits((*cap - wanted) as usize);
-            *cap = wanted;
+        if wanted < cap.permits {
+            let taken = self.semaphore.forget_permits((cap.permits - wanted) as usize);
+            cap.permits -= u32::try_from(taken).unwrap_or(u32::MAX);
+        } else if wanted > cap.permits {
+            self.semaphore.add_permits((wanted - cap.permits) as usize);
+            cap.permits = wanted;
         }
+        cap.wanted = wanted;
     }
 
     fn set_crawl_delay(&self, origin: &str, delay: Option<Duration>) {
@@ -211,9 +276,9 @@ impl Host {
         lock(&self.budget).clone()
     }
 
-    /// Tightens rate and concurrency to what `settings` asks, if stricter.
-    pub(crate) fn configure(&self, settings: &Settings) {
-        self.budget().tighten(settings.rate, settings.concurrency.get());
+    /// Records what `settings`' source asks for now (see [`Budget::ask`]).
+    fn configure(&self, settings: &Settings) {
+        self.budget().ask(settings);
     }
 
     /// Applies a robots.txt `Crawl-delay` (already capped).
@@ -223,15 +288,14 @@ impl Host {
     }
 
     /// Moves the host onto `budget` (shared with other hosts of its address), which takes on
-    /// whatever is stricter of the old one's limits and brings its `Crawl-delay` along.
+    /// the old one's asks and brings its `Crawl-delay` along.
     fn join(&self, budget: Arc<Budget>) {
         let mut mine = lock(&self.budget);
         if Arc::ptr_eq(&mine, &budget) {
             return;
         }
-        let (rate, cap) = (lock(&mine.gate).configured, *lock(&mine.cap));
         mine.set_crawl_delay(&self.origin, None);
-        budget.tighten(rate, cap);
+        budget.merge(&mine);
         budget.set_crawl_delay(&self.origin, *lock(&self.crawl_delay));
         *mine = budget;
     }
@@ -344,7 +408,7 @@ impl Host {
         let backoff = lock(&self.backoff);
         let until = backoff.not_before.filter(|t| *t > Instant::now());
         let budget = self.budget();
-        let cap = *lock(&budget.cap);
+        let cap = lock(&budget.cap).wanted;
         HostSnapshot {
             origin: self.origin.clone(),
             counters: self.counters.snapshot(),
@@ -382,7 +446,17 @@ impl Hosts {
         Hosts { map: Mutex::new(HashMap::new()), shared: Mutex::new(HashMap::new()), parks, max: max.max(1) }
     }
 
-    /// The host for `origin`, created (or tightened) with `settings`.
+    /// The configuration was reloaded and `configured` says which sources it has: the asks of
+    /// the others are forgotten, which may loosen a host's limits.
+    pub(crate) fn reconfigured(&self, configured: &dyn Fn(&str) -> bool) {
+        let hosts: Vec<Arc<Host>> = lock(&self.map).values().cloned().collect();
+        for host in hosts {
+            host.budget().retain(configured);
+        }
+    }
+
+    /// The host for `origin`, created with `settings`, or with them recorded as their source's
+    /// latest ask ([`Budget::ask`]).
     pub(crate) fn get(&self, origin: &str, settings: &Settings) -> Arc<Host> {
         let mut map = lock(&self.map);
         if let Some(h) = map.get(origin) {
@@ -400,7 +474,7 @@ impl Hosts {
     }
 
     /// Puts `host` on the budget shared by every host that resolves to `ip` (created with
-    /// `settings` for the first), tightened to what `settings` asks.
+    /// `settings` for the first), with what `settings` asks recorded.
     pub(crate) fn share(&self, host: &Host, ip: IpAddr, settings: &Settings) {
         *lock(&host.address) = Some((ip, Instant::now()));
         let budget = {
@@ -416,7 +490,7 @@ impl Hosts {
             }
         };
         host.join(budget.clone());
-        budget.tighten(settings.rate, settings.concurrency.get());
+        budget.ask(settings);
     }
 
     pub(crate) fn snapshots(&self) -> Vec<HostSnapshot> {
@@ -520,6 +594,57 @@ mod tests {
         let started = Instant::now();
         let _permit = other.acquire("u", Duration::from_secs(1), deadline).await.unwrap();
         assert!(started.elapsed() >= Duration::from_millis(150), "{:?}", started.elapsed());
+    }
+
+    fn asking(source: &str, per: Duration, concurrency: u32) -> Settings {
+        Settings {
+            source_id: source.into(),
+            rate: Rate::Every(per),
+            concurrency: std::num::NonZeroU32::new(concurrency).unwrap(),
+            ..Settings::default()
+        }
+    }
+
+    #[test]
+    fn a_host_keeps_each_sources_latest_ask_and_forgets_removed_sources() {
+        let hosts = Hosts::new(10, Arc::new(Parks::new()));
+        let limits = |h: &Host| (h.snapshot().rate, h.snapshot().concurrency, h.budget().semaphore.available_permits());
+        let (slow, fast) = (Duration::from_secs(2), Duration::from_millis(100));
+        let host = hosts.get("http://a", &asking("a", slow, 1));
+        hosts.get("http://a", &asking("b", fast, 4));
+        assert_eq!(limits(&host), (Rate::Every(slow), 1, 1), "the strictest ask wins");
+
+        // a's pass after a reload that loosened it: b's ask is no stricter, so the host loosens.
+        hosts.get("http://a", &asking("a", fast, 4));
+        assert_eq!(limits(&host), (Rate::Every(fast), 4, 4));
+        // A reload that tightens b tightens the host at b's next ask.
+        hosts.get("http://a", &asking("b", slow, 2));
+        assert_eq!(limits(&host), (Rate::Every(slow), 2, 2));
+        // b removed: its ask goes with it.
+        hosts.reconfigured(&|id| id == "a");
+        assert_eq!(limits(&host), (Rate::Every(fast), 4, 4));
+        // Every asker removed: the host keeps its limits rather than having none.
+        hosts.reconfigured(&|_| false);
+        assert_eq!(limits(&host), (Rate::Every(fast), 4, 4));
+    }
+
+    #[tokio::test]
+    async fn a_cap_lowered_while_its_permits_are_in_use_takes_them_back_as_they_are_freed() {
+        let hosts = Hosts::new(10, Arc::new(Parks::new()));
+        let wide = asking("a", Duration::from_millis(1), 3);
+        let narrow = asking("a", Duration::from_millis(1), 1);
+        let host = hosts.get("http://a", &wide);
+        let budget = host.budget();
+        let held: Vec<_> = (0..3).map(|_| budget.semaphore.clone().try_acquire_owned().unwrap()).collect();
+        hosts.get("http://a", &narrow);
+        drop(held);
+        assert_eq!(budget.semaphore.available_permits(), 3, "the permits in use were not taken");
+        hosts.get("http://a", &narrow);
+        assert_eq!(budget.semaphore.available_permits(), 1, "the next ask takes back those freed");
+
+        // Loosened again: back to the cap asked for, not more.
+        hosts.get("http://a", &wide);
+        assert_eq!(budget.semaphore.available_permits(), 3);
     }
 
     #[test]

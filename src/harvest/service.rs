@@ -308,6 +308,7 @@ impl Harvester {
             }
         }
         self.resize(config.aggregator.max_concurrent_sources);
+        self.inner.ctx.fetcher.reconfigured(&|id| wanted.iter().any(|c| c.source.id == id));
         *self.inner.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(config.clone());
         changes
     }

@@ -267,6 +267,34 @@ async fn reload_adds_changes_and_removes_sources_refuses_a_bad_file_and_forget_p
     assert_eq!(s.terminate().await.code(), Some(0));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_loosens_a_rate_loosens_the_hosts_it_shares() {
+    // a (3 resources, 30/min) and b (300, unlimited) on one address under politeness = "ip":
+    // one budget, held to a's rate, so b crawls at a request every 2 s until a asks for less.
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let sims = [("a", free_port(), 3, 0.0), ("b", free_port(), 300, 0.0)];
+    let strict = config_text(port, &sims, &["a", "b"], "politeness = \"ip\"").replacen(
+        "rate = \"unlimited\"",
+        "rate = \"30/min\"",
+        1,
+    );
+    let mut s = Service::start(dir.path(), &strict, &[], &[]).await;
+    harvested(&s, "a", 3).await;
+    let b = source(&s.json("api/status").await, "b")["resources"].as_u64().unwrap_or(0);
+    assert!(b < 100, "b is held to a's rate: {b} resources");
+
+    std::fs::write(dir.path().join("sources.toml"), config_text(port, &sims, &["a", "b"], "politeness = \"ip\""))
+        .unwrap();
+    let (code, out, err) = text(&tributary(dir.path(), &["reload"]).await);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("sources changed (in force from their next poll): a"), "{out}");
+    // a's next pass asks for no limit, so the budget lets b's ~300 requests through; held to
+    // a request every 2 s they would take ten minutes, past `harvested`'s bound.
+    harvested(&s, "b", 300).await;
+    assert_eq!(s.terminate().await.code(), Some(0));
+}
+
 /// `source forget` once the removed source's last pass has ended (bounded retries).
 async fn eventually_forgotten(dir: &Path) -> String {
     for _ in 0..60 {
