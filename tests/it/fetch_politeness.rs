@@ -84,9 +84,10 @@ async fn concurrency_cap_holds_without_a_rate_limit() {
 async fn sources_sharing_a_host_get_the_stricter_limits() {
     let up = Upstream::routes(vec![("/d", vec![Reply::ok("x").delayed(Duration::from_millis(50))])]).await;
     let f = fetcher(10);
-    let strict = settings(Rate::Every(Duration::from_millis(100)), 1);
+    let strict = Settings { source_id: "strict".into(), ..settings(Rate::Every(Duration::from_millis(100)), 1) };
+    let loose = Settings { source_id: "loose".into(), ..settings(Rate::Unlimited, 4) };
     fire(&f, std::slice::from_ref(&up), "/d", 1, &strict).await;
-    fire(&f, std::slice::from_ref(&up), "/d", 5, &settings(Rate::Unlimited, 4)).await;
+    fire(&f, std::slice::from_ref(&up), "/d", 5, &loose).await;
     let mut arrivals: Vec<Instant> = up.hits().iter().map(|h| h.at).collect();
     assert_spaced(&mut arrivals, Duration::from_millis(100), "shared host");
     assert_eq!(up.max_in_flight(), 1);
