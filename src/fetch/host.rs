@@ -7,7 +7,7 @@
 //! wins, because the host's operator sees one harvester, not our configuration. A budget keeps
 //! each source's latest ask, so a source whose limits a reload loosened loosens the host once
 //! its next pass asks, unless another source still asks for less; a source the reload removed
-//! asks for nothing. Under
+//! asks for nothing once its last pass has ended. Under
 //! `politeness = "ip"` several hosts share one budget: those whose names resolve to the same
 //! address, which is one server however many names it has.
 

@@ -381,6 +381,9 @@ async fn poll_loop(ctx: Arc<Ctx>, turn: Arc<Turn>, passes: Arc<Semaphore>) {
         if turn.configured().is_none() {
             if ctx.turns.loop_ended(&id) {
                 tracing::info!(source.id = %id, "no longer configured: polling stopped; its records stay published until `tributary source forget`");
+                // Its last pass may have asked its hosts for its limits after the reload
+                // forgot them.
+                ctx.fetcher.reconfigured(&|source| source != id);
                 return;
             }
             continue;
