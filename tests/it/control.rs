@@ -267,42 +267,34 @@ async fn reload_adds_changes_and_removes_sources_refuses_a_bad_file_and_forget_p
     assert_eq!(s.terminate().await.code(), Some(0));
 }
 
-/// a (3 resources, 30/min) and b (300, unlimited) on one address under politeness = "ip": one
-/// budget, held to a's rate, so b crawls at a request every 2 s while a asks for it. Returns
-/// the service once a has been harvested, with b far from done.
-async fn held_back_by_a(dir: &Path, port: u16, sims: &[(&str, u16, usize, f64)]) -> Service {
-    let strict = config_text(port, sims, &["a", "b"], "politeness = \"ip\"").replacen(
-        "rate = \"unlimited\"",
-        "rate = \"30/min\"",
-        1,
-    );
-    let s = Service::start(dir, &strict, &[], &[]).await;
-    harvested(&s, "a", 3).await;
-    let b = source(&s.json("api/status").await, "b")["resources"].as_u64().unwrap_or(0);
-    assert!(b < 100, "b is held to a's rate: {b} resources");
-    s
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_that_loosens_a_rate_loosens_the_hosts_it_shares() {
+    // a (3 resources, 30/min) harvested alone; then one reload adds b (300, unlimited) on the
+    // same address under politeness = "ip", which shares one budget, and lifts a's rate.
     let dir = tempfile::tempdir().unwrap();
     let (port, sims) = (free_port(), [("a", free_port(), 3, 0.0), ("b", free_port(), 300, 0.0)]);
-    let mut s = held_back_by_a(dir.path(), port, &sims).await;
-    std::fs::write(dir.path().join("sources.toml"), config_text(port, &sims, &["a", "b"], "politeness = \"ip\""))
-        .unwrap();
+    let ip = "politeness = \"ip\"";
+    let strict = config_text(port, &sims, &["a"], ip).replacen("rate = \"unlimited\"", "rate = \"30/min\"", 1);
+    let mut s = Service::start(dir.path(), &strict, &[], &[]).await;
+    harvested(&s, "a", 3).await;
+
+    std::fs::write(dir.path().join("sources.toml"), config_text(port, &sims, &["a", "b"], ip)).unwrap();
     let (code, out, err) = text(&tributary(dir.path(), &["reload"]).await);
     assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("sources added (polling now): b"), "{out}");
     assert!(out.contains("sources changed (in force from their next poll): a"), "{out}");
-    // a's next pass asks for no limit, so the budget lets b's ~300 requests through; held to
-    // a request every 2 s they would take ten minutes, past `harvested`'s bound.
+    // a's next pass (it polls every second) asks for no limit, so the budget lets b's ~300
+    // requests through; held to a's old request every 2 s they would take ten minutes, past
+    // `harvested`'s bound.
     harvested(&s, "b", 300).await;
     assert_eq!(s.terminate().await.code(), Some(0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_removed_source_stops_holding_back_the_hosts_it_shared_once_its_last_pass_ends() {
-    // a (10 resources, 120/min) and b (300, unlimited) share one budget: a's first pass takes
-    // ~15 of its requests, alternating with b's, so it is still running when b has started.
+    // a (10 resources, 120/min) and b (300, unlimited) on one address under politeness = "ip"
+    // share one budget: a's first pass takes ~15 requests, each behind b's two in flight, so
+    // it is still running when b has started.
     let dir = tempfile::tempdir().unwrap();
     let (port, sims) = (free_port(), [("a", free_port(), 10, 0.0), ("b", free_port(), 300, 0.0)]);
     let strict = config_text(port, &sims, &["a", "b"], "politeness = \"ip\"").replacen(
