@@ -176,16 +176,21 @@ impl Budget {
     fn ask(&self, settings: &Settings) {
         self.update(|asks| {
             let ask = (settings.rate, settings.concurrency.get());
-            if asks.get(&settings.source_id) != Some(&ask) {
+            let changed = asks.get(&settings.source_id) != Some(&ask);
+            if changed {
                 asks.insert(settings.source_id.clone(), ask);
             }
+            changed
         });
     }
 
     /// Takes on every ask of `other` (a host's own budget, as the host joins this shared one).
     fn merge(&self, other: &Budget) {
         let theirs = lock(&other.gate).asks.clone();
-        self.update(|asks| asks.extend(theirs));
+        self.update(|asks| {
+            asks.extend(theirs);
+            true
+        });
     }
 
     /// Forgets the asks of sources `keep` refuses (those no longer configured); the ask made
@@ -196,15 +201,17 @@ impl Budget {
             if asks.keys().any(kept) {
                 asks.retain(|source, _| kept(source));
             }
+            true
         });
     }
 
-    /// Changes the asks, then sets rate and concurrency to the strictest of them. A lower cap
-    /// takes the permits that are free now (see [`Cap`]).
-    fn update(&self, change: impl FnOnce(&mut HashMap<String, (Rate, u32)>)) {
+    /// Changes the asks (`change` says whether it did), then sets rate and concurrency to the
+    /// strictest of them. A lower cap takes the permits that are free now (see [`Cap`]); an
+    /// unchanged ask, every request's, only takes back those freed since.
+    fn update(&self, change: impl FnOnce(&mut HashMap<String, (Rate, u32)>) -> bool) {
         let mut gate = lock(&self.gate);
-        change(&mut gate.asks);
-        let (rate, wanted) = gate.strictest();
+        let (rate, wanted) =
+            if change(&mut gate.asks) { gate.strictest() } else { (gate.configured, lock(&self.cap).wanted) };
         if rate != gate.configured {
             gate.configured = rate;
             gate.rebuild();
