@@ -439,10 +439,12 @@ async fn connections_are_kept_alive_and_bounded_by_the_concurrency_cap() {
     let s = Settings { concurrency: NonZeroU32::new(cap).unwrap(), ..settings() };
     // hyper hands a connection back to its pool a moment after the body ended, but the host's
     // slot is free as soon as the body ends: a request taking the slot at once can find no idle
-    // connection and open one more, which is then pooled and reused. So the bound on
-    // connections is one over the cap on requests in flight (measured: at most cap + 1, and
-    // usually exactly that under concurrency, for caps 1 to 8, also with the CPUs saturated).
-    let bound = cap as usize + 1;
+    // connection and open one more, which is then pooled and reused. One request at a time
+    // needs one connection and seldom a second; `cap` at a time, each of the `cap` requests
+    // that just ended may still be handing its connection back, so up to twice the cap (cap + 1
+    // on a quiet machine, more under the full suite's load). Without keep-alive, it would be a
+    // connection per request: 21, then 51.
+    let (sequential_bound, bound) = (cap as usize + 1, 2 * cap as usize);
     let f = fetcher();
     for _ in 0..20 {
         let Fetched::Modified(d) = f.get_document(&up.url("/fast"), &s, None).await.unwrap() else { panic!() };
@@ -450,7 +452,7 @@ async fn connections_are_kept_alive_and_bounded_by_the_concurrency_cap() {
     }
     assert_eq!(up.count("/fast"), 20);
     // robots.txt and 20 documents over kept-alive connections, not a connection each.
-    assert!(up.connections() <= bound, "{} connections for 21 sequential requests", up.connections());
+    assert!(up.connections() <= sequential_bound, "{} connections for 21 sequential requests", up.connections());
     for _ in 0..5 {
         let gets: Vec<_> = (0..6)
             .map(|_| {
