@@ -111,14 +111,16 @@ SIM_URL="http://127.0.0.1:$SIM_PORT/.well-known/resourcesync"
 # own on the same server, as many transfers at once as the harvest's concurrency.
 export RCLONE_CONFIG_WEED_TYPE=s3 RCLONE_CONFIG_WEED_PROVIDER=SeaweedFS RCLONE_CONFIG_WEED_ENDPOINT=$AWS_ENDPOINT \
     RCLONE_CONFIG_WEED_ACCESS_KEY_ID=$AWS_ACCESS_KEY_ID RCLONE_CONFIG_WEED_SECRET_ACCESS_KEY=$AWS_SECRET_ACCESS_KEY
-rclone_pass() { # rclone_pass RUN: prints its wall seconds
-    local start end
+rclone_pass() { # rclone_pass RUN: prints its wall seconds; SeaweedFS's CPU goes to $WORK/rclone.cpu
+    local start end w0
+    w0=$(weed_cpu)
     start=$EPOCHREALTIME
     # AWS_CA_BUNDLE (set on some machines for a proxy) makes rclone's S3 backend refuse to
     # start at all; the endpoint here is plain HTTP on 127.0.0.1.
     env -u AWS_CA_BUNDLE "$RCLONE" copy --transfers 32 "$WORK/local-$1/store/blobs" "weed:rclone-$1/blobs" 2>"$WORK/rclone.err" ||
         { cat "$WORK/rclone.err" >&2; exit 1; }
     end=$EPOCHREALTIME
+    awk -v a="$w0" -v b="$(weed_cpu)" 'BEGIN { printf "SeaweedFS %.2f CPU-s\n", b - a }' >"$WORK/rclone.cpu"
     awk -v s="$start" -v e="$end" 'BEGIN { printf "%.3f\n", e - s }'
 }
 RCLONE=${RCLONE:-$(command -v rclone || true)}
@@ -139,7 +141,8 @@ blobs_create_bucket = true" "$SIM_URL")
         "$run" "$t" "$(awk -v n="$N" -v t="$t" 'BEGIN{print n/t}')" "$cpu_local" \
         "$t2" "$(awk -v n="$N" -v t="$t2" 'BEGIN{print n/t}')" "$(cat "$WORK/last.cpu")"
     if [[ -n $RCLONE ]]; then
-        printf '       rclone copy %6.2f s: rclone / s3 %.2f\n' "$tp" "$(awk -v p="$tp" -v s="$t2" 'BEGIN{print p/s}')"
+        printf '       rclone copy %6.2f s (%s): rclone / s3 %.2f\n' "$tp" "$(cat "$WORK/rclone.cpu")" \
+            "$(awk -v p="$tp" -v s="$t2" 'BEGIN{print p/s}')"
     fi
 done
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }

@@ -11,6 +11,7 @@
 //! PREFIX/ab/ab12…(64 hex)          a bitstream, under its sha-256: stored once for every
 //!                                  source and every instance sharing the bucket
 //! PREFIX/refs/ab12…/INSTANCE       empty: the instance INSTANCE refers to the bitstream
+//!                                  (its creator needs none: see [`CREATOR`])
 //! PREFIX/doomed/ab12…              empty: no instance referred to it when it was written;
 //!                                  deleted with the bitstream after the grace period
 //! ```
@@ -25,10 +26,11 @@
 //!
 //! # Writing
 //! A bitstream is spooled to `tmp/` while it is hashed (the same path as a local file blob);
-//! only once its length and digests are verified does the backend look for the content key
-//! (HEAD) and upload only when it is absent — a single PUT up to [`PART`] bytes, a streamed
-//! multipart upload above, at most [`PARTS_IN_FLIGHT`] parts in memory — with this instance's
-//! reference marker (see [`Remote::store_file`] for the order, docs/BUCKET.md for why). S3 makes an object visible only once its PUT or
+//! only once its length and digests are verified does the backend create the content key
+//! (a conditional PUT) or upload it when it is absent — a single PUT up to [`PART`] bytes, a
+//! streamed multipart upload above, at most [`PARTS_IN_FLIGHT`] parts in memory — with the
+//! reference markers it needs (see [`Remote::store_file`] for the order, docs/BUCKET.md for
+//! why). S3 makes an object visible only once its PUT or
 //! multipart completion succeeded, so the content key never shows a partial or unverified
 //! bitstream, and no temporary object is left in the bucket by a crash (an interrupted
 //! multipart upload is aborted, or invisible until the bucket's lifecycle rule removes it).
@@ -171,8 +173,28 @@ pub(super) struct Remote {
     /// This store's instance id, naming its reference markers.
     instance: String,
     /// Whether new content goes up as a conditional PUT (`If-None-Match: *`); cleared for the
-    /// life of the process when the server refuses the header.
+    /// life of the process when the server refuses or ignores the header.
     conditional: std::sync::atomic::AtomicBool,
+    /// Whether the server was seen to honour the condition ([`Remote::probe_conditional`]):
+    /// asked before the first conditional PUT, once per process.
+    probed: std::sync::Once,
+}
+
+/// The user metadata (`x-amz-meta-tributary-creator`) naming the instance whose conditional
+/// PUT created an object. That PUT succeeding proves no object was there, so the creator
+/// writes no reference marker: its reference is implicit until another instance finds the
+/// object, which then writes the creator's marker beside its own before relying on it (see
+/// [`Remote::take_up`]). A gc releasing its reference therefore always sees every other.
+const CREATOR: &str = "tributary-creator";
+
+/// What a look at a content key and its tombstone found.
+struct Look {
+    /// The object's size, when it is there.
+    size: Option<u64>,
+    /// The instance its metadata names as its creator ([`CREATOR`]).
+    creator: Option<String>,
+    /// Whether a tombstone names it.
+    doomed: bool,
 }
 
 /// What [`Remote::store_file`] did.
@@ -185,11 +207,12 @@ pub(super) enum Stored {
 
 /// What [`Remote::create`] did.
 enum Created {
-    /// The content went up under its key, and no tombstone names it.
+    /// The content went up under its key, naming this instance its creator, and no tombstone
+    /// names it.
     Uploaded,
-    /// The key was there already, or a tombstone names it: the marker is written, and the
-    /// object must be looked at (and taken back) as present content is.
-    Marked,
+    /// The key was there already, or a tombstone names it: the object must be marked, looked
+    /// at and taken back as present content is.
+    Found,
     /// The PUT failed: refused by a server that does not take the condition (501, 400), or
     /// failed as any upload may.
     Failed(object_store::Error),
@@ -276,6 +299,7 @@ impl Remote {
             endpoint: endpoint.clone(),
             instance: instance.to_owned(),
             conditional: std::sync::atomic::AtomicBool::new(true),
+            probed: std::sync::Once::new(),
         };
         let probe = Arc::new(probe);
         match remote.probe(&probe) {
@@ -383,54 +407,76 @@ impl Remote {
         self.key(&format!("doomed/{id}"))
     }
 
-    /// The size of the object under the content key, if there is one, and whether it is
-    /// doomed (a tombstone names it).
-    fn object_size(&self, id: &BlobId) -> Result<(Option<u64>, bool), StoreError> {
+    /// The object under the content key (its size and creator), if there is one, and whether
+    /// it is doomed (a tombstone names it): two HEADs together.
+    fn look(&self, id: &BlobId) -> Result<Look, StoreError> {
         let (s3, key, tomb) = (Arc::clone(&self.s3), self.object_key(id), self.tombstone_key(id));
-        let (object, tomb) = self.block(async move { tokio::join!(s3.head(&key), s3.head(&tomb)) })?;
+        let (object, tomb) = self.block(async move {
+            let head = GetOptions { head: true, ..GetOptions::default() };
+            tokio::join!(s3.get_opts(&key, head), s3.head(&tomb))
+        })?;
         let doomed = match tomb {
             Ok(_) => true,
             Err(object_store::Error::NotFound { .. }) => false,
             Err(e) => return Err(self.os_error("looking for the tombstone of", id, &e)),
         };
         match object {
-            Ok(meta) => Ok((Some(meta.size), doomed)),
-            Err(object_store::Error::NotFound { .. }) => Ok((None, doomed)),
+            Ok(got) => {
+                let creator = got.attributes.get(&Attribute::Metadata(CREATOR.into())).map(|v| v.to_string());
+                Ok(Look { size: Some(got.meta.size), creator, doomed })
+            }
+            Err(object_store::Error::NotFound { .. }) => Ok(Look { size: None, creator: None, doomed }),
             Err(e) => Err(self.os_error("looking for", id, &e)),
         }
     }
 
+    /// Writes the marker of the instance that created the object `look` saw, when that is
+    /// another instance: its reference, implicit until now, becomes one every gc sees. Before
+    /// this instance relies on an object, so that its own release later cannot doom what the
+    /// creator still refers to. The creator's own release deletes it as its own.
+    fn mark_creator(&self, id: &BlobId, look: &Look) -> Result<(), StoreError> {
+        match look.creator.as_deref() {
+            Some(creator) if creator != self.instance => self.mark_as(id, creator),
+            _ => Ok(()),
+        }
+    }
+
     /// Takes up the bitstream `id` if the bucket holds it already (put there, verified, by
-    /// this or another instance sharing the bucket): this instance's marker is written and the
-    /// object checked again after it, as a put does. Returns its size; `None` when it is
+    /// this or another instance sharing the bucket): this instance's marker is written, the
+    /// object checked again after it and its creator's marker written, as a put does. Returns
+    /// its size; `None` when it is
     /// absent, of another size than `length`, or doomed (then the caller fetches and puts it,
     /// which takes it back properly).
     pub(super) fn adopt(&self, id: &BlobId, length: Option<u64>) -> Result<Option<u64>, StoreError> {
         let fits = |size: Option<u64>| size.filter(|s| length.is_none_or(|l| l == *s));
-        if fits(self.object_size(id)?.0).is_none() {
+        if fits(self.look(id)?.size).is_none() {
             return Ok(None);
         }
         self.mark(id)?;
-        match self.object_size(id)? {
-            (size, false) => Ok(fits(size)),
-            (_, true) => Ok(None),
+        let look = self.look(id)?;
+        if look.doomed || fits(look.size).is_none() {
+            return Ok(None);
         }
+        self.mark_creator(id, &look)?;
+        Ok(look.size)
     }
 
     /// Makes the verified content spooled at `file` (`len` bytes) available under its content
-    /// key, referred to by this instance. A look for the key and its tombstone first; new
-    /// content (neither there) is uploaded together with this instance's reference marker;
-    /// otherwise the marker goes first (so no other instance's gc deletes the object from then
-    /// on), the key and tombstone are looked at again, a tombstone is removed (the content is
-    /// wanted again) and the content uploaded unless a live object of its size is there.
+    /// key, referred to by this instance.
     ///
-    /// Bitstreams up to [`CONDITIONAL_MAX`] skip the first look: they go up as a conditional PUT
-    /// (`If-None-Match: *`: "only if the key is absent") together with the marker and a look
-    /// for the tombstone, one round trip of three requests instead of two of four. An existing
-    /// key answers 412 and is then taken up as present; a tombstone sends the put down the path
-    /// above. A conditional PUT that fails where the looking path then succeeds (a server that
-    /// refuses the header) turns them off for the process; a server that ignores the header
-    /// overwrites the key with the same bytes, as the key names its content.
+    /// Bitstreams up to [`CONDITIONAL_MAX`] go up as a conditional PUT (`If-None-Match: *`:
+    /// "only if the key is absent") naming this instance its [`CREATOR`], together with a look
+    /// for the tombstone: one round trip of two requests, and no marker. An existing key
+    /// answers 412, and a tombstone sends the put down the path of present content: this
+    /// instance's marker first (so no other instance's gc deletes the object from then on),
+    /// the key and tombstone looked at again, the creator's marker written, a tombstone removed
+    /// (the content is wanted again) and the content uploaded unless a live object of its size
+    /// is there.
+    ///
+    /// Larger bitstreams, and every one on a server that refuses or ignores the condition
+    /// ([`Remote::probe_conditional`]; a refusal mid-run turns it off too), are looked for
+    /// first: new content (neither key nor tombstone there) goes up with this instance's marker,
+    /// present content takes the path above.
     pub(super) fn store_file(
         &self,
         id: &BlobId,
@@ -440,9 +486,15 @@ impl Remote {
     ) -> Result<Stored, StoreError> {
         use std::sync::atomic::Ordering::Relaxed;
         if len <= CONDITIONAL_MAX && self.conditional.load(Relaxed) {
+            self.probed.call_once(|| self.probe_conditional());
+        }
+        if len <= CONDITIONAL_MAX && self.conditional.load(Relaxed) {
             match self.create(id, file, media_type)? {
                 Created::Uploaded => return Ok(Stored::Uploaded),
-                Created::Marked => return self.take_up(id, file, len, media_type),
+                Created::Found => {
+                    self.mark(id)?;
+                    return self.take_up(id, file, len, media_type);
+                }
                 Created::Failed(e) => {
                     // Refused by a server without conditional PUTs, or failed as any PUT may:
                     // the looking path decides. Its success says it was the condition.
@@ -456,6 +508,38 @@ impl Remote {
         self.look_and_store(id, file, len, media_type)
     }
 
+    /// Whether the server honours `If-None-Match: *` on a PUT: a server that ignores it would
+    /// let a second creator overwrite the first one's [`CREATOR`], and with it the first one's
+    /// only reference. Two conditional PUTs of an empty probe key of this instance's own: the
+    /// second must be refused. Otherwise (or when the probe fails) new content gets markers
+    /// as on a server without the condition.
+    fn probe_conditional(&self) {
+        let (s3, key) = (Arc::clone(&self.s3), self.key(&format!("probe/{}", self.instance)));
+        let honoured = self.block(async move {
+            let create = || PutOptions { mode: object_store::PutMode::Create, ..PutOptions::default() };
+            // The first may find the key left by a probe that crashed before its delete.
+            match s3.put_opts(&key, PutPayload::new(), create()).await {
+                Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => {}
+                Err(e) => return Err(e),
+            }
+            let second = s3.put_opts(&key, PutPayload::new(), create()).await;
+            gone(s3.delete(&key).await)?;
+            match second {
+                Err(object_store::Error::AlreadyExists { .. }) => Ok(true),
+                Ok(_) => Ok(false),
+                Err(e) => Err(e),
+            }
+        });
+        let why = match honoured {
+            Ok(Ok(true)) => return,
+            Ok(Ok(false)) => "the server ignores it (a second create of one key succeeded)".to_owned(),
+            Ok(Err(e)) => full(&e),
+            Err(e) => e.to_string(),
+        };
+        self.conditional.store(false, std::sync::atomic::Ordering::Relaxed);
+        tracing::info!(bucket = %self.location.bucket, reason = %why, "conditional PUTs (If-None-Match) are not used: each new bitstream is looked for before its upload and marked");
+    }
+
     /// [`Remote::store_file`] by looking first: a HEAD of the key and of its tombstone, then an
     /// upload (of new content, with the marker) or the path of present content.
     fn look_and_store(
@@ -465,48 +549,36 @@ impl Remote {
         len: u64,
         media_type: Option<&str>,
     ) -> Result<Stored, StoreError> {
-        let (s3, key, tomb) = (Arc::clone(&self.s3), self.object_key(id), self.tombstone_key(id));
-        let (first, tombstone) = self.block(async move { tokio::join!(s3.head(&key), s3.head(&tomb)) })?;
-        let no_tombstone = matches!(tombstone, Err(object_store::Error::NotFound { .. }));
-        match first {
+        let look = self.look(id)?;
+        if look.size.is_none() && !look.doomed {
             // New content, the common case: the upload and the marker go together, a round
             // trip saved. No gc deletes it meanwhile: a sweep deletes an object only after
             // seeing its tombstone, and there is none (a tombstone names an object that was
             // there when it was written, and goes after it).
-            Err(object_store::Error::NotFound { .. }) if no_tombstone => {
-                let (s3, key, marker) =
-                    (Arc::clone(&self.s3), self.object_key(id), self.marker_key(id, &self.instance));
-                let (path, s3m, attributes) = (file.to_path_buf(), Arc::clone(&s3), content_type(media_type));
-                let (uploaded, marked) = self.block(async move {
-                    tokio::join!(upload(s3, key, path, len, attributes), s3m.put(&marker, PutPayload::new()))
-                })?;
-                uploaded.map_err(|e| self.os_error("uploading", id, &e))?;
-                marked.map_err(|e| self.os_error("marking the reference to", id, &e))?;
-                return Ok(Stored::Uploaded);
-            }
-            Err(object_store::Error::NotFound { .. }) | Ok(_) => {}
-            Err(e) => return Err(self.os_error("looking for", id, &e)),
+            let (s3, key, marker) = (Arc::clone(&self.s3), self.object_key(id), self.marker_key(id, &self.instance));
+            let (path, s3m, attributes) = (file.to_path_buf(), Arc::clone(&s3), content_type(media_type));
+            let (uploaded, marked) = self.block(async move {
+                tokio::join!(upload(s3, key, path, len, attributes), s3m.put(&marker, PutPayload::new()))
+            })?;
+            uploaded.map_err(|e| self.os_error("uploading", id, &e))?;
+            marked.map_err(|e| self.os_error("marking the reference to", id, &e))?;
+            return Ok(Stored::Uploaded);
         }
-        // Present, or doomed: this instance's marker first, then the object and its tombstone looked at
-        // again, so that no gc that has not seen the marker can still delete the object.
+        // Present, or doomed: this instance's marker first, then the object and its tombstone
+        // looked at again, so that no gc that has not seen the marker can still delete the object.
         self.mark(id)?;
         self.take_up(id, file, len, media_type)
     }
 
-    /// The conditional PUT of new content, with the marker and a look for the tombstone; see
-    /// [`Remote::store_file`].
+    /// The conditional PUT of new content, naming this instance its creator, with a look for
+    /// the tombstone; see [`Remote::store_file`].
     fn create(&self, id: &BlobId, file: &FsPath, media_type: Option<&str>) -> Result<Created, StoreError> {
-        let (s3, key, tomb, marker) =
-            (Arc::clone(&self.s3), self.object_key(id), self.tombstone_key(id), self.marker_key(id, &self.instance));
-        let (path, attributes) = (file.to_path_buf(), content_type(media_type));
-        let (uploaded, marked, tombstone) = self.block(async move {
-            tokio::join!(
-                upload_new(Arc::clone(&s3), key, path, attributes),
-                s3.put(&marker, PutPayload::new()),
-                s3.head(&tomb)
-            )
-        })?;
-        marked.map_err(|e| self.os_error("marking the reference to", id, &e))?;
+        let (s3, key, tomb) = (Arc::clone(&self.s3), self.object_key(id), self.tombstone_key(id));
+        let mut attributes = content_type(media_type);
+        attributes.insert(Attribute::Metadata(CREATOR.into()), self.instance.clone().into());
+        let path = file.to_path_buf();
+        let (uploaded, tombstone) = self
+            .block(async move { tokio::join!(upload_new(Arc::clone(&s3), key, path, attributes), s3.head(&tomb)) })?;
         let doomed = match tombstone {
             Ok(_) => true,
             Err(object_store::Error::NotFound { .. }) => false,
@@ -514,30 +586,23 @@ impl Remote {
         };
         Ok(match uploaded {
             Ok(()) if !doomed => Created::Uploaded,
-            Ok(()) | Err(object_store::Error::AlreadyExists { .. }) => Created::Marked,
+            Ok(()) | Err(object_store::Error::AlreadyExists { .. }) => Created::Found,
             Err(e) => Created::Failed(e),
         })
     }
 
-    /// With this instance's marker written: the object and its tombstone looked at, a
-    /// tombstone removed (the content is wanted again), and the content uploaded unless a live
-    /// object of its size is there.
+    /// With this instance's marker written: the object and its tombstone looked at, the
+    /// creator's marker written ([`Remote::mark_creator`]), a tombstone removed (the content is
+    /// wanted again) and the content uploaded unless a live object of its size is there.
     fn take_up(&self, id: &BlobId, file: &FsPath, len: u64, media_type: Option<&str>) -> Result<Stored, StoreError> {
-        let (s3, key, tomb) = (Arc::clone(&self.s3), self.object_key(id), self.tombstone_key(id));
-        let (present, doomed) = self
-            .block(async move {
-                let (present, doomed) = tokio::join!(s3.head(&key), s3.head(&tomb));
-                if doomed.is_ok() {
-                    // Content wanted again: take it off the list before trusting the object.
-                    gone(s3.delete(&tomb).await)?;
-                }
-                Ok::<_, object_store::Error>((present, doomed.is_ok()))
-            })?
-            .map_err(|e| self.os_error("checking", id, &e))?;
-        match present {
-            Ok(meta) if meta.size == len && !doomed => return Ok(Stored::Present),
-            Ok(_) | Err(object_store::Error::NotFound { .. }) => {}
-            Err(e) => return Err(self.os_error("looking for", id, &e)),
+        let look = self.look(id)?;
+        self.mark_creator(id, &look)?;
+        if look.doomed {
+            // Content wanted again: take it off the list before trusting the object.
+            let (s3, tomb) = (Arc::clone(&self.s3), self.tombstone_key(id));
+            self.block(async move { gone(s3.delete(&tomb).await) })?.map_err(|e| self.os_error("checking", id, &e))?;
+        } else if look.size == Some(len) {
+            return Ok(Stored::Present);
         }
         let (s3, key, path) = (Arc::clone(&self.s3), self.object_key(id), file.to_path_buf());
         self.block(upload(s3, key, path, len, content_type(media_type)))?
@@ -547,7 +612,12 @@ impl Remote {
 
     /// Writes this instance's reference marker for the bitstream.
     pub(super) fn mark(&self, id: &BlobId) -> Result<(), StoreError> {
-        let (s3, key) = (Arc::clone(&self.s3), self.marker_key(id, &self.instance));
+        self.mark_as(id, &self.instance)
+    }
+
+    /// Writes `instance`'s reference marker for the bitstream.
+    fn mark_as(&self, id: &BlobId, instance: &str) -> Result<(), StoreError> {
+        let (s3, key) = (Arc::clone(&self.s3), self.marker_key(id, instance));
         self.block(async move { s3.put(&key, PutPayload::new()).await })?
             .map(drop)
             .map_err(|e| self.os_error("marking the reference to", id, &e))
@@ -664,9 +734,6 @@ fn chrono_now() -> i64 {
     crate::model::W3cDateTime::now().unix_timestamp()
 }
 
-/// Uploads the spool at `path` (`len` bytes) under `key`: one PUT up to [`PART`] bytes, else a
-/// multipart upload of `PART`-sized parts, at most [`PARTS_IN_FLIGHT`] in flight, aborted on
-/// failure.
 /// The object attributes of an upload: its `Content-Type`, when the content declared one.
 fn content_type(media_type: Option<&str>) -> Attributes {
     let mut attributes = Attributes::new();
@@ -676,6 +743,9 @@ fn content_type(media_type: Option<&str>) -> Attributes {
     attributes
 }
 
+/// Uploads the spool at `path` (`len` bytes) under `key`: one PUT up to [`PART`] bytes, else a
+/// multipart upload of `PART`-sized parts, at most [`PARTS_IN_FLIGHT`] in flight, aborted on
+/// failure.
 async fn upload(
     s3: Arc<AmazonS3>,
     key: Key,

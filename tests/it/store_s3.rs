@@ -134,7 +134,8 @@ fn bitstreams_go_to_the_bucket_once_across_instances_and_read_back_by_range() {
     assert_eq!(proxy.forwarded("PUT") + proxy.forwarded("HEAD"), 0);
 
     // Another instance, another store, the same bucket: its marker is written and the content
-    // key found (HEAD), and the bytes are not uploaded again.
+    // key found (HEAD), and the bytes are not uploaded again. The large one went up after a
+    // look, with A's marker; the medium one as a conditional PUT naming A, without one.
     let b = open(&dir.path().join("b"), &blobs).unwrap();
     proxy.reset_counts();
     let info = b.put(&large[..], &Expected::none()).unwrap();
@@ -144,7 +145,7 @@ fn bitstreams_go_to_the_bucket_once_across_instances_and_read_back_by_range() {
     assert_eq!(read_blob(&b, &l), large);
     let listed = keys(server, &bucket, "shared/blobs");
     assert_eq!(content_keys(&listed).len(), 2, "{listed:?}");
-    assert_eq!(listed.iter().filter(|k| k.contains("/refs/")).count(), 3, "A's two markers and B's one: {listed:?}");
+    assert_eq!(listed.iter().filter(|k| k.contains("/refs/")).count(), 2, "A's marker and B's: {listed:?}");
 
     // `verify` reads every object back and re-hashes it.
     let report = a.verify().unwrap();
@@ -211,6 +212,30 @@ fn two_instances_sharing_a_bucket_collect_only_what_neither_refers_to() {
     let b = open(&dir.path().join("b"), &blobs).unwrap();
     let report = b.gc().unwrap();
     assert_eq!((report.objects_doomed, report.objects_deleted), (1, 1), "{report}");
+    assert!(keys(server, &bucket, "").is_empty(), "{:?}", keys(server, &bucket, ""));
+
+    // A creates w with a conditional PUT naming it, and writes no marker; B finds w and writes
+    // A's marker beside its own, so B letting go first dooms nothing A still refers to.
+    let both = bytes(12, 70_000);
+    let w = put(&a, &both);
+    assert!(keys(server, &bucket, &format!("refs/{w}")).is_empty(), "its creator marks nothing");
+    assert_eq!(put(&b, &both), w);
+    assert_eq!(keys(server, &bucket, &format!("refs/{w}")).len(), 2, "B's marker and A's, written by B");
+    live(&a, "http://tributary.test/a/w", w);
+    live(&b, "http://tributary.test/b/w", w);
+    gone(&b, "http://tributary.test/b/w");
+    drop(b);
+    let b = open(&dir.path().join("b"), &blobs).unwrap();
+    let report = b.gc().unwrap();
+    assert_eq!((report.blobs_removed, report.objects_doomed, report.objects_deleted), (1, 0, 0), "{report}");
+    assert_eq!(read_blob(&a, &w), both);
+    assert!(a.verify().unwrap().is_clean());
+    // A lets go too: its marker, written by B, goes, and with no grace so does w.
+    gone(&a, "http://tributary.test/a/w");
+    drop(a);
+    let a = open(&dir.path().join("a"), &blobs).unwrap();
+    let report = a.gc().unwrap();
+    assert_eq!((report.blobs_removed, report.objects_doomed, report.objects_deleted), (1, 1, 1), "{report}");
     assert!(keys(server, &bucket, "").is_empty(), "{:?}", keys(server, &bucket, ""));
 
     // With a grace period, a doomed bitstream waits; taken back meanwhile, it stays.
@@ -328,9 +353,10 @@ fn slowdown_is_retried_and_a_failed_upload_or_a_server_gone_stores_nothing() {
     assert_eq!(read_blob(&store, &put(&store, &third)), third);
 }
 
-/// New content goes up as a conditional PUT beside its marker and a look for its tombstone
-/// (no look for the object first); content already in the bucket answers 412 and is taken up
-/// as present; a server that refuses the condition gets the looking path, from then on.
+/// New content goes up as a conditional PUT naming its creator, beside a look for its tombstone
+/// (no look for the object first, no marker); content already in the bucket answers 412 and is
+/// taken up as present, the creator's marker written beside the finder's; a server that
+/// refuses the condition, or ignores it, gets the looking path and markers, from then on.
 #[test]
 fn new_bitstreams_go_up_as_conditional_puts_and_a_server_refusing_them_is_looked_at_first() {
     let Some((server, _one)) = s3::server("store_s3::conditional_puts") else { return };
@@ -345,13 +371,20 @@ fn new_bitstreams_go_up_as_conditional_puts_and_a_server_refusing_them_is_looked
     proxy.reset_counts();
     let first = bytes(30, 100_000);
     let id = put(&store, &first);
-    assert_eq!((proxy.forwarded("PUT"), proxy.forwarded("HEAD")), (2, 1), "the object, its marker; the tombstone");
+    // PUTs, HEADs, and deletes (object_store deletes by POST /?delete).
+    let counts = |p: &Proxy| ["PUT", "HEAD", "POST"].map(|m| p.forwarded(m));
+    // The first conditional PUT of the process is preceded by the probe: two creates of one key
+    // (the second refused) and its removal.
+    assert_eq!(counts(&proxy), [3, 1, 1], "the probe, the object; the tombstone; the probe's key");
     assert_eq!(read_blob(&store, &id), first);
+    assert!(keys(server, &bucket, "p/refs").is_empty(), "its creator marks nothing");
+    assert!(keys(server, &bucket, "p/probe").is_empty());
 
-    // Another instance on the bucket: its conditional PUT is refused (412), it marks and looks.
+    // Another instance on the bucket: its conditional PUT is refused (412), it marks, looks,
+    // and writes the creator's marker.
     proxy.reset_counts();
     assert_eq!(put(&other, &first), id);
-    assert_eq!((proxy.forwarded("PUT"), proxy.forwarded("HEAD")), (2, 3));
+    assert_eq!(counts(&proxy), [2 + 3, 3, 1], "its probe; the 412, its marker, the creator's");
     assert_eq!(read_blob(&other, &id), first);
     let markers = keys(server, &bucket, &format!("p/refs/{id}"));
     assert_eq!(markers.len(), 2, "both instances refer to it: {markers:?}");
@@ -370,6 +403,18 @@ fn new_bitstreams_go_up_as_conditional_puts_and_a_server_refusing_them_is_looked
     assert_eq!((proxy.forwarded("PUT"), proxy.forwarded("HEAD")), (2, 2));
     assert_eq!(read_blob(&store, &third_id), third);
     assert!(store.verify().unwrap().is_clean() && other.verify().unwrap().is_clean());
+
+    // A server that ignores the condition (a second create of one key succeeds) would let a
+    // second creator take the first one's name off the object: the probe finds it out, and
+    // new content is looked for and marked.
+    proxy.set(Mode::IgnoreConditionalPut);
+    let ignoring = open(&dir.path().join("u"), &blobs).unwrap();
+    let fourth = bytes(33, 100_000);
+    proxy.reset_counts();
+    let fourth_id = put(&ignoring, &fourth);
+    assert_eq!(counts(&proxy), [2 + 2, 2, 1], "the probe; the object and its marker; two looks");
+    assert_eq!(keys(server, &bucket, &format!("p/refs/{fourth_id}")).len(), 1);
+    assert_eq!(read_blob(&ignoring, &fourth_id), fourth);
 }
 
 /// `(path, body)` resources as a Resource List declaring each one's sha-256 and length.

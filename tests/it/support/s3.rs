@@ -186,6 +186,9 @@ pub(crate) enum Mode {
     /// Answers `501 NotImplemented` to a `PUT` with `If-None-Match`, as a server without
     /// conditional writes does; other requests pass.
     NoConditionalPut,
+    /// Answers `200 OK` where the server refused a `PUT` with `If-None-Match` (412), as a
+    /// server that ignores the header and overwrites would (the object itself is kept).
+    IgnoreConditionalPut,
 }
 
 #[derive(Default)]
@@ -305,6 +308,9 @@ async fn forward(
         }
         refuse
     };
+    let ignore_condition = state.lock().unwrap().mode == Some(Mode::IgnoreConditionalPut)
+        && req.method() == axum::http::Method::PUT
+        && req.headers().contains_key(axum::http::header::IF_NONE_MATCH);
     if refuse {
         let body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>";
         return (axum::http::StatusCode::SERVICE_UNAVAILABLE, body).into_response();
@@ -321,7 +327,10 @@ async fn forward(
         Ok(r) => r,
         Err(e) => return (axum::http::StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
     };
-    let status = axum::http::StatusCode::from_u16(resp.status().as_u16()).unwrap();
+    let status = match resp.status().as_u16() {
+        412 if ignore_condition => return axum::http::StatusCode::OK.into_response(),
+        s => axum::http::StatusCode::from_u16(s).unwrap(),
+    };
     let mut headers = axum::http::HeaderMap::new();
     for (name, value) in resp.headers() {
         if let (Ok(n), Ok(v)) = (
