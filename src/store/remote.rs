@@ -12,8 +12,10 @@
 //!                                  source and every instance sharing the bucket
 //! PREFIX/refs/ab12…/INSTANCE       empty: the instance INSTANCE refers to the bitstream
 //!                                  (its creator needs none: see [`CREATOR`])
-//! PREFIX/doomed/ab12…              empty: no instance referred to it when it was written;
-//!                                  deleted with the bitstream after the grace period
+//! PREFIX/doomed/ab12…              empty: no instance referred to it when it was written
+//!                                  (see [`RELEASED_BY`]); deleted with the bitstream after
+//!                                  the grace period
+//! PREFIX/probe/INSTANCE            empty, for a moment: see [`Remote::probe_conditional`]
 //! ```
 //!
 //! # Sync API over async I/O
@@ -30,10 +32,10 @@
 //! (a conditional PUT) or upload it when it is absent — a single PUT up to [`PART`] bytes, a
 //! streamed multipart upload above, at most [`PARTS_IN_FLIGHT`] parts in memory — with the
 //! reference markers it needs (see [`Remote::store_file`] for the order, docs/BUCKET.md for
-//! why). S3 makes an object visible only once its PUT or
-//! multipart completion succeeded, so the content key never shows a partial or unverified
-//! bitstream, and no temporary object is left in the bucket by a crash (an interrupted
-//! multipart upload is aborted, or invisible until the bucket's lifecycle rule removes it).
+//! why). S3 makes an object visible only once its PUT or multipart completion succeeded, so
+//! the content key never shows a partial or unverified bitstream, and no temporary object is
+//! left in the bucket by a crash (an interrupted multipart upload is aborted, or invisible
+//! until the bucket's lifecycle rule removes it).
 
 use std::fmt;
 use std::future::Future;
@@ -187,6 +189,11 @@ pub(super) struct Remote {
 /// [`Remote::take_up`]). A gc releasing its reference therefore always sees every other.
 const CREATOR: &str = "tributary-creator";
 
+/// The user metadata (`x-amz-meta-tributary-released-by`) of a tombstone: the instance whose
+/// release wrote it. A tombstone its creator wrote says the creator let go, so whoever takes the
+/// content back writes no marker for the creator (which would keep the object for good).
+const RELEASED_BY: &str = "tributary-released-by";
+
 /// What a look at a content key and its tombstone found.
 struct Look {
     /// The object's size, when it is there.
@@ -195,6 +202,8 @@ struct Look {
     creator: Option<String>,
     /// Whether a tombstone names it.
     doomed: bool,
+    /// The instance whose release wrote the tombstone ([`RELEASED_BY`]).
+    released_by: Option<String>,
 }
 
 /// What [`Remote::store_file`] did.
@@ -412,31 +421,35 @@ impl Remote {
     fn look(&self, id: &BlobId) -> Result<Look, StoreError> {
         let (s3, key, tomb) = (Arc::clone(&self.s3), self.object_key(id), self.tombstone_key(id));
         let (object, tomb) = self.block(async move {
-            let head = GetOptions { head: true, ..GetOptions::default() };
-            tokio::join!(s3.get_opts(&key, head), s3.head(&tomb))
+            let head = || GetOptions { head: true, ..GetOptions::default() };
+            tokio::join!(s3.get_opts(&key, head()), s3.get_opts(&tomb, head()))
         })?;
-        let doomed = match tomb {
-            Ok(_) => true,
-            Err(object_store::Error::NotFound { .. }) => false,
+        let named = |got: &object_store::GetResult, name: &str| {
+            got.attributes.get(&Attribute::Metadata(name.to_owned().into())).map(|v| v.to_string())
+        };
+        let (doomed, released_by) = match tomb {
+            Ok(got) => (true, named(&got, RELEASED_BY)),
+            Err(object_store::Error::NotFound { .. }) => (false, None),
             Err(e) => return Err(self.os_error("looking for the tombstone of", id, &e)),
         };
-        match object {
-            Ok(got) => {
-                let creator = got.attributes.get(&Attribute::Metadata(CREATOR.into())).map(|v| v.to_string());
-                Ok(Look { size: Some(got.meta.size), creator, doomed })
-            }
-            Err(object_store::Error::NotFound { .. }) => Ok(Look { size: None, creator: None, doomed }),
-            Err(e) => Err(self.os_error("looking for", id, &e)),
-        }
+        let (size, creator) = match object {
+            Ok(got) => (Some(got.meta.size), named(&got, CREATOR)),
+            Err(object_store::Error::NotFound { .. }) => (None, None),
+            Err(e) => return Err(self.os_error("looking for", id, &e)),
+        };
+        Ok(Look { size, creator, doomed, released_by })
     }
 
     /// Writes the marker of the instance that created the object `look` saw, when that is
     /// another instance: its reference, implicit until now, becomes one every gc sees. Before
     /// this instance relies on an object, so that its own release later cannot doom what the
-    /// creator still refers to. The creator's own release deletes it as its own.
+    /// creator still refers to. The creator's own release deletes it as its own. A creator that
+    /// wrote the tombstone has let go already and gets none.
     fn mark_creator(&self, id: &BlobId, look: &Look) -> Result<(), StoreError> {
         match look.creator.as_deref() {
-            Some(creator) if creator != self.instance => self.mark_as(id, creator),
+            Some(c) if c != self.instance && !(look.doomed && look.released_by.as_deref() == Some(c)) => {
+                self.mark_as(id, c)
+            }
             _ => Ok(()),
         }
     }
@@ -444,9 +457,8 @@ impl Remote {
     /// Takes up the bitstream `id` if the bucket holds it already (put there, verified, by
     /// this or another instance sharing the bucket): this instance's marker is written, the
     /// object checked again after it and its creator's marker written, as a put does. Returns
-    /// its size; `None` when it is
-    /// absent, of another size than `length`, or doomed (then the caller fetches and puts it,
-    /// which takes it back properly).
+    /// its size; `None` when it is absent, of another size than `length`, or doomed (then the
+    /// caller fetches and puts it, which takes it back properly).
     pub(super) fn adopt(&self, id: &BlobId, length: Option<u64>) -> Result<Option<u64>, StoreError> {
         let fits = |size: Option<u64>| size.filter(|s| length.is_none_or(|l| l == *s));
         if fits(self.look(id)?.size).is_none() {
@@ -651,14 +663,16 @@ impl Remote {
     }
 
     /// This instance no longer refers to the bitstream: its marker goes, and when no other
-    /// instance's marker is left the bitstream is marked doomed, to be deleted by a `gc` after
-    /// the grace period if no instance has taken it back by then. Returns whether it was doomed.
+    /// instance's marker is left the bitstream is marked doomed (the tombstone naming this
+    /// instance, [`RELEASED_BY`]), to be deleted by a `gc` after the grace period if no instance
+    /// has taken it back by then. Returns whether it was doomed.
     pub(super) fn release(&self, id: &BlobId) -> Result<bool, StoreError> {
-        let (s3, mine, others, tomb) = (
+        let (s3, mine, others, tomb, instance) = (
             Arc::clone(&self.s3),
             self.marker_key(id, &self.instance),
             self.markers_prefix(id),
             self.tombstone_key(id),
+            self.instance.clone(),
         );
         self.block(async move {
             gone(s3.delete(&mine).await)?;
@@ -666,7 +680,9 @@ impl Remote {
             if first.is_some() {
                 return Ok(false);
             }
-            s3.put(&tomb, PutPayload::new()).await?;
+            let mut attributes = Attributes::new();
+            attributes.insert(Attribute::Metadata(RELEASED_BY.into()), instance.into());
+            s3.put_opts(&tomb, PutPayload::new(), PutOptions { attributes, ..PutOptions::default() }).await?;
             Ok(true)
         })?
         .map_err(|e: object_store::Error| self.os_error("releasing", id, &e))

@@ -251,9 +251,11 @@ fn two_instances_sharing_a_bucket_collect_only_what_neither_refers_to() {
     assert_eq!((report.objects_doomed, report.objects_deleted, report.objects_waiting), (1, 0, 1), "{report}");
     assert!(keys(server, &bucket, "").contains(&object(&z)));
     // B wants the same content within the grace period: the tombstone goes, and even a gc
-    // with no grace at all keeps the bitstream.
+    // with no grace at all keeps the bitstream. A, its creator, let go before B found it, so
+    // B writes no marker for A (which nothing would ever delete).
     assert_eq!(put(&b, &shared), z);
     live(&b, "http://tributary.test/b/z", z);
+    assert_eq!(keys(server, &bucket, &format!("refs/{z}")).len(), 1, "B's marker alone");
     drop(a);
     blobs.gc_grace = Duration::ZERO;
     let a = open(&dir.path().join("a"), &blobs).unwrap();
@@ -262,6 +264,13 @@ fn two_instances_sharing_a_bucket_collect_only_what_neither_refers_to() {
     assert_eq!(read_blob(&b, &z), shared);
     let listed = keys(server, &bucket, "");
     assert!(listed.iter().all(|k| !k.starts_with("doomed/")), "{listed:?}");
+    // B lets go: nothing is left of z.
+    gone(&b, "http://tributary.test/b/z");
+    drop(b);
+    let b = open(&dir.path().join("b"), &blobs).unwrap();
+    let report = b.gc().unwrap();
+    assert_eq!((report.objects_doomed, report.objects_deleted), (1, 1), "{report}");
+    assert!(keys(server, &bucket, "").is_empty(), "{:?}", keys(server, &bucket, ""));
 }
 
 /// A start-up against a server that is down, refuses the credentials or has no such bucket
