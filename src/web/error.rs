@@ -56,6 +56,14 @@ impl WebError {
     }
 }
 
+/// `r` with `Connection: close`, for an answer sent before the request's body was read whole:
+/// the server closes the connection after it, and the header tells a client that pools
+/// connections not to send its next request down this one (it would meet a broken pipe).
+pub(super) fn closing(mut r: Response) -> Response {
+    r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    r
+}
+
 impl IntoResponse for WebError {
     fn into_response(self) -> Response {
         let status = self.status();

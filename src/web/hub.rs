@@ -6,7 +6,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use super::WebState;
-use super::error::WebError;
+use super::error::{WebError, closing};
 
 /// `sets/{set}/notifications` (Change Notification §4.1): 200, `application/xml`, the `Link`
 /// header naming topic and hub, and the set's latest payload (one without entries, `from` =
@@ -49,7 +49,7 @@ fn text(status: StatusCode, mut message: String) -> Response {
 
 /// A request body over the hub's limit (or one that could not be read).
 pub(super) fn too_large() -> Response {
-    text(StatusCode::PAYLOAD_TOO_LARGE, "a hub request is a small form; this one is too large".into())
+    closing(text(StatusCode::PAYLOAD_TOO_LARGE, "a hub request is a small form; this one is too large".into()))
 }
 
 /// Anything but POST at the hub.

@@ -16,7 +16,7 @@ use axum::extract::{RawQuery, Request, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 
-use super::error::WebError;
+use super::error::{WebError, closing};
 use super::{WebState, body};
 use crate::model::W3cDateTime;
 use crate::publish::oai::{MAX_TOKEN_LEN, NextPage, OaiProvider};
@@ -47,9 +47,10 @@ pub(super) async fn post(State(st): State<WebState>, req: Request) -> Result<Res
     if !form {
         return Err(WebError::BadRequest("an OAI-PMH POST is application/x-www-form-urlencoded".into()));
     }
-    let bytes = axum::body::to_bytes(req.into_body(), MAX_BODY)
-        .await
-        .map_err(|_| WebError::BadRequest(format!("the form is longer than {MAX_BODY} bytes")))?;
+    let Ok(bytes) = axum::body::to_bytes(req.into_body(), MAX_BODY).await else {
+        let refused = WebError::BadRequest(format!("the form is longer than {MAX_BODY} bytes"));
+        return Ok(closing(refused.into_response()));
+    };
     Ok(respond(&st, oai, pairs(&bytes)).await)
 }
 

@@ -195,13 +195,13 @@ async fn read_checked(
     let declared =
         headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > max) {
-        return Err(counted(id, "oversized", StatusCode::PAYLOAD_TOO_LARGE, "the payload is too large"));
+        return Err(unread(counted(id, "oversized", StatusCode::PAYLOAD_TOO_LARGE, "the payload is too large")));
     }
     let macs = secrets(lease, s.push_secret_grace).map(|k| Streaming::new(sig.method, k.as_bytes())).collect();
     let (bytes, macs) = match tokio::time::timeout(s.push_body_timeout, read_body(body, max, macs)).await {
         Ok(Ok(read)) => read,
-        Ok(Err(too_large)) => return Err(counted(id, "oversized", StatusCode::PAYLOAD_TOO_LARGE, too_large)),
-        Err(_) => return Err(counted(id, "slow_body", StatusCode::REQUEST_TIMEOUT, "the body took too long")),
+        Ok(Err(too_large)) => return Err(unread(counted(id, "oversized", StatusCode::PAYLOAD_TOO_LARGE, too_large))),
+        Err(_) => return Err(unread(counted(id, "slow_body", StatusCode::REQUEST_TIMEOUT, "the body took too long"))),
     };
     if !macs.into_iter().any(|m| m.matches(&sig)) {
         return Err(refused_signature(id, &SignatureError::Mismatch));
@@ -286,6 +286,13 @@ async fn applied(push: &Push, sub: &Subscription, source: &Source, sets: &[Strin
 }
 
 /// Counts the outcome and answers with `status`.
+/// `r` with `Connection: close`: it answers before the body was read whole, so the connection
+/// closes after it, and a hub that pools connections must not send its next delivery down it.
+fn unread(mut r: Response) -> Response {
+    r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    r
+}
+
 fn counted(source: &str, outcome: &'static str, status: StatusCode, text: &'static str) -> Response {
     count(source, outcome);
     if status == StatusCode::NO_CONTENT {
