@@ -497,10 +497,7 @@ impl Remote {
         media_type: Option<&str>,
     ) -> Result<Stored, StoreError> {
         use std::sync::atomic::Ordering::Relaxed;
-        if len <= CONDITIONAL_MAX && self.conditional.load(Relaxed) {
-            self.probed.call_once(|| self.probe_conditional());
-        }
-        if len <= CONDITIONAL_MAX && self.conditional.load(Relaxed) {
+        if self.goes_conditional(len) {
             match self.create(id, file, media_type)? {
                 Created::Uploaded => return Ok(Stored::Uploaded),
                 Created::Found => {
@@ -518,6 +515,17 @@ impl Remote {
             }
         }
         self.look_and_store(id, file, len, media_type)
+    }
+
+    /// Whether a put of `len` bytes goes up as a conditional PUT: small enough, and the server
+    /// honours the condition (asked before the first one).
+    fn goes_conditional(&self, len: u64) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        if len > CONDITIONAL_MAX || !self.conditional.load(Relaxed) {
+            return false;
+        }
+        self.probed.call_once(|| self.probe_conditional());
+        self.conditional.load(Relaxed)
     }
 
     /// Whether the server honours `If-None-Match: *` on a PUT: a server that ignores it would

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use object_store::aws::AmazonS3Builder;
 use object_store::{ObjectStore as _, ObjectStoreExt as _};
-use tributary::store::{Batch, BlobId, Expected, RemoteBlobs, Store, StoreError, StoreOptions};
+use tributary::store::{Batch, BlobId, Expected, GcReport, RemoteBlobs, Store, StoreError, StoreOptions};
 
 use crate::support::harness::{Harness, UNLIMITED, config_text};
 use crate::support::s3::{self, Mode, Proxy, S3};
@@ -171,6 +171,18 @@ fn gone(store: &Store, uri: &str) {
     store.apply(Batch::new().delete(&["s"], uri)).unwrap();
 }
 
+/// `store` stops referring to `uris`, is reopened (a process forgets what it put a moment ago,
+/// which gc spares for an hour) and collects: the reopened store and its gc's report.
+fn let_go(store: Store, dir: &std::path::Path, blobs: &RemoteBlobs, uris: &[&str]) -> (Store, GcReport) {
+    for uri in uris {
+        gone(&store, uri);
+    }
+    drop(store);
+    let store = open(dir, blobs).unwrap();
+    let report = store.gc().unwrap();
+    (store, report)
+}
+
 /// Two instances share a bucket. One instance's gc never deletes what the other still refers
 /// to; content nobody refers to is deleted only after the grace period; content taken back
 /// within it is kept.
@@ -192,13 +204,8 @@ fn two_instances_sharing_a_bucket_collect_only_what_neither_refers_to() {
     let object = |id: &BlobId| format!("{}/{}", &id.to_hex()[..2], id.to_hex());
 
     // Still referred to by A: B's gc is not even asked about it.
-    gone(&a, "http://tributary.test/a/x");
-    gone(&a, "http://tributary.test/a/y");
-    // The blobs were put by this process a moment ago: gc spares them for an hour unless
-    // they are referenced and then released, as here, so reopen to forget them.
-    drop(a);
-    let a = open(&dir.path().join("a"), &blobs).unwrap();
-    let report = a.gc().unwrap();
+    let (a, report) =
+        let_go(a, &dir.path().join("a"), &blobs, &["http://tributary.test/a/x", "http://tributary.test/a/y"]);
     assert_eq!((report.blobs_removed, report.objects_doomed, report.objects_deleted), (2, 1, 1), "{report}");
     let listed = keys(server, &bucket, "");
     assert!(listed.contains(&object(&x)), "B still refers to x: {listed:?}");
@@ -207,10 +214,7 @@ fn two_instances_sharing_a_bucket_collect_only_what_neither_refers_to() {
     assert!(b.verify().unwrap().is_clean());
 
     // B lets go too: now x goes.
-    gone(&b, "http://tributary.test/b/x");
-    drop(b);
-    let b = open(&dir.path().join("b"), &blobs).unwrap();
-    let report = b.gc().unwrap();
+    let (b, report) = let_go(b, &dir.path().join("b"), &blobs, &["http://tributary.test/b/x"]);
     assert_eq!((report.objects_doomed, report.objects_deleted), (1, 1), "{report}");
     assert!(keys(server, &bucket, "").is_empty(), "{:?}", keys(server, &bucket, ""));
 
@@ -223,18 +227,12 @@ fn two_instances_sharing_a_bucket_collect_only_what_neither_refers_to() {
     assert_eq!(keys(server, &bucket, &format!("refs/{w}")).len(), 2, "B's marker and A's, written by B");
     live(&a, "http://tributary.test/a/w", w);
     live(&b, "http://tributary.test/b/w", w);
-    gone(&b, "http://tributary.test/b/w");
-    drop(b);
-    let b = open(&dir.path().join("b"), &blobs).unwrap();
-    let report = b.gc().unwrap();
+    let (b, report) = let_go(b, &dir.path().join("b"), &blobs, &["http://tributary.test/b/w"]);
     assert_eq!((report.blobs_removed, report.objects_doomed, report.objects_deleted), (1, 0, 0), "{report}");
     assert_eq!(read_blob(&a, &w), both);
     assert!(a.verify().unwrap().is_clean());
     // A lets go too: its marker, written by B, goes, and with no grace so does w.
-    gone(&a, "http://tributary.test/a/w");
-    drop(a);
-    let a = open(&dir.path().join("a"), &blobs).unwrap();
-    let report = a.gc().unwrap();
+    let (a, report) = let_go(a, &dir.path().join("a"), &blobs, &["http://tributary.test/a/w"]);
     assert_eq!((report.blobs_removed, report.objects_doomed, report.objects_deleted), (1, 1, 1), "{report}");
     assert!(keys(server, &bucket, "").is_empty(), "{:?}", keys(server, &bucket, ""));
 
@@ -244,10 +242,7 @@ fn two_instances_sharing_a_bucket_collect_only_what_neither_refers_to() {
     let (a, b) = (open(&dir.path().join("a"), &blobs).unwrap(), open(&dir.path().join("b"), &blobs).unwrap());
     let z = put(&a, &shared);
     live(&a, "http://tributary.test/a/z", z);
-    gone(&a, "http://tributary.test/a/z");
-    drop(a);
-    let a = open(&dir.path().join("a"), &blobs).unwrap();
-    let report = a.gc().unwrap();
+    let (a, report) = let_go(a, &dir.path().join("a"), &blobs, &["http://tributary.test/a/z"]);
     assert_eq!((report.objects_doomed, report.objects_deleted, report.objects_waiting), (1, 0, 1), "{report}");
     assert!(keys(server, &bucket, "").contains(&object(&z)));
     // B wants the same content within the grace period: the tombstone goes, and even a gc
@@ -265,10 +260,7 @@ fn two_instances_sharing_a_bucket_collect_only_what_neither_refers_to() {
     let listed = keys(server, &bucket, "");
     assert!(listed.iter().all(|k| !k.starts_with("doomed/")), "{listed:?}");
     // B lets go: nothing is left of z.
-    gone(&b, "http://tributary.test/b/z");
-    drop(b);
-    let b = open(&dir.path().join("b"), &blobs).unwrap();
-    let report = b.gc().unwrap();
+    let (_b, report) = let_go(b, &dir.path().join("b"), &blobs, &["http://tributary.test/b/z"]);
     assert_eq!((report.objects_doomed, report.objects_deleted), (1, 1), "{report}");
     assert!(keys(server, &bucket, "").is_empty(), "{:?}", keys(server, &bucket, ""));
 }
