@@ -315,9 +315,10 @@ fn update_status(status: &mut SourceStatus, report: &SourceReport, resources: u6
         return;
     }
     match &report.error {
-        // Resume at the next start, without counting a failure.
+        // Resume at the next start, without counting a failure: a source that was failing
+        // still is (an operator alerting on it must not see it recover by a restart).
         None if report.interrupted => {
-            status.state = HarvestState::Idle;
+            status.state = after_failures(status.consecutive_failures);
             status.next_attempt = Some(W3cDateTime::now());
         }
         None => {
@@ -331,9 +332,18 @@ fn update_status(status: &mut SourceStatus, report: &SourceReport, resources: u6
             status.last_error = Some(e.clone());
             status.consecutive_failures += 1;
             let n = status.consecutive_failures;
-            status.state = if n >= FAILING_AFTER { HarvestState::Failing } else { HarvestState::BackingOff };
+            status.state = after_failures(n);
             status.next_attempt = Some(after(retry_delay(poll, n)));
         }
+    }
+}
+
+/// The state of a source between passes after `n` failed attempts in a row.
+fn after_failures(n: u32) -> HarvestState {
+    match n {
+        0 => HarvestState::Idle,
+        n if n >= FAILING_AFTER => HarvestState::Failing,
+        _ => HarvestState::BackingOff,
     }
 }
 
@@ -342,4 +352,39 @@ fn update_status(status: &mut SourceStatus, report: &SourceReport, resources: u6
 pub(crate) fn retry_delay(poll: Duration, failures: u32) -> Duration {
     let factor = 1u32 << failures.clamp(1, 4);
     (poll * factor).min(Duration::from_secs(86_400).max(poll))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const POLL: Duration = Duration::from_secs(60);
+
+    /// Two failed attempts, then a pass cut short by the stop or a pause.
+    fn failing_then_interrupted() -> SourceStatus {
+        let mut status = SourceStatus::default();
+        for _ in 0..2 {
+            update_status(&mut status, &SourceReport::failed_with("s", "refused".into()), 0, POLL);
+        }
+        assert_eq!(status.state, HarvestState::BackingOff);
+        let interrupted = SourceReport { interrupted: true, ..SourceReport::new("s") };
+        update_status(&mut status, &interrupted, 0, POLL);
+        status
+    }
+
+    #[test]
+    fn a_pass_cut_short_keeps_a_failing_source_failing_and_due_now() {
+        let status = failing_then_interrupted();
+        assert_eq!((status.state, status.consecutive_failures), (HarvestState::BackingOff, 2));
+        assert_eq!(status.last_error.as_deref(), Some("refused"));
+        assert!(status.last_success.is_none());
+        assert!(until(&status.next_attempt.unwrap()).is_zero(), "resumed at the next start");
+    }
+
+    #[test]
+    fn states_follow_the_failures_in_a_row() {
+        let states: Vec<_> = (0..5).map(after_failures).collect();
+        use HarvestState::{BackingOff, Failing, Idle};
+        assert_eq!(states, [Idle, BackingOff, BackingOff, Failing, Failing]);
+    }
 }
