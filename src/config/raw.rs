@@ -532,6 +532,11 @@ fn validate_blobs(a: &RawAggregator, at: &Locator<'_>) -> Result<Option<crate::s
     }
     if let Some(grace) = &a.blobs_gc_grace {
         blobs.gc_grace = at.duration(grace, "blobs_gc_grace")?;
+        // Shorter, a sweep could delete what a put is taking back, or tell a bitstream put again
+        // from the tombstone of the one it replaced by less than Last-Modified's whole second.
+        if blobs.gc_grace < Duration::from_secs(60) {
+            return Err(at.error(grace.span(), "blobs_gc_grace", "must be at least 1m (docs/BUCKET.md)"));
+        }
     }
     if let Some(presign) = &a.blobs_presign {
         blobs.presign = *presign.get_ref();

@@ -51,8 +51,8 @@ use futures_util::stream::BoxStream;
 use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::path::Path as Key;
 use object_store::{
-    Attribute, Attributes, BackoffConfig, ClientConfigKey, GetOptions, GetRange, ObjectStore, ObjectStoreExt as _,
-    PutMultipartOptions, PutOptions, PutPayload, RetryConfig, WriteMultipart,
+    Attribute, Attributes, BackoffConfig, ClientConfigKey, GetOptions, GetRange, ObjectMeta, ObjectStore,
+    ObjectStoreExt as _, PutMultipartOptions, PutOptions, PutPayload, RetryConfig, WriteMultipart,
 };
 
 use super::blob::{BlobId, ResponseHeaders};
@@ -200,7 +200,8 @@ struct Look {
     size: Option<u64>,
     /// The instance its metadata names as its creator ([`CREATOR`]).
     creator: Option<String>,
-    /// Whether a tombstone names it.
+    /// Whether a tombstone names it: one that is there and not older than the object
+    /// ([`outlives`]).
     doomed: bool,
     /// The instance whose release wrote the tombstone ([`RELEASED_BY`]).
     released_by: Option<String>,
@@ -216,11 +217,10 @@ pub(super) enum Stored {
 
 /// What [`Remote::create`] did.
 enum Created {
-    /// The content went up under its key, naming this instance its creator, and no tombstone
-    /// names it.
+    /// The content went up under its key, naming this instance its creator.
     Uploaded,
-    /// The key was there already, or a tombstone names it: the object must be marked, looked
-    /// at and taken back as present content is.
+    /// The key was there already: the object must be marked, looked at and taken up as
+    /// present content is.
     Found,
     /// The PUT failed: refused by a server that does not take the condition (501, 400), or
     /// failed as any upload may.
@@ -417,7 +417,8 @@ impl Remote {
     }
 
     /// The object under the content key (its size and creator), if there is one, and whether
-    /// it is doomed (a tombstone names it): two HEADs together.
+    /// it is doomed (a tombstone names it, and the object does not outlive it): two HEADs
+    /// together.
     fn look(&self, id: &BlobId) -> Result<Look, StoreError> {
         let (s3, key, tomb) = (Arc::clone(&self.s3), self.object_key(id), self.tombstone_key(id));
         let (object, tomb) = self.block(async move {
@@ -427,17 +428,23 @@ impl Remote {
         let named = |got: &object_store::GetResult, name: &str| {
             got.attributes.get(&Attribute::Metadata(name.to_owned().into())).map(|v| v.to_string())
         };
-        let (doomed, released_by) = match tomb {
-            Ok(got) => (true, named(&got, RELEASED_BY)),
-            Err(object_store::Error::NotFound { .. }) => (false, None),
+        let tomb = match tomb {
+            Ok(got) => Some(got),
+            Err(object_store::Error::NotFound { .. }) => None,
             Err(e) => return Err(self.os_error("looking for the tombstone of", id, &e)),
         };
-        let (size, creator) = match object {
-            Ok(got) => (Some(got.meta.size), named(&got, CREATOR)),
-            Err(object_store::Error::NotFound { .. }) => (None, None),
+        let object = match object {
+            Ok(got) => Some(got),
+            Err(object_store::Error::NotFound { .. }) => None,
             Err(e) => return Err(self.os_error("looking for", id, &e)),
         };
-        Ok(Look { size, creator, doomed, released_by })
+        let stale = |t: &object_store::GetResult| object.as_ref().is_some_and(|o| outlives(&o.meta, &t.meta));
+        Ok(Look {
+            size: object.as_ref().map(|o| o.meta.size),
+            creator: object.as_ref().and_then(|o| named(o, CREATOR)),
+            doomed: tomb.as_ref().is_some_and(|t| !stale(t)),
+            released_by: tomb.as_ref().and_then(|t| named(t, RELEASED_BY)),
+        })
     }
 
     /// Writes the marker of the instance that created the object `look` saw, when that is
@@ -477,13 +484,13 @@ impl Remote {
     /// key, referred to by this instance.
     ///
     /// Bitstreams up to [`CONDITIONAL_MAX`] go up as a conditional PUT (`If-None-Match: *`:
-    /// "only if the key is absent") naming this instance its [`CREATOR`], together with a look
-    /// for the tombstone: one round trip of two requests, and no marker. An existing key
-    /// answers 412, and a tombstone sends the put down the path of present content: this
-    /// instance's marker first (so no other instance's gc deletes the object from then on),
-    /// the key and tombstone looked at again, the creator's marker written, a tombstone removed
-    /// (the content is wanted again) and the content uploaded unless a live object of its size
-    /// is there.
+    /// "only if the key is absent") naming this instance its [`CREATOR`]: one request, and no
+    /// marker. A tombstone needs no look: the PUT succeeding proves the object it named was
+    /// deleted, and a sweep keeps an object that outlives its tombstone ([`outlives`]). An
+    /// existing key answers 412 and takes the path of present content: this instance's marker
+    /// first (so no other instance's gc deletes the object from then on), the key and
+    /// tombstone looked at, the creator's marker written, a tombstone removed (the content is
+    /// wanted again) and the content uploaded unless a live object of its size is there.
     ///
     /// Larger bitstreams, and every one on a server that refuses or ignores the condition
     /// ([`Remote::probe_conditional`]; a refusal mid-run turns it off too), are looked for
@@ -590,23 +597,17 @@ impl Remote {
         self.take_up(id, file, len, media_type)
     }
 
-    /// The conditional PUT of new content, naming this instance its creator, with a look for
-    /// the tombstone; see [`Remote::store_file`].
+    /// The conditional PUT of new content, naming this instance its creator; see
+    /// [`Remote::store_file`]. A tombstone it may leave standing names an object deleted
+    /// before this one was put: the object outlives it ([`outlives`]) and no gc deletes it.
     fn create(&self, id: &BlobId, file: &FsPath, media_type: Option<&str>) -> Result<Created, StoreError> {
-        let (s3, key, tomb) = (Arc::clone(&self.s3), self.object_key(id), self.tombstone_key(id));
+        let (s3, key) = (Arc::clone(&self.s3), self.object_key(id));
         let mut attributes = content_type(media_type);
         attributes.insert(Attribute::Metadata(CREATOR.into()), self.instance.clone().into());
         let path = file.to_path_buf();
-        let (uploaded, tombstone) = self
-            .block(async move { tokio::join!(upload_new(Arc::clone(&s3), key, path, attributes), s3.head(&tomb)) })?;
-        let doomed = match tombstone {
-            Ok(_) => true,
-            Err(object_store::Error::NotFound { .. }) => false,
-            Err(e) => return Err(self.os_error("looking for the tombstone of", id, &e)),
-        };
-        Ok(match uploaded {
-            Ok(()) if !doomed => Created::Uploaded,
-            Ok(()) | Err(object_store::Error::AlreadyExists { .. }) => Created::Found,
+        Ok(match self.block(upload_new(s3, key, path, attributes))? {
+            Ok(()) => Created::Uploaded,
+            Err(object_store::Error::AlreadyExists { .. }) => Created::Found,
             Err(e) => Created::Failed(e),
         })
     }
@@ -724,19 +725,30 @@ impl Remote {
                 }
                 // Still doomed? Another gc may have swept it, or a put taken it back, since
                 // the listing; the last check before the DELETE.
-                match s3.head(&tomb).await {
+                let doom = match s3.head(&tomb).await {
                     Err(object_store::Error::NotFound { .. }) => return Ok(None),
                     Err(e) => return Err(e),
-                    Ok(_) => {}
-                }
-                let size = match s3.head(&object).await {
-                    Ok(m) => m.size,
-                    Err(object_store::Error::NotFound { .. }) => 0,
-                    Err(e) => return Err(e),
+                    Ok(doom) => doom,
                 };
-                gone(s3.delete(&object).await)?;
-                gone(s3.delete(&tomb).await)?;
-                Ok(Some(size))
+                match s3.head(&object).await {
+                    // Deleted by a sweep cut short before its tombstone: a conditional PUT may
+                    // be creating it again right now, so only the tombstone goes.
+                    Err(object_store::Error::NotFound { .. }) => {
+                        gone(s3.delete(&tomb).await)?;
+                        Ok(Some(0))
+                    }
+                    Err(e) => Err(e),
+                    // Put again after such a sweep: wanted, and by a creator with no marker.
+                    Ok(found) if outlives(&found, &doom) => {
+                        gone(s3.delete(&tomb).await)?;
+                        Ok(None)
+                    }
+                    Ok(found) => {
+                        gone(s3.delete(&object).await)?;
+                        gone(s3.delete(&tomb).await)?;
+                        Ok(Some(found.size))
+                    }
+                }
             })?;
             match outcome.map_err(|e| self.os_error("collecting", &id, &e))? {
                 None => sweep.rescued += 1,
@@ -748,6 +760,15 @@ impl Remote {
         }
         Ok(sweep)
     }
+}
+
+/// Whether `object` was put after `tombstone` was written: then the tombstone was left by a
+/// sweep that deleted the object it named and stopped before the tombstone, and this object
+/// is content put again since, which the tombstone does not name. By the server's
+/// `Last-Modified` (whole seconds): a doomed object was there before its tombstone was
+/// written, and one put again came after a sweep, at least the grace period later.
+fn outlives(object: &ObjectMeta, tombstone: &ObjectMeta) -> bool {
+    object.last_modified.timestamp() > tombstone.last_modified.timestamp()
 }
 
 fn chrono_seconds(d: Duration) -> i64 {

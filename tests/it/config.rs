@@ -465,6 +465,12 @@ fn blobs_is_an_s3_url_and_its_options_need_it() {
     assert_invalid(&format!("{HEAD}blobs = \"s3://Bits\"\n"), 6, "blobs", "not a bucket name");
     assert_invalid(&format!("{HEAD}blobs = \"s3://bits/a//b\"\n"), 6, "blobs", "prefix");
     assert_invalid(&format!("{HEAD}blobs = \"s3://bits\"\nblobs_gc_grace = \"soon\"\n"), 7, "blobs_gc_grace", "");
+    assert_invalid(
+        &format!("{HEAD}blobs = \"s3://bits\"\nblobs_gc_grace = \"30s\"\n"),
+        7,
+        "blobs_gc_grace",
+        "at least 1m",
+    );
     assert_invalid(&format!("{HEAD}blobs_create_bucket = true\n"), 6, "blobs_create_bucket", "needs `blobs");
     // Credentials are never read from the file.
     assert_invalid(
