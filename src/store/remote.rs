@@ -180,6 +180,42 @@ pub(super) struct Remote {
     /// Whether the server was seen to honour the condition ([`Remote::probe_conditional`]):
     /// asked before the first conditional PUT, once per process.
     probed: std::sync::Once,
+    /// Whether looking for content before fetching it still pays ([`Remote::adopt`]).
+    adoptions: Adoptions,
+}
+
+/// Looks for content to adopt ([`Remote::adopt`]) found absent in a row after which only every
+/// [`ADOPT_SAMPLE`]th one is made. A bucket no other instance fills (one aggregator on its
+/// own) never holds content its harvest has not put there itself, and each look is a HEAD per
+/// new bitstream; a top level on its shards' bucket finds nearly everything, and after a streak
+/// of misses (sources of its own, not shards) loses at most a sample's worth of adoptions
+/// before the next find turns looking back on. Either way, content not adopted is fetched.
+const ADOPT_STREAK: u64 = 64;
+/// See [`ADOPT_STREAK`].
+const ADOPT_SAMPLE: u64 = 16;
+
+/// How adoption has fared lately, for [`ADOPT_STREAK`].
+#[derive(Default)]
+struct Adoptions {
+    /// Looks in a row that found nothing.
+    misses: std::sync::atomic::AtomicU64,
+    /// Adoptions asked for while only sampling.
+    asked: std::sync::atomic::AtomicU64,
+}
+
+impl Adoptions {
+    fn worth_a_look(&self) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.misses.load(Relaxed) < ADOPT_STREAK || self.asked.fetch_add(1, Relaxed).is_multiple_of(ADOPT_SAMPLE)
+    }
+
+    fn saw(&self, present: bool) {
+        use std::sync::atomic::Ordering::Relaxed;
+        match present {
+            true => self.misses.store(0, Relaxed),
+            false => drop(self.misses.fetch_add(1, Relaxed)),
+        }
+    }
 }
 
 /// The user metadata (`x-amz-meta-tributary-creator`) naming the instance whose conditional
@@ -309,6 +345,7 @@ impl Remote {
             instance: instance.to_owned(),
             conditional: std::sync::atomic::AtomicBool::new(true),
             probed: std::sync::Once::new(),
+            adoptions: Adoptions::default(),
         };
         let probe = Arc::new(probe);
         match remote.probe(&probe) {
@@ -462,13 +499,24 @@ impl Remote {
     }
 
     /// Takes up the bitstream `id` if the bucket holds it already (put there, verified, by
-    /// this or another instance sharing the bucket): this instance's marker is written, the
-    /// object checked again after it and its creator's marker written, as a put does. Returns
-    /// its size; `None` when it is absent, of another size than `length`, or doomed (then the
-    /// caller fetches and puts it, which takes it back properly).
+    /// this or another instance sharing the bucket): a HEAD of the object; if it is there,
+    /// this instance's marker is written, the object and its tombstone looked at after it and
+    /// its creator's marker written, as a put does. Returns its size; `None` when it is absent,
+    /// of another size than `length`, or doomed (then the caller fetches and puts it, which
+    /// takes it back properly), or when lately nothing was found ([`ADOPT_STREAK`]).
     pub(super) fn adopt(&self, id: &BlobId, length: Option<u64>) -> Result<Option<u64>, StoreError> {
         let fits = |size: Option<u64>| size.filter(|s| length.is_none_or(|l| l == *s));
-        if fits(self.look(id)?.size).is_none() {
+        if !self.adoptions.worth_a_look() {
+            return Ok(None);
+        }
+        let (s3, key) = (Arc::clone(&self.s3), self.object_key(id));
+        let size = match self.block(async move { s3.head(&key).await })? {
+            Ok(meta) => Some(meta.size),
+            Err(object_store::Error::NotFound { .. }) => None,
+            Err(e) => return Err(self.os_error("looking for", id, &e)),
+        };
+        self.adoptions.saw(size.is_some());
+        if fits(size).is_none() {
             return Ok(None);
         }
         self.mark(id)?;

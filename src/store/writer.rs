@@ -404,6 +404,10 @@ impl Store {
             let matches = expected.length.is_none_or(|l| l == row.length);
             return Ok(matches.then(|| row.info(id, true)));
         }
+        // Declared small enough for the packs, it is never in the bucket: no request.
+        if expected.length.is_some_and(|l| l <= INLINE_MAX as u64) {
+            return Ok(None);
+        }
         let Some(length) = remote.adopt(&id, expected.length)? else { return Ok(None) };
         inner.fresh.lock().unwrap_or_else(|p| p.into_inner()).insert(id, Instant::now());
         let row = BlobRow {

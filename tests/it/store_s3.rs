@@ -14,8 +14,10 @@ use std::time::Duration;
 
 use object_store::aws::AmazonS3Builder;
 use object_store::{ObjectStore as _, ObjectStoreExt as _};
+use tributary::model::HashList;
 use tributary::store::{Batch, BlobId, Expected, GcReport, RemoteBlobs, Store, StoreError, StoreOptions};
 
+use crate::support::digest::sha256_hex;
 use crate::support::harness::{Harness, UNLIMITED, config_text};
 use crate::support::s3::{self, Mode, Proxy, S3};
 use crate::support::store::{bytes, put, read_blob, record};
@@ -339,6 +341,48 @@ fn a_tombstone_left_by_a_sweep_cut_short_dooms_no_bitstream_put_again() {
     let (_a, report) = let_go(a, &a_dir, &blobs, &["http://tributary.test/a/x", "http://tributary.test/a/y"]);
     assert_eq!((report.objects_doomed, report.objects_deleted), (2, 2), "{report}");
     assert!(keys(server, &bucket, "").is_empty(), "{:?}", keys(server, &bucket, ""));
+}
+
+/// Content declared by its sha-256 is looked for in the bucket before it is fetched, with one
+/// HEAD. Where a streak of 64 looks found nothing (a bucket no other instance fills) only
+/// every 16th is made, and a find turns looking back on. Content declared small enough for the
+/// packs is never looked for.
+#[test]
+fn adoption_stops_looking_where_it_finds_nothing_and_looks_again_after_a_find() {
+    let Some((server, _one)) = s3::server("store_s3::adoption_streak") else { return };
+    let proxy = Proxy::start(&server.endpoint);
+    let bucket = server.bucket("adopt");
+    let mut blobs = server.blobs(&bucket, "");
+    blobs.client = s3::client_settings(&proxy.endpoint);
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (open(&dir.path().join("a"), &blobs).unwrap(), open(&dir.path().join("b"), &blobs).unwrap());
+    let declared = |data: &[u8]| {
+        let hashes = HashList::parse(&format!("sha-256:{}", sha256_hex(data))).unwrap().0;
+        Expected::declared(Some(data.len() as u64), Some(&hashes))
+    };
+    let adopted = |seed: u64, len: usize| a.adopt(&declared(&bytes(seed, len))).unwrap().is_some();
+    let requests = |p: &Proxy| ["GET", "HEAD", "PUT", "POST"].map(|m| p.forwarded(m)).iter().sum::<u32>();
+
+    proxy.reset_counts();
+    assert!((0..64).all(|i| !adopted(100 + i, 9_000)));
+    assert_eq!((proxy.forwarded("HEAD"), requests(&proxy)), (64, 64), "one HEAD per look");
+    proxy.reset_counts();
+    assert!((64..96).all(|i| !adopted(100 + i, 9_000)));
+    assert_eq!(requests(&proxy), 2, "every 16th");
+
+    // B puts content: A finds it within a sample's worth of asking, and looks every time again.
+    let shared = bytes(200, 20_000);
+    let id = put(&b, &shared);
+    let asked = (1..=16).find(|_| a.adopt(&declared(&shared)).unwrap().is_some());
+    assert!(asked.is_some(), "adopted within 16 askings");
+    assert_eq!(read_blob(&a, &id), shared);
+    proxy.reset_counts();
+    assert!(!adopted(300, 9_000));
+    assert_eq!(proxy.forwarded("HEAD"), 1, "looking again");
+
+    proxy.reset_counts();
+    assert!(!adopted(301, 8_192));
+    assert_eq!(requests(&proxy), 0, "kept in the packs, never in the bucket");
 }
 
 /// A start-up against a server that is down, refuses the credentials or has no such bucket
