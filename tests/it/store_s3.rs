@@ -288,7 +288,7 @@ fn a_tombstone_left_by_a_sweep_cut_short_dooms_no_bitstream_put_again() {
     blobs.gc_grace = Duration::from_secs(3600);
     let dir = tempfile::tempdir().unwrap();
     let (a_dir, b_dir) = (dir.path().join("a"), dir.path().join("b"));
-    let (mut a, b) = (open(&a_dir, &blobs).unwrap(), open(&b_dir, &blobs).unwrap());
+    let (a, b) = (open(&a_dir, &blobs).unwrap(), open(&b_dir, &blobs).unwrap());
     let object = |id: &BlobId| format!("{}/{}", &id.to_hex()[..2], id.to_hex());
     let (first, second) = (bytes(40, 50_000), bytes(41, 60_000));
     // A puts, refers to, and lets go of both: doomed, waiting out the grace period; then a
@@ -302,9 +302,8 @@ fn a_tombstone_left_by_a_sweep_cut_short_dooms_no_bitstream_put_again() {
         with_client(server, &bucket, async |s3| s3.delete(&key).await.unwrap());
         (a, id)
     };
-    let (a2, x) = cut_short(a, "http://tributary.test/a/x", &first);
-    let (a2, y) = cut_short(a2, "http://tributary.test/a/y", &second);
-    a = a2;
+    let (a, x) = cut_short(a, "http://tributary.test/a/x", &first);
+    let (a, y) = cut_short(a, "http://tributary.test/a/y", &second);
     let doomed = keys(server, &bucket, "doomed");
     assert_eq!(doomed.len(), 2, "{doomed:?}");
     // Put again in a later second than the tombstones (Last-Modified has whole seconds; the
