@@ -92,6 +92,15 @@ fn content_keys(keys: &[String]) -> Vec<&String> {
     keys.iter().filter(|k| !k.contains("/refs/") && !k.contains("/doomed/")).collect()
 }
 
+/// A proxy in front of the server, and the settings of a store on `bucket` and `prefix` that
+/// reaches it through the proxy.
+fn proxied(server: &S3, bucket: &str, prefix: &str) -> (Proxy, RemoteBlobs) {
+    let proxy = Proxy::start(&server.endpoint);
+    let mut blobs = server.blobs(bucket, prefix);
+    blobs.client = s3::client_settings(&proxy.endpoint);
+    (proxy, blobs)
+}
+
 fn range(store: &Store, id: &BlobId, r: std::ops::Range<u64>) -> Vec<u8> {
     let mut out = Vec::new();
     store.get_range(id, r).unwrap().read_to_end(&mut out).unwrap();
@@ -101,10 +110,8 @@ fn range(store: &Store, id: &BlobId, r: std::ops::Range<u64>) -> Vec<u8> {
 #[test]
 fn bitstreams_go_to_the_bucket_once_across_instances_and_read_back_by_range() {
     let Some((server, _one)) = s3::server("store_s3::bitstreams_go_to_the_bucket_once") else { return };
-    let proxy = Proxy::start(&server.endpoint);
     let bucket = server.bucket("once");
-    let mut blobs = server.blobs(&bucket, "shared/blobs");
-    blobs.client = s3::client_settings(&proxy.endpoint);
+    let (proxy, blobs) = proxied(server, &bucket, "shared/blobs");
     let dir = tempfile::tempdir().unwrap();
     let a = open(&dir.path().join("a"), &blobs).unwrap();
     assert_eq!(
@@ -349,10 +356,8 @@ fn a_tombstone_left_by_a_sweep_cut_short_dooms_no_bitstream_put_again() {
 #[test]
 fn adoption_stops_looking_where_it_finds_nothing_and_looks_again_after_a_find() {
     let Some((server, _one)) = s3::server("store_s3::adoption_streak") else { return };
-    let proxy = Proxy::start(&server.endpoint);
     let bucket = server.bucket("adopt");
-    let mut blobs = server.blobs(&bucket, "");
-    blobs.client = s3::client_settings(&proxy.endpoint);
+    let (proxy, blobs) = proxied(server, &bucket, "");
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (open(&dir.path().join("a"), &blobs).unwrap(), open(&dir.path().join("b"), &blobs).unwrap());
     let declared = |data: &[u8]| {
@@ -434,9 +439,7 @@ fn start_up_faults_are_clear_and_never_show_the_secret() {
 #[test]
 fn slowdown_is_retried_and_a_failed_upload_or_a_server_gone_stores_nothing() {
     let Some((server, _one)) = s3::server("store_s3::slowdown_is_retried") else { return };
-    let proxy = Proxy::start(&server.endpoint);
-    let mut blobs = server.blobs(&server.bucket("slow"), "p");
-    blobs.client = s3::client_settings(&proxy.endpoint);
+    let (proxy, blobs) = proxied(server, &server.bucket("slow"), "p");
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir.path().join("s"), &blobs).unwrap();
 
@@ -480,10 +483,8 @@ fn slowdown_is_retried_and_a_failed_upload_or_a_server_gone_stores_nothing() {
 #[test]
 fn new_bitstreams_go_up_as_conditional_puts_and_a_server_refusing_them_is_looked_at_first() {
     let Some((server, _one)) = s3::server("store_s3::conditional_puts") else { return };
-    let proxy = Proxy::start(&server.endpoint);
     let bucket = server.bucket("cond");
-    let mut blobs = server.blobs(&bucket, "p");
-    blobs.client = s3::client_settings(&proxy.endpoint);
+    let (proxy, blobs) = proxied(server, &bucket, "p");
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir.path().join("s"), &blobs).unwrap();
     let other = open(&dir.path().join("t"), &blobs).unwrap();
@@ -579,9 +580,7 @@ fn publish(routes: &Routes, up: &Upstream, resources: &[(String, Vec<u8>)]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_harvest_into_the_bucket_survives_slowdown_and_records_failed_uploads_for_retry() {
     let Some((server, _one)) = s3::server("store_s3::a_harvest_into_the_bucket") else { return };
-    let proxy = Proxy::start(&server.endpoint);
-    let mut blobs = server.blobs(&server.bucket("harvest"), "h");
-    blobs.client = s3::client_settings(&proxy.endpoint);
+    let (proxy, blobs) = proxied(server, &server.bucket("harvest"), "h");
     let routes = Routes::default();
     let up = upstream(&routes).await;
     let mut resources: Vec<(String, Vec<u8>)> =
