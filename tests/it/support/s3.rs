@@ -60,8 +60,27 @@ fn port_pair() -> u16 {
     }
 }
 
+/// Starts the server, up to three times: a port picked free can be taken by another test's
+/// listener before SeaweedFS binds it (its master, volume, filer and S3 servers bind eight),
+/// and the server then exits or never answers; each attempt gets fresh ports.
 fn start(weed: PathBuf) -> S3 {
-    let dir = std::env::temp_dir().join(format!("tributary-it-s3-{}", std::process::id()));
+    let mut failures = Vec::new();
+    for attempt in 1..=3 {
+        match try_start(&weed, attempt) {
+            Ok(server) => return server,
+            Err(why) => {
+                eprintln!("SeaweedFS attempt {attempt} failed: {why}");
+                failures.push(why);
+            }
+        }
+    }
+    panic!("SeaweedFS did not start in three attempts:\n{}", failures.join("\n\n"));
+}
+
+/// One start on fresh ports: the server once the S3 port stores an object, or why not (with
+/// its log) after 40 s or as soon as the server process has exited.
+fn try_start(weed: &std::path::Path, attempt: u32) -> Result<S3, String> {
+    let dir = std::env::temp_dir().join(format!("tributary-it-s3-{}-{attempt}", std::process::id()));
     std::fs::create_dir_all(dir.join("data")).unwrap();
     let identities = format!(
         r#"{{"identities":[{{"name":"tributary","credentials":[{{"accessKey":"{ACCESS_KEY}","secretKey":"{SECRET_KEY}"}}],"actions":["Admin","Read","Write","List","Tagging"]}}]}}"#
@@ -89,7 +108,7 @@ fn start(weed: PathBuf) -> S3 {
     ];
     let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
     let script = format!(
-        "'{}' {} >'{}' 2>&1 & pid=$!; echo started; cat >/dev/null; kill $pid 2>/dev/null; wait $pid; rm -rf '{}'",
+        "'{}' {} >'{}' 2>&1 & pid=$!; echo $pid; cat >/dev/null; kill $pid 2>/dev/null; wait $pid; rm -rf '{}'",
         weed.display(),
         quoted.join(" "),
         dir.join("weed.log").display(),
@@ -104,21 +123,39 @@ fn start(weed: PathBuf) -> S3 {
         .expect("start the SeaweedFS watchdog");
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let endpoint = format!("http://127.0.0.1:{s3}");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    // Up once the S3 port answers a signed request: a LIST of the buckets.
-    while let Err(why) = ready(&endpoint) {
-        assert!(
-            Instant::now() < deadline,
-            "SeaweedFS did not answer on {endpoint} within 60 s ({why}); its log: {}",
-            std::fs::read_to_string(dir.join("weed.log")).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let pid = line.trim().to_owned();
     let stdin = child.stdin.take().unwrap();
     // The child is never waited for: it outlives this process by the moment its cleanup takes.
     std::mem::forget(child);
-    S3 { endpoint, _watchdog: Mutex::new(stdin) }
+    let endpoint = format!("http://127.0.0.1:{s3}");
+    let log = || std::fs::read_to_string(dir.join("weed.log")).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(40);
+    // Up once the S3 port answers a signed request: a LIST of the buckets.
+    while let Err(why) = ready(&endpoint) {
+        let why = if exited(&pid) {
+            Some(format!("the server exited ({why})"))
+        } else if Instant::now() >= deadline {
+            Some(format!("no answer on {endpoint} within 40 s ({why})"))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            let failure = format!("{why}; its log:\n{}", log());
+            drop(stdin); // the watchdog kills what is left of the server and removes its files
+            return Err(failure);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Ok(S3 { endpoint, _watchdog: Mutex::new(stdin) })
+}
+
+/// Whether process `pid` has exited: gone, or a zombie its shell has not reaped yet.
+fn exited(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command's closing parenthesis: `pid (comm) S ...`.
+        Ok(stat) => stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        Err(_) => true,
+    }
 }
 
 /// Whether the server can store an object: a bucket probe through the store's own client.
