@@ -465,16 +465,8 @@ impl Remote {
         let named = |got: &object_store::GetResult, name: &str| {
             got.attributes.get(&Attribute::Metadata(name.to_owned().into())).map(|v| v.to_string())
         };
-        let tomb = match tomb {
-            Ok(got) => Some(got),
-            Err(object_store::Error::NotFound { .. }) => None,
-            Err(e) => return Err(self.os_error("looking for the tombstone of", id, &e)),
-        };
-        let object = match object {
-            Ok(got) => Some(got),
-            Err(object_store::Error::NotFound { .. }) => None,
-            Err(e) => return Err(self.os_error("looking for", id, &e)),
-        };
+        let tomb = found(tomb).map_err(|e| self.os_error("looking for the tombstone of", id, &e))?;
+        let object = found(object).map_err(|e| self.os_error("looking for", id, &e))?;
         let stale = |t: &object_store::GetResult| object.as_ref().is_some_and(|o| outlives(&o.meta, &t.meta));
         Ok(Look {
             size: object.as_ref().map(|o| o.meta.size),
@@ -510,11 +502,8 @@ impl Remote {
             return Ok(None);
         }
         let (s3, key) = (Arc::clone(&self.s3), self.object_key(id));
-        let size = match self.block(async move { s3.head(&key).await })? {
-            Ok(meta) => Some(meta.size),
-            Err(object_store::Error::NotFound { .. }) => None,
-            Err(e) => return Err(self.os_error("looking for", id, &e)),
-        };
+        let head = self.block(async move { s3.head(&key).await })?;
+        let size = found(head).map_err(|e| self.os_error("looking for", id, &e))?.map(|meta| meta.size);
         self.adoptions.saw(size.is_some());
         if fits(size).is_none() {
             return Ok(None);
@@ -894,9 +883,15 @@ async fn upload_new(
 /// A DELETE's result, with "not found" as success: S3 answers 204 for a missing key, but not
 /// every compatible server does, and the key being gone is what was asked.
 fn gone(result: object_store::Result<()>) -> object_store::Result<()> {
+    found(result).map(drop)
+}
+
+/// What a request got, `None` when the key is absent: a 404 is an answer, not a failure.
+fn found<T>(result: object_store::Result<T>) -> object_store::Result<Option<T>> {
     match result {
-        Err(object_store::Error::NotFound { .. }) => Ok(()),
-        other => other,
+        Ok(got) => Ok(Some(got)),
+        Err(object_store::Error::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e),
     }
 }
 
