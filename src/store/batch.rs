@@ -17,11 +17,12 @@ use super::error::StoreError;
 use super::failure::{self, NewFailure};
 use super::feeds;
 use super::log::{ChunkBuf, Counters, EventRef, event_key};
+use super::pack::Take;
 use super::pack::TakenRows;
 use super::record::{NewRecord, Record, keys};
 use super::row;
 use super::state::{self, SourceState};
-use super::table::{FastMap, Overlay};
+use super::table::{FastMap, FastSet, Overlay};
 use super::{Inner, Store, Trees};
 use crate::model::{Change, W3cDateTime};
 
@@ -311,13 +312,13 @@ impl Store {
         let batch = std::mem::take(batch);
         // Read before `build` takes the batch apart.
         let reload = batch.guard.iter().any(|g| matches!(g, GuardOp::Takedown(_) | GuardOp::Lift(_)));
-        let referred: Vec<BlobId> = batch.ops.iter().filter_map(Op::content).collect();
+        let referred: FastSet<BlobId> = batch.ops.iter().filter_map(Op::content).collect();
         // Before the pack's commit lock, as `gc` takes them in that order.
         let _gc = inner.gc_lock.read().unwrap_or_else(|p| p.into_inner());
-        // The rows of blobs put into the pack since the last commit join this batch, their
-        // bytes synced first, so a record never refers to a blob whose row could be lost (see
-        // `pack`), and the upserts below read them from the overlay instead of the database.
-        let taken = inner.take_pending_unsynced()?;
+        // The pending rows of the blobs this batch refers to join it, their bytes synced first,
+        // so a record never refers to a blob whose row could be lost (see `pack`), and the
+        // upserts below read them from the overlay instead of the database.
+        let taken = inner.take_pending_unsynced(Take::For(&referred))?;
         let takedowns = inner.takedowns.read().unwrap_or_else(|p| p.into_inner());
         let writes = inner.write_lock();
         // The pack's sync (waiting on the disk) runs on its own thread while this one reads
@@ -397,7 +398,7 @@ fn build<'a>(
 
 impl Inner {
     /// Referenced blobs are protected by the index now; stop tracking them as fresh.
-    fn unfresh(&self, referred: &[BlobId]) {
+    fn unfresh(&self, referred: &FastSet<BlobId>) {
         let mut fresh = self.fresh.lock().unwrap_or_else(|p| p.into_inner());
         for id in referred {
             fresh.remove(id);

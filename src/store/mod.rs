@@ -53,7 +53,6 @@ mod view;
 mod watch;
 mod writer;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, RwLock};
@@ -163,7 +162,7 @@ struct Inner {
     _lock: std::fs::File,
     /// Blobs put by this process recently: gc leaves them alone even while no record refers to
     /// them yet, so a put followed by an apply never races a concurrent gc.
-    fresh: Mutex<HashMap<BlobId, Instant>>,
+    fresh: Mutex<table::FastMap<BlobId, Instant>>,
     /// Readers: puts and applies. Writer: gc, for the moment it decides a blob is unreferenced
     /// and removes it.
     gc_lock: RwLock<()>,

@@ -12,7 +12,6 @@
 //! The lock is our own `LOCK` file (fs2 flock), so the error can say plainly that another
 //! tributary process holds the store.
 
-use std::collections::HashMap;
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -159,7 +158,7 @@ pub(super) fn open(path: &Path, options: &StoreOptions) -> Result<Inner, StoreEr
         db,
         trees,
         _lock: lock,
-        fresh: Mutex::new(HashMap::new()),
+        fresh: Mutex::new(Default::default()),
         gc_lock: RwLock::new(()),
         writer: Mutex::new(()),
         last_stamp_ms: std::sync::atomic::AtomicI64::new(i64::MIN),

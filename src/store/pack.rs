@@ -8,13 +8,20 @@
 //!
 //! Crash and power-loss safety rest on one rule: **a row pointing into a pack is committed
 //! only after the pack bytes it points at are synced.** A put appends the bytes and keeps the
-//! row *pending* in memory (readers of this process see it there); [`Inner::commit_pending`]
-//! syncs the pack once and commits every pending row, and runs before each batch and each
-//! flush. So no record can refer to a blob whose row is not committed, and no committed row can
-//! point at bytes a power cut could lose. A sync that fails is never tried again and trusted:
-//! the kernel may have dropped the pages it could not write, so the store turns read-only. A crash loses only pending rows, whose bytes become
-//! unreferenced space that `gc` reclaims when it rewrites a mostly-dead pack. Closing a full
-//! pack syncs it; its rows stay pending until the next commit like any others.
+//! row *pending* in memory (readers of this process see it there). A batch of records syncs the
+//! pack once and commits, with its records, the pending rows of the blobs they refer to; a
+//! flush ([`Inner::commit_pending`]) commits every pending row. So no record can refer to a
+//! blob whose row is not committed, and no committed row can point at bytes a power cut could
+//! lose. A sync that fails is never tried again and trusted: the kernel may have dropped the
+//! pages it could not write, so the store turns read-only. A crash loses only pending rows,
+//! which no record refers to; their bytes become unreferenced space that `gc` reclaims when it
+//! rewrites a mostly-dead pack. Closing a full pack syncs it; its rows stay pending.
+//!
+//! Why a batch takes only its own rows (and those pending longer than [`PENDING_AT_MOST`]):
+//! a dump's readers store bitstreams a few thousand entries ahead of the records the committer
+//! applies, and a batch that took every pending row wrote each of those blobs' rows twice,
+//! without its referrer and again one batch later with it: a table read and a second row per
+//! record.
 //!
 //! Appends are buffered: a put copies its bytes into the active pack's buffer, which is
 //! written to the file once it holds [`WRITE_AT`] bytes and before every commit. Each small
@@ -29,6 +36,7 @@ use std::io;
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -36,7 +44,7 @@ use super::Inner;
 use super::blob::{BlobId, BlobInfo, BlobRow, Place};
 use super::error::StoreError;
 use super::open::sync_dir;
-use super::table::Overlay;
+use super::table::{FastMap, FastSet, Overlay};
 
 /// Where a packed blob's bytes are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -74,12 +82,50 @@ struct Active {
     written: u64,
     /// Bytes written since the last sync.
     dirty: bool,
-    pending: HashMap<BlobId, BlobRow>,
+    pending: FastMap<BlobId, Pending>,
+}
+
+/// A blob row waiting to be committed, and since when.
+struct Pending {
+    row: BlobRow,
+    since: Instant,
+}
+
+/// Longest a row waits for a batch that refers to its blob; the next commit after that takes
+/// it anyway. Bounds the rows held in memory (and lost by a crash) for content no record
+/// refers to yet: at most this long's puts.
+pub(super) const PENDING_AT_MOST: Duration = Duration::from_secs(2);
+
+/// Which pending rows a commit takes.
+#[derive(Clone, Copy)]
+pub(super) enum Take<'a> {
+    /// Every one: a flush, `gc`, an export.
+    All,
+    /// Those of the blobs a batch's records refer to, and those older than
+    /// [`PENDING_AT_MOST`].
+    For(&'a FastSet<BlobId>),
+}
+
+impl Take<'_> {
+    fn wants(&self, id: &BlobId, pending: &Pending, now: Instant) -> bool {
+        match self {
+            Take::All => true,
+            Take::For(ids) => ids.contains(id) || now.duration_since(pending.since) >= PENDING_AT_MOST,
+        }
+    }
 }
 
 impl Active {
     fn new(id: u32, file: File, len: u64) -> Active {
-        Active { id, file: Arc::new(file), len, buf: Vec::new(), written: len, dirty: false, pending: HashMap::new() }
+        Active {
+            id,
+            file: Arc::new(file),
+            len,
+            buf: Vec::new(),
+            written: len,
+            dirty: false,
+            pending: FastMap::default(),
+        }
     }
 
     /// Writes the buffered bytes to the file. On failure they stay buffered, with their rows
@@ -138,7 +184,7 @@ impl Packs {
 
     /// The row of a blob put but not yet committed.
     pub(super) fn pending(&self, id: &BlobId) -> Option<BlobRow> {
-        self.lock().pending.get(id).cloned()
+        self.lock().pending.get(id).map(|p| p.row.clone())
     }
 
     /// Reads a packed blob's `len` bytes.
@@ -231,12 +277,12 @@ impl Inner {
         self.filter.insert(&id);
         row.place = Place::Pack(PackLoc { pack: active.id, offset: active.len });
         active.len += data.len() as u64;
-        active.pending.insert(id, row.clone());
+        active.pending.insert(id, Pending { row: row.clone(), since: Instant::now() });
         Ok(())
     }
 
     /// Closes the active pack, its bytes synced, and starts the next. Its pending rows stay
-    /// pending, for the next commit: writing them here, outside the commit lock, could
+    /// pending, for a later commit: writing them here, outside the commit lock, could
     /// overwrite the rows a batch being applied has just given a referrer.
     fn roll(&self, active: &mut Active) -> Result<(), StoreError> {
         self.packs.write_buffered(active)?;
@@ -259,7 +305,7 @@ impl Inner {
         if self.db.broken().is_some() {
             return Ok(());
         }
-        let taken = self.take_pending()?;
+        let taken = self.take_pending(Take::All)?;
         if taken.len() > 0 {
             // Under the write lock: a batch may be rewriting one of these rows' referrers.
             let _writes = self.write_lock();
@@ -269,17 +315,17 @@ impl Inner {
         Ok(())
     }
 
-    /// Writes the buffered bytes, syncs the active pack and takes a copy of every pending row,
-    /// for the caller to commit — in its own batch, so a batch of records and the rows
+    /// Writes the buffered bytes, syncs the active pack and takes a copy of the pending rows
+    /// `take` names, for the caller to commit — in its own batch, so a batch of records and the rows
     /// of the blobs they refer to land together. Until [`Inner::committed`], other commits wait.
     ///
     /// The pack lock is held only to write the buffer (at most [`WRITE_AT`] bytes into the page
     /// cache) and take the copy, not while syncing (milliseconds), because puts run on the
     /// harvester's async workers and would all stop behind it. Rows stay pending, where
-    /// readers find them, until they are committed; a put appending meanwhile is left for the
-    /// next commit.
-    pub(super) fn take_pending(&self) -> Result<TakenRows<'_>, StoreError> {
-        let taken = self.take_pending_unsynced()?;
+    /// readers find them, until they are committed; a put appending meanwhile is left for a
+    /// later commit. When `take` names no row, nothing is written or synced.
+    pub(super) fn take_pending(&self, take: Take<'_>) -> Result<TakenRows<'_>, StoreError> {
+        let taken = self.take_pending_unsynced(take)?;
         self.sync_taken(&taken)?;
         Ok(taken)
     }
@@ -288,15 +334,22 @@ impl Inner {
     /// before committing the rows. [`Store::apply`](super::Store::apply) syncs the pack on
     /// another thread while it reads and encodes its batch, since the sync is milliseconds of
     /// waiting on the disk that nothing in the batch's work depends on.
-    pub(super) fn take_pending_unsynced(&self) -> Result<TakenRows<'_>, StoreError> {
+    pub(super) fn take_pending_unsynced(&self, take: Take<'_>) -> Result<TakenRows<'_>, StoreError> {
         self.db.check_writable()?;
         let one_at_a_time = self.packs.commit.lock().unwrap_or_else(|p| p.into_inner());
         let mut active = self.packs.lock();
-        if active.pending.is_empty() {
-            return Ok(TakenRows { _one_at_a_time: one_at_a_time, rows: Vec::new(), unsynced: None });
+        let now = Instant::now();
+        let rows: Vec<(BlobId, BlobRow)> = active
+            .pending
+            .iter()
+            .filter(|(id, p)| take.wants(id, p, now))
+            .map(|(id, p)| (*id, p.row.clone()))
+            .collect();
+        if rows.is_empty() {
+            return Ok(TakenRows { _one_at_a_time: one_at_a_time, rows, unsynced: None });
         }
+        // Every buffered byte, not only the rows': the sync covers the pack up to here anyway.
         self.packs.write_buffered(&mut active).map_err(|e| self.db.fail_io(e))?;
-        let rows: Vec<(BlobId, BlobRow)> = active.pending.iter().map(|(id, row)| (*id, row.clone())).collect();
         let dirty = std::mem::replace(&mut active.dirty, false);
         let unsynced = dirty.then(|| (Arc::clone(&active.file), active.id));
         Ok(TakenRows { _one_at_a_time: one_at_a_time, rows, unsynced })
@@ -326,13 +379,13 @@ impl Inner {
         for (id, row) in taken.rows {
             // A put of the same content may have merged a digest into the pending row since:
             // then it stays pending and is written again next time.
-            if active.pending.get(&id) == Some(&row) {
+            if active.pending.get(&id).is_some_and(|p| p.row == row) {
                 active.pending.remove(&id);
             }
         }
         for (id, row) in rewritten {
             if let Some(pending) = active.pending.get_mut(id) {
-                pending.referrer.clone_from(&row.referrer);
+                pending.row.referrer.clone_from(&row.referrer);
             }
         }
     }
@@ -363,7 +416,7 @@ impl Inner {
 
 /// When `id` is pending already, merges `row`'s digests into it and answers for it.
 fn merge_pending(active: &mut Active, id: BlobId, row: &BlobRow) -> Option<BlobInfo> {
-    let pending = active.pending.get_mut(&id)?;
+    let pending = &mut active.pending.get_mut(&id)?.row;
     pending.md5 = pending.md5.or(row.md5);
     pending.sha1 = pending.sha1.or(row.sha1);
     Some(pending.info(id, true))
@@ -448,7 +501,7 @@ mod tests {
         let store = Store::open_with(&dir.path().join("store"), &StoreOptions::small()).unwrap();
         let inner = &store.inner;
         let id = store.put(&b"content"[..], &Expected::none()).unwrap().id;
-        let taken = inner.take_pending().unwrap();
+        let taken = inner.take_pending(Take::All).unwrap();
         let merged = store.put(&b"content"[..], &Expected { md5: true, ..Expected::none() }).unwrap();
         assert!(merged.deduplicated && merged.md5.is_some());
 
@@ -464,5 +517,44 @@ mod tests {
         assert!(inner.packs.pending(&id).is_none());
         let stored = inner.blob_row(&id).unwrap().unwrap();
         assert_eq!((stored.referrer.as_deref(), stored.md5.is_some()), (Some("http://t/a"), true));
+    }
+
+    /// A batch commits the rows of the blobs its records refer to, each once and with its
+    /// referrer, and leaves another put's row pending (for a flush, or a batch of its own).
+    #[test]
+    fn a_batch_takes_the_pending_rows_of_its_own_blobs() {
+        use crate::store::Batch;
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_with(&dir.path().join("store"), &StoreOptions::small()).unwrap();
+        let inner = &store.inner;
+        let a = store.put(&b"a"[..], &Expected::none()).unwrap().id;
+        let b = store.put(&b"b"[..], &Expected::none()).unwrap().id;
+        store.apply(Batch::new().upsert(&["s"], crate::store::test_util::record("http://t/a", a))).unwrap();
+        assert!(inner.packs.pending(&a).is_none());
+        let committed = BlobRow::decode(&inner.trees.blobs.get(a.0).unwrap().unwrap()).unwrap();
+        assert_eq!(committed.referrer.as_deref(), Some("http://t/a"));
+        assert!(inner.packs.pending(&b).is_some(), "no record refers to b yet");
+        assert!(!inner.trees.blobs.contains_key(b.0).unwrap());
+        assert!(store.blob(&b).unwrap().is_some(), "a pending blob is still found");
+
+        inner.commit_pending().unwrap();
+        assert!(inner.packs.pending(&b).is_none());
+        assert!(inner.trees.blobs.contains_key(b.0).unwrap());
+    }
+
+    /// A row no batch refers to waits at most `PENDING_AT_MOST`.
+    #[test]
+    fn a_batch_also_takes_rows_pending_too_long() {
+        let row = BlobRow { length: 1, md5: None, sha1: None, created: 0, place: Place::File, referrer: None };
+        let (id, other) = (BlobId([1; 32]), BlobId([2; 32]));
+        let now = Instant::now();
+        let young = Pending { row: row.clone(), since: now };
+        let old = Pending { row, since: now - PENDING_AT_MOST };
+        let ids: FastSet<BlobId> = [id].into_iter().collect();
+        let take = Take::For(&ids);
+        assert!(take.wants(&id, &young, now));
+        assert!(!take.wants(&other, &young, now));
+        assert!(take.wants(&other, &old, now));
+        assert!(Take::All.wants(&other, &young, now));
     }
 }

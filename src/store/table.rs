@@ -324,6 +324,7 @@ impl Iterator for TableIter {
 /// visible part of an apply's time. Its seed is random per process, so keys an upstream chose
 /// (URIs) cannot be aimed at one bucket.
 pub(super) type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+pub(super) type FastSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
 type Writes = FastMap<Vec<u8>, Option<Vec<u8>>>;
 
