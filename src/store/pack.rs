@@ -316,8 +316,9 @@ impl Inner {
     }
 
     /// Writes the buffered bytes, syncs the active pack and takes a copy of the pending rows
-    /// `take` names, for the caller to commit — in its own batch, so a batch of records and the rows
-    /// of the blobs they refer to land together. Until [`Inner::committed`], other commits wait.
+    /// `take` names, for the caller to commit — in its own batch, so a batch of records and
+    /// the rows of the blobs they refer to land together. Until [`Inner::committed`], other
+    /// commits wait.
     ///
     /// The pack lock is held only to write the buffer (at most [`WRITE_AT`] bytes into the page
     /// cache) and take the copy, not while syncing (milliseconds), because puts run on the

@@ -110,8 +110,8 @@ pub(super) fn read_package(
 /// threads the manifest parser and the store's commits are what the others wait for.
 const MAX_READERS: usize = 4;
 /// Entries handed to a reader at a time: the parser runs ahead of the readers and waits on a
-/// full channel, and one entry per message woke it once per entry (a sixth of a dump
-/// baseline's context switches).
+/// full channel, and one entry per message woke it once per entry (a baseline from a dump of
+/// 100,000 made 28–38k voluntary context switches; 9–14k with chunks).
 const CHUNK: usize = 32;
 /// Chunks parsed ahead of the readers.
 const CHUNKS_AHEAD: usize = 8;
@@ -199,7 +199,8 @@ fn parse_in_chunks(
             Err(e) => break Err(e),
         }
     };
-    // The entries before a malformed one are stored, as the caller documents.
+    // The entries before a malformed one are stored, as the caller documents. A send fails
+    // only when every reader has gone, and then nothing is left to store them.
     if !chunk.is_empty() {
         let _ = tx.send(chunk);
     }
