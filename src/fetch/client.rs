@@ -34,6 +34,10 @@ use crate::config::{Config, Politeness, Settings};
 /// Redirect hops followed per request (the first request not counted).
 pub const MAX_REDIRECTS: usize = 10;
 
+/// HTTP clients kept (one per distinct guard policy and connect timeout); past it the cache
+/// starts over rather than grow with a configuration that makes every source distinct.
+const MAX_CLIENTS: usize = 64;
+
 /// The URL's origin as `Url::origin().ascii_serialization()` writes it (`http://host:port`,
 /// the port only when it is not the scheme's default), in one allocation instead of four: it
 /// is looked up for every request.
@@ -218,6 +222,23 @@ impl Fetcher {
         Fetcher::new(FetcherOptions { proxy, ..FetcherOptions::new(config.aggregator.user_agent.clone()) })
     }
 
+    /// Builds now the HTTP clients these sources' settings will ask for.
+    ///
+    /// Building one reads and parses the system's CA certificates (about 5 ms here); a command
+    /// calls this on a thread of its own while the store opens, so the first request does not.
+    ///
+    /// # Errors
+    /// As [`Fetcher::new`]: a client that cannot be built.
+    pub fn prepare<'a>(&self, settings: impl IntoIterator<Item = &'a Settings>) -> Result<(), FetchError> {
+        for s in settings {
+            if self.inner.clients.lock().unwrap_or_else(|e| e.into_inner()).len() >= MAX_CLIENTS {
+                break; // more would evict the ones just built
+            }
+            self.client(&GuardPolicy::from_settings(s), s.connect_timeout)?;
+        }
+        Ok(())
+    }
+
     /// GET `url` for streaming (a bitstream): the body is bounded by `max_resource_bytes` and
     /// decoded only when the server says `Content-Encoding: gzip` (a `.gz` file stays as
     /// published, since its hash is of those bytes).
@@ -376,7 +397,7 @@ impl Fetcher {
             .dns_resolver(Arc::new(GuardedResolver { policy: Arc::new(policy.clone()) }))
             .build()
             .map_err(|e| FetchError::Setup(e.into()))?;
-        if clients.len() >= 64 {
+        if clients.len() >= MAX_CLIENTS {
             clients.clear();
         }
         clients.insert(key, client.clone());
