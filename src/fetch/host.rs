@@ -101,8 +101,8 @@ impl Counters {
 struct Gate {
     /// The strictest rate of the asks.
     configured: Rate,
-    /// Each source's latest ask (its id; empty for requests outside a source): rate and
-    /// concurrency. Never empty.
+    /// Each source's latest ask (its id): rate and concurrency; or, while no source asks, the
+    /// ask of requests outside any source (empty id). Never empty.
     asks: HashMap<String, (Rate, u32)>,
     /// robots.txt `Crawl-delay` per origin sharing the budget (already capped); the longest wins.
     crawl_delays: HashMap<String, Duration>,
@@ -173,12 +173,25 @@ impl Budget {
     }
 
     /// Records what `settings`' source asks for now, replacing its earlier ask.
+    ///
+    /// A request outside any source (a provenance check or an unsubscription for a source no
+    /// longer configured: empty id) asks with the configured defaults only of a host no source
+    /// asks of: where sources do, the operator has said what is polite there, and the defaults
+    /// must not tighten it — for good, as an ask stays until its source is removed. The first
+    /// source's ask replaces it.
     fn ask(&self, settings: &Settings) {
+        let outside = settings.source_id.is_empty();
         self.update(|asks| {
+            if outside && asks.keys().any(|id| !id.is_empty()) {
+                return false;
+            }
             let ask = (settings.rate, settings.concurrency.get());
-            let changed = asks.get(&settings.source_id) != Some(&ask);
+            let mut changed = asks.get(&settings.source_id) != Some(&ask);
             if changed {
                 asks.insert(settings.source_id.clone(), ask);
+            }
+            if !outside {
+                changed |= asks.remove("").is_some();
             }
             changed
         });
@@ -189,11 +202,14 @@ impl Budget {
         let theirs = lock(&other.gate).asks.clone();
         self.update(|asks| {
             asks.extend(theirs);
+            if asks.keys().any(|id| !id.is_empty()) {
+                asks.remove(""); // as in `ask`
+            }
             true
         });
     }
 
-    /// Forgets the asks of sources `keep` refuses (those no longer configured); the ask made
+    /// Forgets the asks of sources `keep` refuses (those no longer configured); an ask made
     /// outside any source stays, and so do all when none would (a budget always has one).
     fn retain(&self, keep: &dyn Fn(&str) -> bool) {
         let kept = |source: &String| source.is_empty() || keep(source);
@@ -633,6 +649,29 @@ mod tests {
         // Every asker removed: the host keeps its limits rather than having none.
         hosts.reconfigured(&|_| false);
         assert_eq!(limits(&host), (Rate::Every(fast), 4, 4));
+    }
+
+    #[test]
+    fn requests_outside_any_source_follow_the_sources_that_ask_of_the_host() {
+        let hosts = Hosts::new(10, Arc::new(Parks::new()));
+        let limits = |h: &Host| (h.snapshot().rate, h.snapshot().concurrency);
+        let (slow, fast) = (Duration::from_secs(2), Duration::from_millis(100));
+        // A host first met outside any source (a provenance check) gets the defaults...
+        let host = hosts.get("http://a", &asking("", slow, 1));
+        assert_eq!(limits(&host), (Rate::Every(slow), 1));
+        // ...until a source asks: then its settings govern, looser or not.
+        hosts.get("http://a", &asking("a", fast, 4));
+        assert_eq!(limits(&host), (Rate::Every(fast), 4));
+        // Later requests outside any source do not tighten it.
+        hosts.get("http://a", &asking("", slow, 1));
+        assert_eq!(limits(&host), (Rate::Every(fast), 4));
+        // A host that joins a budget sources ask of brings no outside ask with it.
+        let other = hosts.get("http://b", &asking("", slow, 1));
+        let ip: IpAddr = "192.0.2.7".parse().unwrap();
+        hosts.share(&host, ip, &asking("a", fast, 4));
+        hosts.share(&other, ip, &asking("", slow, 1));
+        assert!(Arc::ptr_eq(&host.budget(), &other.budget()));
+        assert_eq!(limits(&other), (Rate::Every(fast), 4));
     }
 
     #[tokio::test]
