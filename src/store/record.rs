@@ -147,7 +147,42 @@ impl Record {
     /// Whether `new` says the same as `self`, ignoring Tributary's own times: then an
     /// upsert writes nothing and no event (re-harvesting an unchanged Source is silent).
     pub(super) fn same_content(&self, new: &Record) -> bool {
-        !self.is_deleted() && !new.is_deleted() && Record { changed: new.changed, ..self.clone() } == *new
+        // Every field named, so that one added later cannot be left out of the comparison;
+        // compared in place: this runs for every resource of every re-harvest.
+        let Record {
+            uri,
+            source,
+            sets,
+            origin,
+            upstream,
+            sha256,
+            md5,
+            length,
+            declared,
+            media_type,
+            lastmod,
+            via,
+            links,
+            deleted,
+            changed: _,
+            heads,
+        } = self;
+        deleted.is_none()
+            && new.deleted.is_none()
+            && *sha256 == new.sha256
+            && *length == new.length
+            && *uri == new.uri
+            && *origin == new.origin
+            && *upstream == new.upstream
+            && *source == new.source
+            && *md5 == new.md5
+            && *declared == new.declared
+            && *media_type == new.media_type
+            && *lastmod == new.lastmod
+            && *via == new.via
+            && *links == new.links
+            && *sets == new.sets
+            && *heads == new.heads
     }
 }
 

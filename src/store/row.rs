@@ -398,6 +398,36 @@ mod tests {
     }
 
     #[test]
+    fn same_content_ignores_tributarys_own_time_and_nothing_else() {
+        let old = Record { deleted: None, ..record(false) };
+        let new = Record { changed: "2025-01-01T00:00:00Z".parse().unwrap(), ..old.clone() };
+        assert!(old.same_content(&new));
+        type Change = fn(&mut Record);
+        let changes: [(&str, Change); 15] = [
+            ("uri", |r| r.uri.push('x')),
+            ("source", |r| r.source.push('x')),
+            ("sets", |r| drop(r.sets.pop())),
+            ("origin", |r| r.origin.push('x')),
+            ("upstream", |r| r.upstream.push('x')),
+            ("sha256", |r| r.sha256 = BlobId([8; 32])),
+            ("md5", |r| r.md5 = None),
+            ("length", |r| r.length += 1),
+            ("declared", |r| r.declared = HashList::default()),
+            ("media_type", |r| r.media_type = None),
+            ("lastmod", |r| r.lastmod = None),
+            ("via", |r| r.via = Via::default()),
+            ("links", |r| drop(r.links.pop())),
+            ("deleted", |r| r.deleted = Some("2025-01-01T00:00:00Z".parse().unwrap())),
+            ("heads", |r| drop(r.heads.pop())),
+        ];
+        for (field, change) in changes {
+            let mut changed = new.clone();
+            change(&mut changed);
+            assert!(!old.same_content(&changed), "a different {field} is a change");
+        }
+    }
+
+    #[test]
     fn records_round_trip_whether_or_not_fields_are_elided() {
         for from_origin in [true, false] {
             let rec = record(from_origin);
