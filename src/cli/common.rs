@@ -19,16 +19,21 @@ pub(super) fn load_config(global: &Global, only: &[String]) -> anyhow::Result<tr
     Ok(config)
 }
 
-/// After [`load_config`], the store and the fetcher the harvesting commands share.
+/// After [`load_config`], the store and the fetcher the harvesting commands share; `only`
+/// names the sources to be harvested (empty: all).
 ///
-/// The fetcher and its HTTP clients are built on a thread of its own while the store opens:
-/// building a client reads and parses the system's CA certificates (about 5 ms here), and
-/// creating a store waits on a hundred-odd `fsync`s (about 30 ms) with the CPU idle.
-pub(super) fn load(config: &tributary::config::Config) -> anyhow::Result<(tributary::store::Store, Fetcher)> {
+/// The fetcher and those sources' HTTP clients are built on a thread of its own while the
+/// store opens: building a client reads and parses the system's CA certificates (about 5 ms
+/// here), and creating a store waits on a hundred-odd `fsync`s (about 30 ms) with the CPU idle.
+pub(super) fn load(
+    config: &tributary::config::Config,
+    only: &[String],
+) -> anyhow::Result<(tributary::store::Store, Fetcher)> {
+    let sources = config.select(only)?;
     std::thread::scope(|scope| {
         let fetcher = scope.spawn(|| {
             let fetcher = Fetcher::from_config(config)?;
-            fetcher.prepare(config.sources.iter().map(|s| &s.settings))?;
+            fetcher.prepare(sources.iter().map(|s| &s.settings))?;
             Ok::<_, tributary::fetch::FetchError>(fetcher)
         });
         let store = open_store(config)?;

@@ -25,7 +25,7 @@ pub(super) fn run_harvest(global: &Global, args: HarvestArgs) -> anyhow::Result<
     let config = load_config(global, &args.sources)?;
     let rt = harvest_runtime(&config)?;
     let stop = shutdown_requests(&rt)?;
-    let (store, fetcher) = load(&config)?;
+    let (store, fetcher) = load(&config, &args.sources)?;
     let progress = progress::for_terminal();
     let summary = rt.block_on(async {
         let simulators = start_simulators(&config).await?;

@@ -17,7 +17,7 @@ pub(super) fn run_service(global: &Global) -> anyhow::Result<ExitCode> {
     let config = load_config(global, &[])?;
     let rt = harvest_runtime(&config)?;
     let stop = shutdown_requests(&rt)?;
-    let (store, fetcher) = load(&config)?;
+    let (store, fetcher) = load(&config, &[])?;
     let web = tributary::web::WebState::from_config(&config, &store, &fetcher)?;
     log_oai(&web);
     let (web, notifications) = with_push(web, &config)?;
