@@ -395,6 +395,7 @@ impl Fetcher {
             .pool_idle_timeout(Duration::from_secs(60))
             .tcp_nodelay(true)
             .dns_resolver(Arc::new(GuardedResolver { policy: Arc::new(policy.clone()) }))
+            .connector_layer(super::launch::StampConnections)
             .build()
             .map_err(|e| FetchError::Setup(e.into()))?;
         if clients.len() >= MAX_CLIENTS {

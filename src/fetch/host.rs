@@ -18,9 +18,10 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 use super::error::{FetchError, Phase};
+use super::launch::Launch;
 use super::park::Parks;
 use super::robots::{RobotsEntry, RobotsStatus};
 use crate::config::{Rate, Settings};
@@ -144,7 +145,36 @@ pub(crate) struct Budget {
     semaphore: Arc<Semaphore>,
     /// Locked after `gate` when both are.
     cap: Mutex<Cap>,
+    /// Locked after `gate` when both are.
+    launches: Mutex<Launches>,
+    /// Wakes the turns waiting for a request to leave.
+    landed: Notify,
 }
+
+/// Whether one of the budget's requests is between its turn and the wire, and when the next
+/// may leave: an interval after the last one did (see `launch`).
+#[derive(Default)]
+struct Launches {
+    leaving: bool,
+    next: Option<Instant>,
+}
+
+/// A request's turn: its concurrency slot (held until its body is done) and, under a rate
+/// limit, the [`Launch`] that marks when it leaves.
+pub(crate) struct Turn {
+    pub(crate) permit: OwnedSemaphorePermit,
+    pub(crate) launch: Option<Arc<Launch>>,
+}
+
+impl std::fmt::Debug for Turn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Turn").field("spaced", &self.launch.is_some()).finish_non_exhaustive()
+    }
+}
+
+/// Times a turn waits for earlier requests to leave, at most; each wait is one request leaving
+/// or the interval after it passing, and the deadline bounds them too.
+const MAX_LAUNCH_WAITS: usize = 4096;
 
 /// A budget's concurrency: the cap asked for, and the permits the semaphore has (free or in
 /// use). Permits in use cannot be taken back at once, so after a cap is lowered there may be
@@ -169,7 +199,53 @@ impl Budget {
             gate: Mutex::new(gate),
             semaphore: Arc::new(Semaphore::new(cap as usize)),
             cap: Mutex::new(Cap { wanted: cap, permits: cap }),
+            launches: Mutex::new(Launches::default()),
+            landed: Notify::new(),
         }
+    }
+
+    /// Waits until no other request of the budget is on its way out and an interval has passed
+    /// since the last left, then makes the caller's request the one leaving. `None` when the
+    /// budget has no rate limit (nothing to space).
+    async fn turn_to_leave(self: &Arc<Self>, deadline: tokio::time::Instant) -> Result<Option<Arc<Launch>>, ()> {
+        if lock(&self.gate).limiter.is_none() {
+            return Ok(None);
+        }
+        for _ in 0..MAX_LAUNCH_WAITS {
+            let landed = self.landed.notified();
+            let mut landed = std::pin::pin!(landed);
+            landed.as_mut().enable();
+            let until = {
+                let mut l = lock(&self.launches);
+                match (l.leaving, l.next.filter(|t| *t > Instant::now())) {
+                    (false, None) => {
+                        l.leaving = true;
+                        return Ok(Some(Arc::new(Launch::new(self.clone()))));
+                    }
+                    (false, Some(t)) => Some(tokio::time::Instant::from_std(t)),
+                    (true, _) => None,
+                }
+            };
+            match until {
+                Some(t) if t > deadline => return Err(()),
+                Some(t) => tokio::time::sleep_until(t).await,
+                None => tokio::time::timeout_at(deadline, landed).await.map_err(|_| ())?,
+            }
+        }
+        Err(())
+    }
+
+    /// The request leaving left at `at`: the next may leave an interval later.
+    pub(super) fn landed(&self, at: Instant) {
+        let interval = lock(&self.gate).effective().interval();
+        {
+            let mut l = lock(&self.launches);
+            l.leaving = false;
+            if let Some(next) = interval.map(|i| at + i) {
+                l.next = Some(l.next.map_or(next, |old| old.max(next)));
+            }
+        }
+        self.landed.notify_waiters();
     }
 
     /// Records what `settings`' source asks for now, replacing its earlier ask.
@@ -341,19 +417,15 @@ impl Host {
         }
     }
 
-    /// Waits for the host's turn: a park or backoff, a concurrency slot, and the rate limiter,
-    /// in that order. The permit is held until the response body is done. A park that ends
-    /// more than `max_wait` from now is not waited for.
+    /// Waits for the host's turn: a park or backoff, a concurrency slot, the previous request's
+    /// leaving (see `launch`), and the rate limiter, in that order. The permit is held until
+    /// the response body is done. A park that ends more than `max_wait` from now is not waited
+    /// for.
     ///
     /// # Errors
     /// [`FetchError::Parked`] for a park further off than `max_wait` or `deadline`;
     /// [`FetchError::Timeout`] (phase `Total`) when the turn would come after `deadline`.
-    pub(crate) async fn acquire(
-        &self,
-        url: &str,
-        max_wait: Duration,
-        deadline: Instant,
-    ) -> Result<OwnedSemaphorePermit, FetchError> {
+    pub(crate) async fn acquire(&self, url: &str, max_wait: Duration, deadline: Instant) -> Result<Turn, FetchError> {
         let late = || FetchError::Timeout { url: url.to_owned(), phase: Phase::Total };
         // Bounded: a concurrent failure can push not_before again while we wait, a few times.
         for _ in 0..8 {
@@ -369,6 +441,11 @@ impl Host {
             let budget = self.budget();
             let permit = tokio::time::timeout_at(deadline, budget.semaphore.clone().acquire_owned()).await;
             let permit = permit.map_err(|_| late())?.map_err(|_| late())?;
+            // The previous request's leaving first: it is the later of the two waits (its turn
+            // came before it left), and the limiter then lets this one through without a
+            // second sleep — a wake-up less per request, which on 1,000 polite hosts was a
+            // fifth of the harvester's CPU.
+            let launch = budget.turn_to_leave(deadline).await.map_err(|()| late())?;
             let limiter = lock(&budget.gate).limiter.clone();
             if let Some(l) = limiter {
                 tokio::time::timeout_at(deadline, l.until_ready()).await.map_err(|_| late())?;
@@ -377,7 +454,7 @@ impl Host {
             if clear {
                 lock(&budget.gate).used = true;
                 *lock(&self.last_used) = Instant::now();
-                return Ok(permit);
+                return Ok(Turn { permit, launch });
             }
         }
         Err(late())
@@ -617,6 +694,38 @@ mod tests {
         let started = Instant::now();
         let _permit = other.acquire("u", Duration::from_secs(1), deadline).await.unwrap();
         assert!(started.elapsed() >= Duration::from_millis(150), "{:?}", started.elapsed());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_turn_comes_an_interval_after_the_last_request_left_not_after_its_turn() {
+        let per = Duration::from_millis(100);
+        let host = Arc::new(Host::new("http://a.test".to_owned(), &asking("a", per, 4), Arc::new(Parks::new())));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let first = host.acquire("u", Duration::from_secs(1), deadline).await.unwrap();
+        let given = Instant::now();
+        // The first request is still connecting when the rate limiter would give the next turn.
+        let h = host.clone();
+        let next = tokio::spawn(async move {
+            let turn = h.acquire("u", Duration::from_secs(1), deadline).await.unwrap();
+            (Instant::now(), turn)
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!next.is_finished(), "a turn was given while the last request had not left");
+        let left = Instant::now();
+        drop(first.launch);
+        let (at, second) = next.await.unwrap();
+        assert!(at - given >= Duration::from_millis(300), "{:?}", at - given);
+        assert!(at - left >= per, "the turn came {:?} after the last request left", at - left);
+        // Unsent, a turn still counts: dropping it spaces the next one from then.
+        let dropped = Instant::now();
+        drop(second);
+        host.acquire("u", Duration::from_secs(1), deadline).await.unwrap();
+        assert!(dropped.elapsed() >= per, "{:?}", dropped.elapsed());
+
+        // Without a rate limit there is nothing to space: no launch, no wait.
+        let unlimited = Settings { rate: Rate::Unlimited, ..Settings::default() };
+        let free = Host::new("http://b.test".to_owned(), &unlimited, Arc::new(Parks::new()));
+        assert!(free.acquire("u", Duration::from_secs(1), deadline).await.unwrap().launch.is_none());
     }
 
     fn asking(source: &str, per: Duration, concurrency: u32) -> Settings {

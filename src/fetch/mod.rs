@@ -10,6 +10,8 @@
 //! - `host`: per-host politeness — a governor rate limit and a concurrency cap (per origin, or
 //!   shared by the origins of one address under `politeness = "ip"`), backoff with jitter,
 //!   robots.txt's `Crawl-delay` — and the counters behind the dashboard.
+//! - `launch`: when a request leaves (a new connection's handshakes come first), so a host's
+//!   rate holds as its server sees the requests arrive, not only as turns are given out.
 //! - `park`: origins parked by their `Retry-After`; the caller keeps them across restarts
 //!   ([`Fetcher::restore_parks`], [`Fetcher::parks`]).
 //! - `robots`: robots.txt, fetched once per host and cached (texting_robots).
@@ -32,6 +34,7 @@ mod error;
 mod form;
 mod guard;
 mod host;
+mod launch;
 mod metrics;
 mod outbound;
 mod park;

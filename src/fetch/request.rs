@@ -19,6 +19,7 @@ use super::client::{FetchResponse, Fetched, Fetcher, MAX_REDIRECTS, Validators, 
 use super::error::{FetchError, Phase};
 use super::guard::{GuardPolicy, Refusal};
 use super::host::{Counters, Host};
+use super::launch::{self, Launch};
 use super::robots::{ROBOTS_MAX_BYTES, RobotsEntry};
 use crate::config::Settings;
 
@@ -53,8 +54,8 @@ pub(crate) async fn attempt(
         let host = f.host_for_turn(&current, s).await;
         host.wait_out_park(current.as_str(), s.max_backoff, deadline).await?;
         robots_for(f, &host, &current, s, deadline).await?;
-        let permit = host.acquire(current.as_str(), s.max_backoff, deadline).await?;
-        let resp = send(&client, &host, &current, s, mode, validators, deadline).await?;
+        let turn = host.acquire(current.as_str(), s.max_backoff, deadline).await?;
+        let resp = send(&client, &host, &current, s, mode, validators, turn.launch, deadline).await?;
         if resp.status().is_redirection() && resp.status() != StatusCode::NOT_MODIFIED {
             current = redirect_target(&current, &resp)?;
             permanent &= matches!(resp.status().as_u16(), 301 | 308);
@@ -63,7 +64,7 @@ pub(crate) async fn attempt(
             }
             continue;
         }
-        return respond(resp, host, permit, s, mode, validators, deadline).map(|fetched| match fetched {
+        return respond(resp, host, turn.permit, s, mode, validators, deadline).map(|fetched| match fetched {
             Fetched::Modified(r) => Fetched::Modified(FetchResponse { moved, ..r }),
             not_modified => not_modified,
         });
@@ -71,6 +72,7 @@ pub(crate) async fn attempt(
     Err(FetchError::TooManyRedirects { url: current.to_string(), max: MAX_REDIRECTS })
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn send(
     client: &reqwest::Client,
     host: &Host,
@@ -78,6 +80,7 @@ async fn send(
     s: &Settings,
     mode: &Mode,
     validators: Option<&Validators>,
+    launch: Option<Arc<Launch>>,
     deadline: Instant,
 ) -> Result<reqwest::Response, FetchError> {
     let mut req =
@@ -97,7 +100,8 @@ async fn send(
     super::metrics::request();
     let header_end = (Instant::now() + s.header_timeout).min(deadline);
     let phase = if header_end == deadline { Phase::Total } else { Phase::Header };
-    let result = tokio::time::timeout_at(tokio::time::Instant::from_std(header_end), req.send()).await;
+    let sent = launch::sending(launch, req.send());
+    let result = tokio::time::timeout_at(tokio::time::Instant::from_std(header_end), sent).await;
     let err = match result {
         Ok(Ok(resp)) => return Ok(resp),
         Err(_) => FetchError::Timeout { url: url.to_string(), phase },
@@ -302,8 +306,8 @@ async fn robots_hops(f: &Fetcher, url: &Url, s: &Settings, deadline: Instant) ->
     for _hop in 0..=ROBOTS_REDIRECTS {
         policy.check_url(&current)?;
         let host = f.host_for_turn(&current, s).await;
-        let permit = host.acquire(current.as_str(), s.max_backoff, deadline).await?;
-        let resp = send(&client, &host, &current, s, &mode, None, deadline).await?;
+        let turn = host.acquire(current.as_str(), s.max_backoff, deadline).await?;
+        let resp = send(&client, &host, &current, s, &mode, None, turn.launch, deadline).await?;
         if resp.status().is_redirection() {
             current = redirect_target(&current, &resp)?;
             continue;
@@ -311,7 +315,7 @@ async fn robots_hops(f: &Fetcher, url: &Url, s: &Settings, deadline: Instant) ->
         if let Some(e @ FetchError::Parked { .. }) = park_for(&resp, &host, s) {
             return Err(e);
         }
-        return Ok(robots_outcome(f, resp, host, permit, s, deadline).await);
+        return Ok(robots_outcome(f, resp, host, turn.permit, s, deadline).await);
     }
     // RFC 9309 §2.3.1.2: too many redirects may be treated as unavailable (4xx): no rules.
     Ok(RobotsEntry::allow_all())

@@ -4,7 +4,9 @@
 use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
 
+use crate::support::cli::{finish, tributary};
 use crate::support::fetcher::{options, settings as default_settings};
+use crate::support::rs::resource_list;
 use crate::support::upstream::{Reply, Upstream, assert_spaced, runtime};
 use tributary::config::{Rate, Settings};
 use tributary::fetch::{Fetched, Fetcher, FetcherOptions};
@@ -121,4 +123,34 @@ async fn host_map_is_bounded() {
     // The most recently used hosts are the ones kept.
     let kept: Vec<String> = f.hosts().into_iter().map(|h| h.origin).collect();
     assert!(kept.contains(&format!("http://{}", ups[7].addr)));
+}
+
+/// A request that waits for a new connection's handshakes leaves well after its turn; the
+/// next one, on that connection once it is open, must still reach the server an interval
+/// after it, not an interval after the first one's turn. `tributary check` at the default rate
+/// (5/s) against an HTTPS upstream that stalls each handshake 600 ms: robots.txt goes out on
+/// the stalled connection, the document right after it on the same one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_behind_a_slow_handshake_is_spaced_from_when_it_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let pem = dir.path().join("upstream.pem");
+    let tls = crate::support::tls::localhost(&pem, Duration::from_millis(600));
+    let up = Upstream::start_tls(tls, |hit, _| match hit.path.as_str() {
+        "/robots.txt" => Reply::ok("User-agent: *\nAllow: /\n"),
+        "/resourcelist.xml" => {
+            Reply::xml(resource_list("https://127.0.0.1/capabilitylist.xml", "https://127.0.0.1/r", 3))
+        }
+        _ => Reply::status(404),
+    })
+    .await;
+    let mut cmd = tributary(&["check", up.url("/resourcelist.xml").as_str()]);
+    cmd.env("SSL_CERT_FILE", &pem);
+    let out = finish(cmd).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let paths: Vec<String> = up.hits().iter().map(|h| h.path.clone()).collect();
+    assert_eq!(paths, ["/robots.txt", "/resourcelist.xml"]);
+    assert_eq!(up.connections(), 1, "the document went out on robots.txt's connection");
+    let mut arrivals: Vec<Instant> = up.hits().iter().map(|h| h.at).collect();
+    let gap = assert_spaced(&mut arrivals, Duration::from_millis(200), "the stalled host");
+    eprintln!("robots.txt and the document arrived {gap:?} apart");
 }

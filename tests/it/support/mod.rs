@@ -20,6 +20,7 @@ pub(crate) mod service;
 pub(crate) mod sim;
 pub(crate) mod store;
 pub(crate) mod subscriber;
+pub(crate) mod tls;
 pub(crate) mod tools;
 pub(crate) mod upstream;
 pub(crate) mod zipkit;

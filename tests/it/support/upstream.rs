@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{JoinHandle, JoinSet};
 use url::Url;
@@ -103,8 +103,16 @@ struct State {
 /// A running upstream. See the module docs.
 pub(crate) struct Upstream {
     pub(crate) addr: SocketAddr,
+    scheme: &'static str,
     state: Arc<State>,
     task: JoinHandle<()>,
+}
+
+/// TLS for an upstream: the acceptor, and how long each new connection is stalled before its
+/// handshake, as a far or busy server's handshakes take.
+pub(crate) struct Tls {
+    pub(crate) acceptor: tokio_rustls::TlsAcceptor,
+    pub(crate) stall: Duration,
 }
 
 impl Drop for Upstream {
@@ -122,6 +130,22 @@ impl Upstream {
     /// [`Upstream::start`] on another loopback address (any of 127.0.0.0/8 on Linux), for
     /// tests that need two hosts the SSRF guard tells apart.
     pub(crate) async fn start_on(ip: &str, handler: impl Fn(&Hit, usize) -> Reply + Send + Sync + 'static) -> Upstream {
+        Upstream::listen(ip, None, handler).await
+    }
+
+    /// [`Upstream::start`] over HTTPS (`tls`; see [`super::tls`] for a certificate).
+    pub(crate) async fn start_tls(
+        tls: Tls,
+        handler: impl Fn(&Hit, usize) -> Reply + Send + Sync + 'static,
+    ) -> Upstream {
+        Upstream::listen("127.0.0.1", Some(Arc::new(tls)), handler).await
+    }
+
+    async fn listen(
+        ip: &str,
+        tls: Option<Arc<Tls>>,
+        handler: impl Fn(&Hit, usize) -> Reply + Send + Sync + 'static,
+    ) -> Upstream {
         let listener = TcpListener::bind((ip, 0)).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let state = Arc::new(State {
@@ -132,8 +156,9 @@ impl Upstream {
             connections: AtomicUsize::new(0),
             handler: Box::new(handler),
         });
-        let task = tokio::spawn(accept_loop(listener, state.clone()));
-        Upstream { addr, state, task }
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let task = tokio::spawn(accept_loop(listener, state.clone(), tls));
+        Upstream { addr, scheme, state, task }
     }
 
     /// Fixed routes: the nth request to a path gets the nth reply of its list (the last one
@@ -153,7 +178,7 @@ impl Upstream {
     }
 
     pub(crate) fn url(&self, path: &str) -> Url {
-        Url::parse(&format!("http://{}{}", self.addr, path)).unwrap()
+        Url::parse(&format!("{}://{}{}", self.scheme, self.addr, path)).unwrap()
     }
 
     pub(crate) fn hits(&self) -> Vec<Hit> {
@@ -199,7 +224,7 @@ pub(crate) fn assert_spaced(arrivals: &mut [Instant], interval: Duration, who: &
     arrivals.windows(2).map(|w| w[1] - w[0]).min().unwrap_or(Duration::MAX)
 }
 
-async fn accept_loop(listener: TcpListener, state: Arc<State>) {
+async fn accept_loop(listener: TcpListener, state: Arc<State>, tls: Option<Arc<Tls>>) {
     let mut conns = JoinSet::new();
     // Ends when the Upstream is dropped (the task is aborted, and `conns` with it).
     loop {
@@ -210,7 +235,10 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>) {
                     // held each response's body back ~40 ms for the client's delayed ACK.
                     let _ = stream.set_nodelay(true);
                     state.connections.fetch_add(1, Ordering::SeqCst);
-                    conns.spawn(connection(stream, state.clone()));
+                    match tls.clone() {
+                        None => conns.spawn(connection(stream, state.clone())),
+                        Some(tls) => conns.spawn(secure(stream, tls, state.clone())),
+                    };
                 }
             }
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
@@ -218,7 +246,15 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>) {
     }
 }
 
-async fn connection(stream: TcpStream, state: Arc<State>) {
+/// A connection over TLS: stalled, then the handshake (within 10 s), then as any other.
+async fn secure(stream: TcpStream, tls: Arc<Tls>, state: Arc<State>) {
+    tokio::time::sleep(tls.stall).await;
+    if let Ok(Ok(stream)) = tokio::time::timeout(Duration::from_secs(10), tls.acceptor.accept(stream)).await {
+        connection(stream, state).await;
+    }
+}
+
+async fn connection<S: AsyncRead + AsyncWrite + Unpin>(stream: S, state: Arc<State>) {
     let mut stream = BufReader::new(stream);
     // Bounded: at most 1,000 requests per connection, each head read within 30 s.
     for _ in 0..1000 {
@@ -241,7 +277,7 @@ async fn connection(stream: TcpStream, state: Arc<State>) {
     }
 }
 
-async fn read_head(stream: &mut BufReader<TcpStream>) -> Option<Hit> {
+async fn read_head<S: AsyncRead + Unpin>(stream: &mut BufReader<S>) -> Option<Hit> {
     let mut line = String::new();
     let read = tokio::time::timeout(Duration::from_secs(30), stream.read_line(&mut line)).await;
     if !matches!(read, Ok(Ok(n)) if n > 0) {
@@ -265,7 +301,7 @@ async fn read_head(stream: &mut BufReader<TcpStream>) -> Option<Hit> {
 }
 
 /// Writes the reply; true when the connection may serve another request.
-async fn write_reply(s: &mut TcpStream, reply: Reply) -> bool {
+async fn write_reply<S: AsyncWrite + Unpin>(s: &mut S, reply: Reply) -> bool {
     match reply {
         Reply::Full { status, headers, body } => {
             let head = head(status, &headers, &format!("Content-Length: {}", body.len()));
@@ -305,7 +341,7 @@ async fn write_reply(s: &mut TcpStream, reply: Reply) -> bool {
     }
 }
 
-async fn write_chunked(s: &mut TcpStream, headers: &[(String, String)], body: &[u8]) -> bool {
+async fn write_chunked<S: AsyncWrite + Unpin>(s: &mut S, headers: &[(String, String)], body: &[u8]) -> bool {
     if s.write_all(head(200, headers, "Transfer-Encoding: chunked").as_bytes()).await.is_err() {
         return false;
     }
