@@ -149,8 +149,9 @@ async fn a_request_behind_a_slow_handshake_is_spaced_from_when_it_left() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let paths: Vec<String> = up.hits().iter().map(|h| h.path.clone()).collect();
     assert_eq!(paths, ["/robots.txt", "/resourcelist.xml"]);
-    assert_eq!(up.connections(), 1, "the document went out on robots.txt's connection");
     let mut arrivals: Vec<Instant> = up.hits().iter().map(|h| h.at).collect();
     let gap = assert_spaced(&mut arrivals, Duration::from_millis(200), "the stalled host");
-    eprintln!("robots.txt and the document arrived {gap:?} apart");
+    // One connection, usually: hyper may start a second if robots.txt's is not back in its
+    // pool yet when the document asks; the spacing holds either way.
+    eprintln!("robots.txt and the document arrived {gap:?} apart, over {} connection(s)", up.connections());
 }
