@@ -733,6 +733,44 @@ mod tests {
         assert!(free.acquire("u", Duration::from_secs(1), deadline).await.unwrap().launch.is_none());
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_request_on_a_new_connection_leaves_when_its_answer_begins() {
+        use super::super::launch::{StampConnections, sending};
+        use tower::{Layer as _, Service as _, ServiceExt as _};
+        let per = Duration::from_millis(100);
+        let host = Arc::new(Host::new("http://a.test".to_owned(), &asking("a", per, 4), Arc::new(Parks::new())));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        // The connection is built at once; the connection's own task writes the request later.
+        let mut connector =
+            StampConnections.layer(tower::service_fn(|()| async { Ok::<_, std::convert::Infallible>(()) }));
+        let first = host.acquire("u", Duration::from_secs(1), deadline).await.unwrap();
+        let send = async move {
+            connector.ready().await.unwrap().call(()).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        };
+        let answered = tokio::spawn(async move {
+            sending(first.launch, send).await;
+            Instant::now()
+        });
+        host.acquire("u", Duration::from_secs(1), deadline).await.unwrap();
+        let turn = Instant::now();
+        let answered = answered.await.unwrap();
+        assert!(
+            turn >= answered + per,
+            "the next turn came {:?} after the answer",
+            turn.checked_duration_since(answered)
+        );
+
+        // On a pooled connection the request is written at its first poll: the next turn does
+        // not wait for its answer.
+        let pooled = host.acquire("u", Duration::from_secs(1), deadline).await.unwrap();
+        let polled = Instant::now();
+        let waiting = tokio::spawn(sending(pooled.launch, tokio::time::sleep(Duration::from_secs(10))));
+        host.acquire("u", Duration::from_secs(1), deadline).await.unwrap();
+        assert!(polled.elapsed() >= per && polled.elapsed() < Duration::from_secs(5), "{:?}", polled.elapsed());
+        waiting.abort();
+    }
+
     fn asking(source: &str, per: Duration, concurrency: u32) -> Settings {
         Settings {
             source_id: source.into(),

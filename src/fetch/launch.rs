@@ -7,15 +7,19 @@
 //! leave: a turn waits until the budget's previous request has left and an interval has passed
 //! since ([`Budget::turn_to_leave`](super::host)).
 //!
-//! A request has left once its first poll found a pooled connection to write on, or, when it
-//! needed a new one, once the connector built it: [`StampConnections`] wraps reqwest's
-//! connector and learns which request is connecting from a task-local that [`sending`] sets
-//! around each send. hyper-util calls the connector inside the request's own poll; were that to
-//! change, a new connection would go unseen and a request would count as leaving at its first
-//! poll, the spacing of turns alone.
+//! A request has left once its first poll found a pooled connection to write on. One that
+//! needed a new connection has left only once its answer began (or the send failed): hyper
+//! writes it from the connection's own task, spawned when the connection is built, and under
+//! load that task ran up to 22 ms later — with 1,000 sources starting, the packets showed
+//! robots.txt and the next request reaching a server 178 ms apart at 5/s. Its answer is the
+//! first sign from outside that it was written; the next request waited for that answer
+//! anyway when it is robots.txt. [`StampConnections`] wraps reqwest's connector and learns
+//! which request is connecting from a task-local that [`sending`] sets around each send.
+//! hyper-util calls the connector inside the request's own poll; were that to change, a new
+//! connection would go unseen and a request would count as leaving at its first poll, the
+//! spacing of turns alone.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
@@ -81,8 +85,8 @@ impl Drop for Unsent<'_> {
     }
 }
 
-/// A connector layer that marks the request being sent as leaving once its new connection is
-/// built (or failed to be).
+/// A connector layer that marks the request being sent as connecting: it leaves when its
+/// send completes, not at a poll that finds it waiting.
 #[derive(Clone, Copy)]
 pub(crate) struct StampConnections;
 
@@ -101,28 +105,18 @@ pub(crate) struct Stamped<S>(S);
 impl<S, R> tower::Service<R> for Stamped<S>
 where
     S: tower::Service<R>,
-    S::Future: Send + 'static,
 {
     type Response = S::Response;
     type Error = S::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
+    type Future = S::Future;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.0.poll_ready(cx)
     }
 
     fn call(&mut self, dst: R) -> Self::Future {
-        let launch = LAUNCH.try_with(Arc::clone).ok();
-        if let Some(l) = &launch {
-            l.connecting.store(true, Ordering::Release);
-        }
-        let connect = self.0.call(dst);
-        Box::pin(async move {
-            let conn = connect.await;
-            if let Some(l) = launch {
-                l.leave();
-            }
-            conn
-        })
+        // Outside a send (no launch): a connection nothing waits on, such as a pool's spare.
+        let _ = LAUNCH.try_with(|l| l.connecting.store(true, Ordering::Release));
+        self.0.call(dst)
     }
 }
