@@ -14,8 +14,12 @@
 #
 # Usage: scripts/bench-many.sh [N] [M] [RUNS]    (1000, 20, 1)
 #        env: BASE_PORT (20000: ports BASE_PORT .. BASE_PORT+N-1), TRIBUTARY (binary; default
-#        target/release/tributary, built if missing), KEEP=1 (keep WORK: the site, the log, the store)
-# Needs: nginx, python3, /usr/bin/time.
+#        target/release/tributary, built if missing), KEEP=1 (keep WORK: the site, the log, the store),
+#        CAPTURE=1 (also capture the requests on the loopback with tcpdump, as root, and report
+#        the shortest gap as the kernel stamped the packets: nginx's clock, which the log's
+#        times come from, is read once per turn of its event loop and runs a few ms off with
+#        1,000 servers)
+# Needs: nginx, python3, /usr/bin/time; tcpdump for CAPTURE=1.
 set -euo pipefail
 export LC_NUMERIC=C
 
@@ -128,16 +132,33 @@ EOF
 
 rounds=$(((N + CONCURRENT_SOURCES - 1) / CONCURRENT_SOURCES))
 floor=$(awk -v r="$rounds" -v m="$M" -v rate="$RATE" 'BEGIN {printf "%.2f", r * (m + 4) / rate}')
+# The first packet of each request ("GET " at the start of its TCP payload) to one of the ports.
+capture_filter="tcp dst portrange $BASE_PORT-$((BASE_PORT + N - 1)) and tcp[((tcp[12:1] & 0xf0) >> 2):4] = 0x47455420"
 for run in $(seq "$RUNS"); do
     rm -rf "$WORK/store"
     : >"$WORK/access.log"
     kill -USR1 "$(cat "$WORK/nginx.pid")" # reopen the log
+    capture=""
+    if [[ ${CAPTURE:-0} == 1 ]]; then
+        tcpdump -i lo -n -s 128 -B 65536 --immediate-mode -w "$WORK/requests.pcap" "$capture_filter" 2>"$WORK/tcpdump.log" &
+        capture=$!
+        for _ in $(seq 50); do grep -q listening "$WORK/tcpdump.log" && break; sleep 0.1; done
+    fi
     start=$EPOCHREALTIME
     /usr/bin/time -v -o "$WORK/time.txt" "$BIN" --config "$WORK/sources.toml" --data-dir "$WORK/store" harvest \
         >"$WORK/summary.txt" 2>"$WORK/log.txt" || { tail -20 "$WORK/summary.txt" "$WORK/log.txt" >&2; exit 1; }
     end=$EPOCHREALTIME
     kill -USR1 "$(cat "$WORK/nginx.pid")" # flush the log's buffer
     sleep 0.5
+    kernel=""
+    if [[ -n $capture ]]; then
+        kill -INT "$capture"
+        wait "$capture" || true
+        kernel=$(tcpdump -r "$WORK/requests.pcap" -n -tt 2>/dev/null |
+            awk '{ split($5, a, "."); sub(":", "", a[5]); print a[5], $1 }' | sort -k1,1 -k2,2g |
+            awk 'BEGIN { gap = 1e9 } $1 == o && $2 - l < gap { gap = $2 - l } { o = $1; l = $2; n++ }
+                END { printf "; by the packets (%d of the requests captured): %.4f s", n, gap }')
+    fi
     wall=$(awk -v s="$start" -v e="$end" 'BEGIN {printf "%.2f", e - s}')
     rss=$(awk -F': ' '/Maximum resident set size/ {printf "%.0f", $2/1024}' "$WORK/time.txt")
     cpu=$(awk -F': ' '/User time|System time/ {s += $2} END {printf "%.1f", s}' "$WORK/time.txt")
@@ -155,6 +176,6 @@ for run in $(seq "$RUNS"); do
     echo "run $run: $fetched of $((N * M)) resources fetched, $requests requests ($bad failed), wall ${wall} s," \
         "floor ${floor} s ($rounds rounds of $(((M + 4))) requests at $RATE/s): $(awk -v w="$wall" -v f="$floor" 'BEGIN {printf "%.3f", w / f}')x the floor"
     echo "       peak RSS ${rss} MiB, CPU ${cpu} s; busiest origin-second: $busiest requests (rate $RATE/s);" \
-        "shortest gap at one origin: ${gap} s"
+        "shortest gap at one origin: ${gap} s by nginx's clock$kernel"
     [[ $fetched == $((N * M)) ]] || { echo "not every resource was fetched:" >&2; grep -v "fetched $M" "$WORK/summary.txt" | head >&2; }
 done
