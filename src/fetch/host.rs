@@ -769,6 +769,20 @@ mod tests {
         host.acquire("u", Duration::from_secs(1), deadline).await.unwrap();
         assert!(polled.elapsed() >= per && polled.elapsed() < Duration::from_secs(5), "{:?}", polled.elapsed());
         waiting.abort();
+
+        // Cancelled while connecting (a header timeout): it counts as leaving when dropped.
+        let mut connector =
+            StampConnections.layer(tower::service_fn(|()| async { Ok::<_, std::convert::Infallible>(()) }));
+        let cut = host.acquire("u", Duration::from_secs(1), deadline).await.unwrap();
+        let send = async move {
+            connector.ready().await.unwrap().call(()).await.unwrap();
+            std::future::pending::<()>().await;
+        };
+        let (started, patience) = (Instant::now(), Duration::from_millis(200));
+        let _ = tokio::time::timeout(patience, sending(cut.launch, send)).await;
+        host.acquire("u", Duration::from_secs(1), deadline).await.unwrap();
+        let waited = started.elapsed();
+        assert!(waited >= patience + per && waited < Duration::from_secs(5), "{waited:?}");
     }
 
     fn asking(source: &str, per: Duration, concurrency: u32) -> Settings {

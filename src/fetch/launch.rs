@@ -63,8 +63,8 @@ impl Drop for Launch {
 /// a launch (a host without a rate limit) it is `send` itself.
 pub(crate) async fn sending<F: Future>(launch: Option<Arc<Launch>>, send: F) -> F::Output {
     let Some(launch) = launch else { return send.await };
-    // Cancelled (a header timeout) before it left: it never will, and the budget moves on.
-    let _unsent = Unsent(&launch);
+    // Cancelled (a header timeout) before it left, it never will: dropping this future drops
+    // both handles on the launch, and `Launch`'s drop lets the budget move on.
     let mut send = std::pin::pin!(LAUNCH.scope(launch.clone(), send));
     std::future::poll_fn(|cx| {
         let polled = send.as_mut().poll(cx);
@@ -75,14 +75,6 @@ pub(crate) async fn sending<F: Future>(launch: Option<Arc<Launch>>, send: F) -> 
         polled
     })
     .await
-}
-
-struct Unsent<'a>(&'a Launch);
-
-impl Drop for Unsent<'_> {
-    fn drop(&mut self) {
-        self.0.leave();
-    }
 }
 
 /// A connector layer that marks the request being sent as connecting: it leaves when its

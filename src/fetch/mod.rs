@@ -10,7 +10,7 @@
 //! - `host`: per-host politeness — a governor rate limit and a concurrency cap (per origin, or
 //!   shared by the origins of one address under `politeness = "ip"`), backoff with jitter,
 //!   robots.txt's `Crawl-delay` — and the counters behind the dashboard.
-//! - `launch`: when a request leaves (a new connection's handshakes come first), so a host's
+//! - `launch`: when a request leaves (on a new connection, once its answer begins), so a host's
 //!   rate holds as its server sees the requests arrive, not only as turns are given out.
 //! - `park`: origins parked by their `Retry-After`; the caller keeps them across restarts
 //!   ([`Fetcher::restore_parks`], [`Fetcher::parks`]).

@@ -1,9 +1,9 @@
 //! An async HTTP/1.1 upstream on 127.0.0.1 for the harvester's tests, written on raw tokio
 //! sockets so it can misbehave exactly: hang, trickle, cut a body short (with Content-Length
-//! or chunked), delay, or (over HTTPS) stall each handshake. It records every request (path, arrival time, headers) and the most
-//! requests ever in flight at once, so tests can prove politeness from the server's side. It
-//! also counts the TCP connections it accepted, so tests can tell keep-alive from a new
-//! connection per request.
+//! or chunked), delay, or (over HTTPS) stall each handshake. It records every request (path,
+//! arrival time, headers) and the most requests ever in flight at once, so tests can prove
+//! politeness from the server's side. It also counts the TCP connections it accepted, so tests
+//! can tell keep-alive from a new connection per request.
 //!
 //! Stopped when dropped (every connection task is aborted with it). Every wait is bounded.
 
